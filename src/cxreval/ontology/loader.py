@@ -1,0 +1,124 @@
+"""Load and validate an ontology YAML file (the packaged default or a user's own)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from cxreval.ontology.models import Ontology, normalize_term
+
+DEFAULT_ONTOLOGY = "cxr-entities.yaml"
+
+
+class OntologyError(ValueError):
+    """An ontology file that cannot be used; the message lists every problem found."""
+
+
+def _problems(onto: Ontology) -> list[str]:
+    problems: list[str] = []
+    cat_ids = [c.id for c in onto.categories]
+    group_ids = {g.id: g for g in onto.groups}
+    for dup in {c for c in cat_ids if cat_ids.count(c) > 1}:
+        problems.append(f"category id {dup!r} is defined more than once")
+    if len(group_ids) != len(onto.groups):
+        problems.append("group ids are not unique")
+    for g in onto.groups:
+        if g.category not in cat_ids:
+            problems.append(f"group {g.id!r} names unknown category {g.category!r}")
+
+    seen_ids: set[str] = set()
+    claims: dict[str, list[str]] = defaultdict(list)
+    for e in onto.entities:
+        where = f"entity {e.id!r}"
+        if e.id in seen_ids:
+            problems.append(f"{where} is defined more than once")
+        seen_ids.add(e.id)
+        if e.category not in cat_ids:
+            problems.append(f"{where} names unknown category {e.category!r}")
+        group = group_ids.get(e.group)
+        if group is None:
+            problems.append(f"{where} names unknown group {e.group!r}")
+        elif group.category != e.category:
+            problems.append(
+                f"{where} is in category {e.category!r} but its group {e.group!r} "
+                f"belongs to {group.category!r}"
+            )
+        for term in e.terms:
+            if not term:
+                problems.append(f"{where} has an empty synonym")
+            claims[term].append(e.id)
+        for labelset_id, targets in e.mappings.items():
+            labelset = onto.labelsets.get(labelset_id)
+            if labelset is None:
+                problems.append(f"{where} maps to unknown label set {labelset_id!r}")
+                continue
+            known = set(labelset.labels)
+            for target in targets:
+                head = target.split("/")[0].strip() if labelset.kind == "mesh" else target
+                if head not in known:
+                    problems.append(
+                        f"{where} maps to {target!r}, which is not a label of {labelset_id!r}"
+                    )
+
+    for term, owners in claims.items():
+        if len(set(owners)) > 1:
+            winner = onto.precedence.get(term)
+            if winner is None:
+                problems.append(
+                    f"synonym {term!r} is claimed by {sorted(set(owners))} and no precedence "
+                    "entry says which wins"
+                )
+            elif winner not in owners:
+                problems.append(f"precedence for {term!r} names {winner!r}, which does not claim it")
+    for term, winner in onto.precedence.items():
+        if winner not in seen_ids:
+            problems.append(f"precedence for {term!r} names unknown entity {winner!r}")
+        if normalize_term(term) != term:
+            problems.append(f"precedence key {term!r} must be written normalised: {normalize_term(term)!r}")
+    return problems
+
+
+def parse_ontology(data: dict, source: str = "<memory>") -> Ontology:
+    """Build and validate an :class:`Ontology` from already-parsed YAML data."""
+    try:
+        onto = Ontology.model_validate(data)
+    except ValidationError as exc:
+        raise OntologyError(f"{source}: invalid ontology:\n{exc}") from exc
+    problems = _problems(onto)
+    if problems:
+        listing = "\n".join(f"  - {p}" for p in problems)
+        raise OntologyError(f"{source}: {len(problems)} problem(s) in ontology:\n{listing}")
+    return onto
+
+
+def load_ontology(path: str | Path | None = None) -> Ontology:
+    """Load an ontology: the packaged default when ``path`` is None, else the user's YAML file."""
+    if path is None:
+        return _load_default()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OntologyError(f"{path}: cannot read ontology file: {exc.strerror}") from exc
+    return _parse_text(text, str(path))
+
+
+def _parse_text(text: str, source: str) -> Ontology:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise OntologyError(f"{source}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise OntologyError(f"{source}: expected a mapping at the top level")
+    return parse_ontology(data, source)
+
+
+@lru_cache(maxsize=1)
+def _load_default() -> Ontology:
+    ref = resources.files("cxreval.ontology") / "data" / DEFAULT_ONTOLOGY
+    return _parse_text(ref.read_text(encoding="utf-8"), f"cxreval:{DEFAULT_ONTOLOGY}")

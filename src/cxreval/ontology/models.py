@@ -1,0 +1,128 @@
+"""Pydantic models of the entity ontology.
+
+The ontology is data: every entity the engines can report, how it is grouped for plots, the
+words that name it, which attributes are judged for it and how it maps onto other label sets.
+These models are the contract between the YAML files and the rest of cxreval.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Attribute = Literal["location", "severity", "comparison"]
+EntityKind = Literal["finding", "differential"]
+
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def normalize_term(term: str) -> str:
+    """Canonical form used to compare synonyms: lower case, hyphens as spaces, single spaces."""
+    term = term.lower().replace("-", " ").replace("/", " ")
+    return " ".join(term.split())
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Category(_Strict):
+    """A key anatomical category (or exam quality / differential diagnoses)."""
+
+    id: str
+    name: str
+
+
+class Group(_Strict):
+    """One of the ~15 plot groups (SPEC-CXR figure 4); each belongs to a category."""
+
+    id: str
+    name: str
+    category: str
+
+
+class LabelSet(_Strict):
+    """An external label set the ontology maps onto (CheXpert-14, Ran-21, ChestX-ray14, MeSH).
+
+    ``kind: labels`` mapping targets must be listed labels. ``kind: mesh`` targets are
+    ``Heading[/qualifier...]`` patterns whose heading must be listed.
+    """
+
+    name: str
+    kind: Literal["labels", "mesh"] = "labels"
+    description: str = ""
+    labels: list[str]
+
+
+class Entity(_Strict):
+    """One radiological finding or differential diagnosis."""
+
+    id: str
+    name: str
+    kind: EntityKind
+    category: str
+    group: str
+    description: str = ""
+    synonyms: list[str] = Field(default_factory=list)
+    attributes: list[Attribute] = Field(default_factory=list)
+    critical: bool = False
+    mappings: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_snake_case(cls, value: str) -> str:
+        if not _ID_RE.match(value):
+            raise ValueError(f"entity id {value!r} must be snake_case ascii")
+        return value
+
+    @property
+    def terms(self) -> list[str]:
+        """The name and all synonyms, normalised and de-duplicated, in declaration order."""
+        seen: dict[str, None] = {}
+        for term in [self.name, *self.synonyms]:
+            seen.setdefault(normalize_term(term), None)
+        return list(seen)
+
+
+class Ontology(_Strict):
+    """A versioned entity set with its hierarchy and label-set mappings."""
+
+    id: str
+    version: str
+    description: str = ""
+    categories: list[Category]
+    groups: list[Group]
+    labelsets: dict[str, LabelSet] = Field(default_factory=dict)
+    precedence: dict[str, str] = Field(
+        default_factory=dict,
+        description="term -> entity id that wins where two entities claim the same term",
+    )
+    entities: list[Entity]
+
+    @property
+    def signature(self) -> str:
+        """``id@version``, the ontology part of every score signature."""
+        return f"{self.id}@{self.version}"
+
+    @property
+    def entity_ids(self) -> list[str]:
+        return [e.id for e in self.entities]
+
+    @cached_property
+    def _by_id(self) -> dict[str, Entity]:
+        return {e.id: e for e in self.entities}
+
+    def entity(self, entity_id: str) -> Entity:
+        try:
+            return self._by_id[entity_id]
+        except KeyError:
+            raise KeyError(f"unknown entity {entity_id!r} in ontology {self.signature}") from None
+
+    def findings(self) -> list[Entity]:
+        return [e for e in self.entities if e.kind == "finding"]
+
+    def differentials(self) -> list[Entity]:
+        return [e for e in self.entities if e.kind == "differential"]
