@@ -1,0 +1,708 @@
+"""Read reference and candidate reports from user files into validated :class:`ReportPair` objects.
+
+Everything downstream (extraction, scoring, judging) assumes clean input: one non-empty text per
+side, unique ids. This module is the single place where user files are checked, so that a bad
+file fails early with *every* problem listed (file, position, field, what is wrong) instead of
+failing half-way through a scoring run or, worse, silently scoring fewer reports than were given.
+No row is ever skipped or repaired; any problem raises :class:`InputError`.
+
+Formats (chosen from the suffix unless ``format=`` is given):
+
+``csv`` / ``tsv``
+    Header row required. Parsed with the standard :mod:`csv` module, so every value stays a
+    ``str`` and nothing ("NA", "null", "") turns into NaN; the same parser yields the line on
+    which each record starts, so positions always match the parsed records (quoted fields may
+    span several lines). Positions are **line N**: the 1-based line where the record starts
+    (the header is line 1). Header names are stripped of surrounding whitespace.
+``jsonl`` (``.jsonl``, ``.ndjson``)
+    One JSON object per line; blank lines are ignored. Positions are **line N** (1-based).
+``parquet``
+    Read with pyarrow. Positions are **row N**: the 1-based data row index.
+``json``
+    Either a list of objects (read like JSONL; positions are **item N**, the 1-based list
+    index) or the ReXrank layout: an object keyed by study id whose values hold ``report``,
+    ``section_findings``, ``section_impression``, ... (problems name the study **id**).
+
+JSON values keep their types (the :mod:`json` module is used rather than pandas, which would
+coerce numbers and dates), so a number, null or list where a report is expected is reported.
+Text files must be UTF-8; a UTF-8 byte order mark is accepted. Ids are compared as strings,
+stripped of surrounding whitespace (integer ids in JSON/Parquet become their decimal string).
+Report text is kept as is except that surrounding whitespace is stripped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import difflib
+import io
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FORMATS",
+    "SECTIONS",
+    "InputError",
+    "InputProblem",
+    "ReportPair",
+    "read_pair_files",
+    "read_pairs",
+    "read_reports",
+]
+
+PathLike = str | os.PathLike[str]
+
+#: Accepted ``format=`` values and the file suffixes that select them.
+FORMATS: dict[str, tuple[str, ...]] = {
+    "csv": (".csv",),
+    "tsv": (".tsv",),
+    "jsonl": (".jsonl", ".ndjson"),
+    "parquet": (".parquet",),
+    "json": (".json",),
+}
+_SUFFIX_TO_FORMAT = {suffix: fmt for fmt, suffixes in FORMATS.items() for suffix in suffixes}
+_FORMAT_ALIASES = {"ndjson": "jsonl"}
+
+#: ``section=`` values for the ReXrank JSON layout and the study field each one reads.
+SECTIONS: dict[str, str] = {
+    "report": "report",
+    "findings": "section_findings",
+    "impression": "section_impression",
+}
+
+#: How many problems ``str(InputError)`` lists before summarising the rest.
+MAX_LISTED_PROBLEMS = 20
+
+Unit = Literal["line", "row", "item"]
+
+
+class ReportPair(BaseModel):
+    """One reference report and the candidate (generated) report to score against it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pair_id: str
+    reference: str
+    candidate: str
+    meta: dict[str, str] = Field(default_factory=dict)
+    """Extra columns the caller asked to keep (model, dataset, site, ...), as text."""
+
+
+class InputProblem(BaseModel):
+    """One thing wrong with an input file, precise enough to find and fix it.
+
+    ``row`` is a 1-based position whose meaning is given by ``unit``: ``line`` (CSV/TSV record
+    start line, JSONL line), ``row`` (Parquet data row) or ``item`` (JSON list index). It is
+    ``None`` for file-level problems (missing column, unreadable file) and for ReXrank-layout
+    studies, which are named by ``id`` instead.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str
+    row: int | None = None
+    field: str | None = None
+    message: str
+    unit: Unit = "row"
+    id: str | None = None
+
+    def __str__(self) -> str:
+        where = [self.file]
+        if self.row is not None:
+            pos = f"{self.unit} {self.row}"
+            if self.id is not None:
+                pos += f" (id {self.id!r})"
+            where.append(pos)
+        elif self.id is not None:
+            where.append(f"id {self.id!r}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}"
+
+
+class InputError(ValueError):
+    """Input files that cannot be used; ``problems`` holds every problem found, not just the first."""
+
+    def __init__(self, problems: Iterable[InputProblem]) -> None:
+        self.problems: list[InputProblem] = list(problems)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        head = f"{n} problem{'s' if n != 1 else ''} in input:"
+        lines = [f"  - {p}" for p in self.problems[:MAX_LISTED_PROBLEMS]]
+        if n > MAX_LISTED_PROBLEMS:
+            more = n - MAX_LISTED_PROBLEMS
+            lines.append(f"  ... and {more} more problem{'s' if more != 1 else ''}")
+        return "\n".join([head, *lines])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep the exception picklable (e.g. across multiprocessing) despite the custom __init__.
+        return (type(self), (self.problems,))
+
+
+# --------------------------------------------------------------------------------------------
+# Internal table representation shared by all formats
+# --------------------------------------------------------------------------------------------
+
+_ABSENT: Any = object()  # a field that a record does not have at all
+
+
+@dataclass
+class _Record:
+    pos: int | None  # 1-based position in `unit`s; None for keyed (ReXrank) studies
+    values: Mapping[str, Any]
+    key: str | None = None  # raw study id of a keyed-layout record
+    short: bool = False  # CSV record with fewer fields than the header (already reported)
+    ident: str | None = None  # normalised id once known, to name the record in later problems
+
+
+@dataclass
+class _Table:
+    file: str
+    unit: Unit
+    columns: list[str]  # names present (header / union of object keys), in first-seen order
+    records: list[_Record]
+    problems: list[InputProblem] = field(default_factory=list)
+    keyed: bool = False  # ReXrank layout: id is the dict key, not a column
+
+    def problem(
+        self,
+        message: str,
+        rec: _Record | None = None,
+        field: str | None = None,
+        id: str | None = None,
+    ) -> InputProblem:
+        """Build a problem located at ``rec`` in this table (or at file level)."""
+        if rec is not None and id is None:
+            id = rec.key if rec.key is not None else rec.ident
+        return InputProblem(
+            file=self.file,
+            row=None if rec is None else rec.pos,
+            unit=self.unit,
+            field=field,
+            id=id,
+            message=message,
+        )
+
+
+def _file_error(file: str, message: str, row: int | None = None, unit: Unit = "line") -> InputError:
+    return InputError([InputProblem(file=file, row=row, unit=unit, message=message)])
+
+
+def _resolve_format(path: Path, file: str, format: str | None) -> str:
+    """Pick the reader from ``format=`` or the file suffix; unknown ones are an input error."""
+    accepted = ", ".join(f"{fmt} ({'/'.join(sfx)})" for fmt, sfx in FORMATS.items())
+    if format is not None:
+        fmt = format.lower().lstrip(".")
+        fmt = _FORMAT_ALIASES.get(fmt, fmt)
+        if fmt not in FORMATS:
+            raise _file_error(file, f"unknown format {format!r}; accepted formats: {accepted}")
+        return fmt
+    fmt_from_suffix = _SUFFIX_TO_FORMAT.get(path.suffix.lower())
+    if fmt_from_suffix is None:
+        raise _file_error(
+            file,
+            f"cannot tell the format from suffix {path.suffix or '(none)'!r}; accepted formats: "
+            f"{accepted}; or pass format=",
+        )
+    return fmt_from_suffix
+
+
+def _read_bytes(path: Path, file: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise _file_error(file, "file not found") from None
+    except IsADirectoryError:
+        raise _file_error(file, "is a directory, not a file") from None
+    except OSError as exc:
+        raise _file_error(file, f"cannot read file: {exc.strerror or exc}") from None
+
+
+def _decode(data: bytes, file: str) -> str:
+    """Decode UTF-8 (optional BOM); a bad byte is reported by line and 0-based file byte offset."""
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = skip + exc.start
+        line = data.count(b"\n", 0, offset) + 1
+        hint = ""
+        if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            hint = " (the file looks like UTF-16; save it as UTF-8)"
+        raise _file_error(
+            file,
+            f"not valid UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} "
+            f"(0-based, from the start of the file){hint}",
+            row=line,
+        ) from None
+
+
+def _json_type(value: Any) -> str:
+    """Name a value's type the way a user of the file would (JSON names where they apply)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, bytes | bytearray):
+        return "bytes"
+    return type(value).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# Format readers: each returns a _Table with structural problems collected, never raising for
+# row-level trouble (only for problems that stop the whole file being parsed).
+# --------------------------------------------------------------------------------------------
+
+
+def _read_delimited(text: str, file: str, delimiter: str) -> _Table:
+    """CSV/TSV via the csv module; records carry the line they start on."""
+    table = _Table(file=file, unit="line", columns=[], records=[])
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    header: list[str] | None = None
+    start = 1
+    last: tuple[int, int] | None = None  # (start line, end line) of the last record
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            table.problems.append(
+                InputProblem(file=file, row=start, unit="line", message=f"cannot parse record: {exc}")
+            )
+            start = reader.line_num + 1
+            continue
+        rec_start, start = start, reader.line_num + 1
+        if not fields:  # blank line between records
+            continue
+        last = (rec_start, reader.line_num)
+        if header is None:
+            header = [name.strip() for name in fields]
+            table.columns = header
+            continue
+        rec = _Record(pos=rec_start, values=dict(zip(header, fields, strict=False)))
+        if len(fields) != len(header):
+            rec.short = len(fields) < len(header)
+            table.problems.append(
+                table.problem(f"record has {len(fields)} fields, the header has {len(header)}", rec)
+            )
+        table.records.append(rec)
+
+    if header is None:
+        raise _file_error(file, "file is empty (no header row)", unit="line")
+    for name in dict.fromkeys(header):
+        if name and header.count(name) > 1:
+            table.problems.append(
+                InputProblem(
+                    file=file,
+                    row=1,
+                    unit="line",
+                    field=name,
+                    message=f"column appears {header.count(name)} times in the header",
+                )
+            )
+    # Non-strict csv parsing silently swallows the rest of the file into a quoted field that is
+    # never closed; re-parse the last record strictly to catch that.
+    if last is not None and last[1] > last[0]:
+        lines = list(io.StringIO(text, newline=""))
+        chunk = "".join(lines[last[0] - 1 : last[1]])
+        try:
+            list(csv.reader(io.StringIO(chunk, newline=""), delimiter=delimiter, strict=True))
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                table.problems.append(
+                    InputProblem(
+                        file=file,
+                        row=last[0],
+                        unit="line",
+                        message="quoted field is never closed (runs to the end of the file)",
+                    )
+                )
+    return table
+
+
+def _add_object_records(table: _Table, items: Iterable[tuple[int, Any]], kind: str) -> None:
+    """Add JSON objects as records; non-objects are problems. ``kind`` names the container."""
+    seen: dict[str, None] = dict.fromkeys(table.columns)
+    for pos, obj in items:
+        rec = _Record(pos=pos, values=obj if isinstance(obj, dict) else {})
+        if not isinstance(obj, dict):
+            table.problems.append(table.problem(f"{kind} is not a JSON object (got {_json_type(obj)})", rec))
+            continue
+        for name in obj:
+            seen.setdefault(name, None)
+        table.records.append(rec)
+    table.columns = list(seen)
+
+
+def _read_jsonl(text: str, file: str) -> _Table:
+    """JSON Lines: one object per line, line numbers as positions, blank lines ignored."""
+    table = _Table(file=file, unit="line", columns=[], records=[])
+    parsed: list[tuple[int, Any]] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            table.problems.append(
+                InputProblem(
+                    file=file,
+                    row=lineno,
+                    unit="line",
+                    message=f"not valid JSON: {exc.msg} (column {exc.colno})",
+                )
+            )
+    _add_object_records(table, parsed, "line")
+    return table
+
+
+class _Obj(dict[str, Any]):
+    """A JSON object that remembers keys given more than once (json.load keeps only the last)."""
+
+    duplicates: list[str]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Obj:
+    obj = _Obj(pairs)
+    counts = Counter(k for k, _ in pairs)
+    obj.duplicates = [k for k, n in counts.items() if n > 1]
+    return obj
+
+
+def _read_json(text: str, file: str, section_field: str | None) -> _Table:
+    """A ``.json`` file: a list of objects, or (when ``section_field`` is given) the ReXrank layout."""
+    try:
+        doc = json.loads(text, object_pairs_hook=_pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise _file_error(file, f"not valid JSON: {exc.msg} (column {exc.colno})", row=exc.lineno) from None
+    if isinstance(doc, list):
+        table = _Table(file=file, unit="item", columns=[], records=[])
+        _add_object_records(table, enumerate(doc, start=1), "item")
+        return table
+    if not isinstance(doc, dict):
+        raise _file_error(
+            file, f"top level must be a list of objects or an object keyed by id (got {_json_type(doc)})"
+        )
+    if section_field is None:
+        raise _file_error(
+            file,
+            "this JSON is an object keyed by id (ReXrank layout), which holds one report per id; "
+            "read it with read_reports() or read_pair_files(), or give a list of objects",
+        )
+    table = _Table(file=file, unit="item", columns=[], records=[], keyed=True)
+    for key in getattr(doc, "duplicates", []):
+        table.problems.append(table.problem("study id appears more than once in the file", id=key))
+    seen: dict[str, None] = {}
+    for key, study in doc.items():
+        rec = _Record(pos=None, values=study if isinstance(study, dict) else {}, key=key)
+        if not isinstance(study, dict):
+            table.problems.append(table.problem(f"study is not a JSON object (got {_json_type(study)})", rec))
+            continue
+        for name in study:
+            seen.setdefault(name, None)
+        table.records.append(rec)
+    table.columns = list(seen)
+    return table
+
+
+def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> _Table:
+    """Parquet via pyarrow; only the wanted columns are converted, keeping their Python types."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+        columns = list(pf.schema_arrow.names)
+        present = [c for c in dict.fromkeys(wanted) if c in columns]
+        arrow = pf.read(columns=present) if present else None
+        n_rows = pf.metadata.num_rows
+        data = {c: arrow.column(c).to_pylist() for c in present} if arrow is not None else {}
+    except FileNotFoundError:
+        raise _file_error(file, "file not found") from None
+    except Exception as exc:  # pyarrow raises several types (ArrowInvalid, OSError, ...)
+        raise _file_error(file, f"cannot read as Parquet: {exc}") from None
+    records = [_Record(pos=i + 1, values={c: data[c][i] for c in present}) for i in range(n_rows)]
+    return _Table(file=file, unit="row", columns=columns, records=records)
+
+
+def _load_table(path: PathLike, format: str | None, wanted: Sequence[str], section_field: str | None) -> _Table:
+    file = os.fspath(path)
+    p = Path(path)
+    fmt = _resolve_format(p, file, format)
+    if fmt == "parquet":
+        if not p.exists():
+            raise _file_error(file, "file not found")
+        return _read_parquet(p, file, wanted)
+    text = _decode(_read_bytes(p, file), file)
+    if fmt == "csv":
+        return _read_delimited(text, file, ",")
+    if fmt == "tsv":
+        return _read_delimited(text, file, "\t")
+    if fmt == "jsonl":
+        return _read_jsonl(text, file)
+    return _read_json(text, file, section_field)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation of values
+# --------------------------------------------------------------------------------------------
+
+
+def _missing_column(table: _Table, name: str, what: str = "column") -> InputProblem:
+    present = ", ".join(repr(c) for c in table.columns) or "(none)"
+    close = difflib.get_close_matches(name, table.columns, n=3, cutoff=0.6)
+    if not close:  # catch case-only differences too ("ID" vs "id")
+        close = [c for c in table.columns if c.lower() == name.lower()]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return InputProblem(
+        file=table.file, field=name, unit=table.unit, message=f"missing {what}; {what}s present: {present}{hint}"
+    )
+
+
+def _check_columns(table: _Table, names: Iterable[str]) -> set[str]:
+    """Report wanted columns that no record has; return the set of those that are present."""
+    present: set[str] = set()
+    what = "field" if table.keyed else "column"
+    for name in dict.fromkeys(names):
+        if name in table.columns:
+            present.add(name)
+        else:
+            table.problems.append(_missing_column(table, name, what))
+    return present
+
+
+def _get(table: _Table, rec: _Record, name: str) -> Any:
+    """Field value, or _ABSENT after reporting it (unless a short CSV record already was)."""
+    value = rec.values.get(name, _ABSENT)
+    if value is _ABSENT and not rec.short:
+        table.problems.append(table.problem("missing field", rec, name))
+    return value
+
+
+def _id_of(table: _Table, rec: _Record, id_col: str, present: set[str]) -> str | None:
+    """Normalised id of a record (stripped string), or None after reporting why there is none."""
+    if table.keyed:
+        raw: Any = rec.key
+        field_name = None
+    else:
+        if id_col not in present:
+            return None
+        raw = _get(table, rec, id_col)
+        field_name = id_col
+    if raw is _ABSENT:
+        return None
+    if raw is None:
+        table.problems.append(table.problem("empty id (null)", rec, field_name))
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    if not isinstance(raw, str):
+        table.problems.append(table.problem(f"id must be text or an integer, got {_json_type(raw)}", rec, field_name))
+        return None
+    ident = raw.strip()
+    if not ident:
+        table.problems.append(table.problem("empty id", rec, field_name))
+        return None
+    return ident
+
+
+def _text_of(table: _Table, rec: _Record, col: str, present: set[str]) -> str | None:
+    """Stripped report text, or None after reporting why it cannot be used."""
+    if col not in present:
+        return None
+    value = _get(table, rec, col)
+    if value is _ABSENT:
+        return None
+    if not isinstance(value, str):
+        table.problems.append(table.problem(f"expected report text, got {_json_type(value)}", rec, col))
+        return None
+    text = value.strip()
+    if not text:
+        table.problems.append(
+            table.problem("empty report" if not value else "empty report (whitespace only)", rec, col)
+        )
+        return None
+    return text
+
+
+def _meta_of(table: _Table, rec: _Record, col: str, present: set[str]) -> str | None:
+    """A kept extra column as text: strings stripped, numbers/booleans as text, null as ''."""
+    if col not in present:
+        return None
+    value = _get(table, rec, col)
+    if value is _ABSENT:
+        return None
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    table.problems.append(table.problem(f"expected text or a number, got {_json_type(value)}", rec, col))
+    return None
+
+
+@dataclass
+class _Row:
+    ident: str
+    rec: _Record
+    texts: dict[str, str]
+    meta: dict[str, str]
+
+
+def _extract(
+    table: _Table, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = ()
+) -> list[_Row]:
+    """Validate every record; problems go to ``table.problems``, complete rows are returned."""
+    if not table.records:
+        # Header-only CSV/Parquet: missing columns are still worth naming; JSON has no header.
+        if table.columns:
+            _check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+        if not table.problems:
+            table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
+        return []
+    present = _check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+    rows: list[_Row] = []
+    first_seen: dict[str, _Record] = {}
+    for rec in table.records:
+        ident = rec.ident = _id_of(table, rec, id_col, present)
+        texts = {c: _text_of(table, rec, c, present) for c in text_cols}
+        meta = {c: _meta_of(table, rec, c, present) for c in meta_cols}
+        if ident is not None:
+            if ident in first_seen:
+                first = first_seen[ident]
+                where = "earlier in the file" if first.pos is None else f"first at {table.unit} {first.pos}"
+                table.problems.append(
+                    table.problem(f"duplicate id {ident!r} ({where})", rec, None if table.keyed else id_col)
+                )
+                continue
+            first_seen[ident] = rec
+        if ident is None or any(v is None for v in texts.values()) or any(v is None for v in meta.values()):
+            continue
+        rows.append(_Row(ident, rec, texts, meta))  # type: ignore[arg-type]
+    return rows
+
+
+def _section_field(section: str) -> str:
+    if section not in SECTIONS:
+        raise ValueError(f"section must be one of {', '.join(map(repr, SECTIONS))}, got {section!r}")
+    return SECTIONS[section]
+
+
+# --------------------------------------------------------------------------------------------
+# Public readers
+# --------------------------------------------------------------------------------------------
+
+
+def read_pairs(
+    path: PathLike,
+    *,
+    id_col: str = "id",
+    reference_col: str = "reference",
+    candidate_col: str = "candidate",
+    meta_cols: Sequence[str] = (),
+    format: str | None = None,
+) -> list[ReportPair]:
+    """Read one file holding an id, a reference and a candidate report per record.
+
+    ``meta_cols`` are extra columns to keep in :attr:`ReportPair.meta`. Pairs come back in file
+    order. Raises :class:`InputError` listing every problem in the file.
+    """
+    wanted = [id_col, reference_col, candidate_col, *meta_cols]
+    table = _load_table(path, format, wanted, section_field=None)
+    rows = _extract(table, id_col, [reference_col, candidate_col], meta_cols)
+    if table.problems:
+        raise InputError(table.problems)
+    return [
+        ReportPair(pair_id=r.ident, reference=r.texts[reference_col], candidate=r.texts[candidate_col], meta=r.meta)
+        for r in rows
+    ]
+
+
+def _reports_table(
+    path: PathLike, id_col: str, text_col: str, format: str | None, section: str
+) -> tuple[_Table, list[_Row], str]:
+    section_field = _section_field(section)
+    table = _load_table(path, format, [id_col, text_col], section_field=section_field)
+    col = section_field if table.keyed else text_col
+    return table, _extract(table, id_col, [col]), col
+
+
+def read_reports(
+    path: PathLike,
+    *,
+    id_col: str = "id",
+    text_col: str = "report",
+    format: str | None = None,
+    section: str = "report",
+) -> dict[str, str]:
+    """Read one report text per id (for two-file input), in file order.
+
+    Tabular files (CSV, TSV, JSONL, Parquet, JSON list) use ``id_col`` and ``text_col`` and
+    ignore ``section``. A
+    ReXrank-layout JSON (object keyed by study id) ignores both: the key is the id and
+    ``section`` picks the field: ``report`` (full "Findings: ... Impression: ..." text),
+    ``findings`` (``section_findings``) or ``impression`` (``section_impression``).
+    """
+    table, rows, col = _reports_table(path, id_col, text_col, format, section)
+    if table.problems:
+        raise InputError(table.problems)
+    return {r.ident: r.texts[col] for r in rows}
+
+
+def read_pair_files(
+    refs_path: PathLike,
+    cands_path: PathLike,
+    *,
+    id_col: str = "id",
+    reference_col: str = "reference",
+    candidate_col: str = "candidate",
+    reference_format: str | None = None,
+    candidate_format: str | None = None,
+    section: str = "report",
+) -> list[ReportPair]:
+    """Join a references file and a candidates file on id, in candidate-file order.
+
+    Each file is read as by :func:`read_reports` (``reference_col`` / ``candidate_col`` are the
+    text columns; ``section`` applies to a file in ReXrank layout). Problems in both files are
+    collected and raised together; only when both files are clean are the ids matched, and then
+    every id present in one file only is a problem, in both directions.
+    """
+    refs, ref_rows, ref_col = _reports_table(refs_path, id_col, reference_col, reference_format, section)
+    cands, cand_rows, cand_col = _reports_table(cands_path, id_col, candidate_col, candidate_format, section)
+    problems = [*refs.problems, *cands.problems]
+    if problems:
+        raise InputError(problems)
+    ref_by_id = {r.ident: r for r in ref_rows}
+    cand_ids = {r.ident for r in cand_rows}
+    for r in cand_rows:
+        if r.ident not in ref_by_id:
+            problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
+    for r in ref_rows:
+        if r.ident not in cand_ids:
+            problems.append(refs.problem(f"id has no candidate in {cands.file}", r.rec, id=r.ident))
+    if problems:
+        raise InputError(problems)
+    return [
+        ReportPair(pair_id=r.ident, reference=ref_by_id[r.ident].texts[ref_col], candidate=r.texts[cand_col])
+        for r in cand_rows
+    ]
