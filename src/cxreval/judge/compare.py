@@ -1,0 +1,112 @@
+"""Deterministic judgement: compare two extractions entity by entity.
+
+Decisions (documented in the README):
+- Presence: an entity is positive in a report when it is present, or uncertain under the
+  default policy ``uncertain="positive"`` (a hedged finding still asks the reader to act on it;
+  differential diagnoses are nearly always hedged). ``uncertain="negative"`` counts hedges as
+  absent. TP / FP / FN / TN follow from the two reports' polarity.
+- Attributes are judged on TP rows only, and only where the ontology says they apply.
+  Location: not-available unless both reports give a side or a zone; not-aligned when the sides
+  differ, or when both give zones and none is shared. Severity: not-available unless both give
+  one; aligned when the buckets (mild / moderate / severe) agree. Comparison:
+  missing-mentioned-comparison when only the reference states a change from a prior,
+  adding-unmentioned-comparison when only the candidate does, otherwise other.
+- Rows are written for every entity that either report mentions (TN included when both deny
+  it). An entity neither report mentions is an implicit TN: scores count it as
+  ``n_pairs - TP - FP - FN``, so no information is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from cxreval.extract.models import EntityState, Extraction
+from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
+from cxreval.ontology import Ontology
+
+UncertainPolicy = Literal["positive", "negative"]
+
+
+def is_positive(state: EntityState | None, uncertain: UncertainPolicy) -> bool:
+    if state is None:
+        return False
+    return state.status == "present" or (state.status == "uncertain" and uncertain == "positive")
+
+
+def _presence(ref_pos: bool, cand_pos: bool) -> Presence:
+    if ref_pos:
+        return "TP" if cand_pos else "FN"
+    return "FP" if cand_pos else "TN"
+
+
+def judge_location(ref: EntityState, cand: EntityState) -> AttributeJudgement:
+    ref_has = ref.side is not None or bool(ref.zones)
+    cand_has = cand.side is not None or bool(cand.zones)
+    if not (ref_has and cand_has):
+        return "not-available"
+    if ref.side and cand.side and ref.side != cand.side:
+        return "not-aligned"
+    if ref.zones and cand.zones and not set(ref.zones) & set(cand.zones):
+        return "not-aligned"
+    if (ref.side is None) != (cand.side is None) and not (ref.zones and cand.zones):
+        # One gives only a side, the other only a zone: nothing to compare.
+        return "not-available"
+    return "aligned"
+
+
+def judge_severity(ref: EntityState, cand: EntityState) -> AttributeJudgement:
+    if ref.severity is None or cand.severity is None:
+        return "not-available"
+    return "aligned" if ref.severity == cand.severity else "not-aligned"
+
+
+def judge_comparison(ref: EntityState, cand: EntityState) -> ComparisonJudgement:
+    if ref.comparison and not cand.comparison:
+        return "missing-mentioned-comparison"
+    if cand.comparison and not ref.comparison:
+        return "adding-unmentioned-comparison"
+    return "other"
+
+
+def compare_extractions(
+    pair_id: str,
+    reference: Extraction,
+    candidate: Extraction,
+    ontology: Ontology,
+    uncertain: UncertainPolicy = "positive",
+) -> list[EntityJudgement]:
+    """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order."""
+    ref_states = reference.states()
+    cand_states = candidate.states()
+    rows: list[EntityJudgement] = []
+    mentioned = ref_states.keys() | cand_states.keys()
+    for entity in ontology.entities:
+        if entity.id not in mentioned:
+            continue
+        ref = ref_states.get(entity.id)
+        cand = cand_states.get(entity.id)
+        presence = _presence(is_positive(ref, uncertain), is_positive(cand, uncertain))
+        location: AttributeJudgement = "not-available"
+        severity: AttributeJudgement = "not-available"
+        comparison: ComparisonJudgement = "other"
+        if presence == "TP":
+            assert ref is not None and cand is not None
+            if "location" in entity.attributes:
+                location = judge_location(ref, cand)
+            if "severity" in entity.attributes:
+                severity = judge_severity(ref, cand)
+            if "comparison" in entity.attributes:
+                comparison = judge_comparison(ref, cand)
+        rows.append(
+            EntityJudgement(
+                pair_id=pair_id,
+                entity=entity.id,
+                presence=presence,
+                location=location,
+                severity=severity,
+                comparison=comparison,
+                reference=ref.evidence if ref else "",
+                candidate=cand.evidence if cand else "",
+            )
+        )
+    return rows

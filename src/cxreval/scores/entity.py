@@ -1,0 +1,235 @@
+"""Entity-level scores from the judgement table (SPEC-CXR section 2).
+
+Presence: precision, recall and F1 per entity, per group, macro and micro. A ratio with a zero
+denominator is undefined (``None``), never 0: an entity that no report of either side affirms
+has no F1, and averaging it in as 0 or 1 would distort the macro mean. Attribute accuracy
+(location, severity, comparison) counts TP rows only, so a missed finding is not penalised
+twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from cxreval.judge.models import EntityJudgement
+from cxreval.ontology import Ontology
+
+ATTRIBUTES = ("location", "severity", "comparison")
+
+
+class AttributeScore(BaseModel):
+    """Accuracy of one attribute on TP rows: ``correct / judged``; not-available rows aside."""
+
+    model_config = ConfigDict(frozen=True)
+
+    correct: int = 0
+    judged: int = 0
+    not_available: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.judged if self.judged else None
+
+
+class PresenceScore(BaseModel):
+    """Presence counts and the ratios that follow from them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def support(self) -> int:
+        """Reference positives."""
+        return self.tp + self.fn
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def precision(self) -> float | None:
+        return _ratio(self.tp, self.tp + self.fp)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def recall(self) -> float | None:
+        return _ratio(self.tp, self.tp + self.fn)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def f1(self) -> float | None:
+        return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+
+
+class EntityScore(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    entity: str
+    name: str
+    kind: str
+    group: str
+    presence: PresenceScore
+    location: AttributeScore
+    severity: AttributeScore
+    comparison: AttributeScore
+
+
+class GroupScore(BaseModel):
+    """Counts pooled over a group's entities (micro within the group)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    group: str
+    name: str
+    n_entities: int
+    presence: PresenceScore
+    location: AttributeScore
+    severity: AttributeScore
+    comparison: AttributeScore
+
+
+class Averages(BaseModel):
+    """Macro (mean over entities with a defined value) and micro (pooled counts) averages."""
+
+    model_config = ConfigDict(frozen=True)
+
+    macro_precision: float | None
+    macro_recall: float | None
+    macro_f1: float | None
+    n_entities_f1_defined: int
+    n_entities: int
+    micro: PresenceScore
+    location: AttributeScore
+    severity: AttributeScore
+    comparison: AttributeScore
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _mean_defined(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def judgement_frame(rows: Sequence[EntityJudgement]) -> pd.DataFrame:
+    """The judgement table as a DataFrame (columns as in ``judgements.jsonl``)."""
+    cols = ["pair_id", "entity", "presence", "location", "severity", "comparison"]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in cols})
+    return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)
+
+
+def _count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
+    """Per-entity counts: TP/FP/FN and, per attribute, correct / judged / not-available."""
+    ids = ontology.entity_ids
+    counts = pd.DataFrame(0, index=pd.Index(ids, name="entity"), columns=[
+        "TP", "FP", "FN",
+        "location_correct", "location_judged", "location_na",
+        "severity_correct", "severity_judged", "severity_na",
+        "comparison_correct", "comparison_judged", "comparison_na",
+    ])
+    if frame.empty:
+        return counts
+    pres = pd.crosstab(frame["entity"], frame["presence"])
+    for col in ("TP", "FP", "FN"):
+        if col in pres:
+            counts[col] = pres[col].reindex(ids, fill_value=0).to_numpy()
+    tp = frame[frame["presence"] == "TP"]
+    applies = {a: {e.id for e in ontology.entities if a in e.attributes} for a in ATTRIBUTES}
+    for attr in ("location", "severity"):
+        sub = tp[tp["entity"].isin(applies[attr])]
+        grouped = pd.crosstab(sub["entity"], sub[attr]) if not sub.empty else pd.DataFrame()
+        aligned = grouped.get("aligned", pd.Series(dtype=int)).reindex(ids, fill_value=0)
+        wrong = grouped.get("not-aligned", pd.Series(dtype=int)).reindex(ids, fill_value=0)
+        na = grouped.get("not-available", pd.Series(dtype=int)).reindex(ids, fill_value=0)
+        counts[f"{attr}_correct"] = aligned.to_numpy()
+        counts[f"{attr}_judged"] = (aligned + wrong).to_numpy()
+        counts[f"{attr}_na"] = na.to_numpy()
+    sub = tp[tp["entity"].isin(applies["comparison"])]
+    if not sub.empty:
+        total = sub.groupby("entity").size().reindex(ids, fill_value=0)
+        ok = sub[sub["comparison"] == "other"].groupby("entity").size().reindex(ids, fill_value=0)
+        counts["comparison_correct"] = ok.to_numpy()
+        counts["comparison_judged"] = total.to_numpy()
+    return counts
+
+
+def _attr(row: pd.Series, attr: str) -> AttributeScore:
+    return AttributeScore(
+        correct=int(row[f"{attr}_correct"]),
+        judged=int(row[f"{attr}_judged"]),
+        not_available=int(row[f"{attr}_na"]),
+    )
+
+
+def _presence(row: pd.Series, n_pairs: int) -> PresenceScore:
+    tp, fp, fn = int(row["TP"]), int(row["FP"]), int(row["FN"])
+    return PresenceScore(tp=tp, fp=fp, fn=fn, tn=n_pairs - tp - fp - fn)
+
+
+def entity_scores(frame: pd.DataFrame, ontology: Ontology, n_pairs: int) -> list[EntityScore]:
+    """One :class:`EntityScore` per ontology entity, in ontology order."""
+    counts = _count_table(frame, ontology)
+    out: list[EntityScore] = []
+    for e in ontology.entities:
+        row = counts.loc[e.id]
+        out.append(
+            EntityScore(
+                entity=e.id,
+                name=e.name,
+                kind=e.kind,
+                group=e.group,
+                presence=_presence(row, n_pairs),
+                **{a: _attr(row, a) for a in ATTRIBUTES},
+            )
+        )
+    return out
+
+
+def _pool(scores: Sequence[EntityScore]) -> tuple[PresenceScore, dict[str, AttributeScore]]:
+    presence = PresenceScore(
+        tp=sum(s.presence.tp for s in scores),
+        fp=sum(s.presence.fp for s in scores),
+        fn=sum(s.presence.fn for s in scores),
+        tn=sum(s.presence.tn for s in scores),
+    )
+    attrs = {
+        a: AttributeScore(
+            correct=sum(getattr(s, a).correct for s in scores),
+            judged=sum(getattr(s, a).judged for s in scores),
+            not_available=sum(getattr(s, a).not_available for s in scores),
+        )
+        for a in ATTRIBUTES
+    }
+    return presence, attrs
+
+
+def group_scores(scores: Sequence[EntityScore], ontology: Ontology) -> list[GroupScore]:
+    out: list[GroupScore] = []
+    for g in ontology.groups:
+        members = [s for s in scores if s.group == g.id]
+        presence, attrs = _pool(members)
+        out.append(GroupScore(group=g.id, name=g.name, n_entities=len(members), presence=presence, **attrs))
+    return out
+
+
+def averages(scores: Sequence[EntityScore]) -> Averages:
+    presence, attrs = _pool(scores)
+    return Averages(
+        macro_precision=_mean_defined(s.presence.precision for s in scores),
+        macro_recall=_mean_defined(s.presence.recall for s in scores),
+        macro_f1=_mean_defined(s.presence.f1 for s in scores),
+        n_entities_f1_defined=sum(s.presence.f1 is not None for s in scores),
+        n_entities=len(scores),
+        micro=presence,
+        **attrs,
+    )

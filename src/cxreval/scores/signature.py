@@ -1,0 +1,53 @@
+"""Signatures: what produced a number, sacreBLEU style.
+
+Two numbers with different signatures are not comparable; cxreval prints the signature next to
+every score and refuses to compare results whose signatures differ.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cxreval._version import __version__
+
+
+class Signature(BaseModel):
+    """Everything that determines a score: metric, ontology, engine, model, prompt, options."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    ontology: str
+    engine: str
+    model: str = "none"
+    prompt: str = "none"
+    options: dict[str, str] = Field(default_factory=dict)
+    version: str = __version__
+
+    def __str__(self) -> str:
+        parts = [
+            f"metric:{self.metric}",
+            f"ontology:{self.ontology}",
+            f"engine:{self.engine}",
+            f"model:{self.model}",
+            f"prompt:{self.prompt}",
+        ]
+        parts += [f"{k}:{v}" for k, v in sorted(self.options.items())]
+        parts.append(f"version:{self.version}")
+        return "|".join(parts)
+
+    def with_metric(self, metric: str) -> "Signature":
+        return self.model_copy(update={"metric": metric})
+
+
+class SignatureMismatch(ValueError):
+    """Raised when results with different signatures would be compared."""
+
+
+def check_comparable(a: Signature, b: Signature) -> None:
+    """Refuse to compare two results unless everything but the package version agrees."""
+    da = a.model_dump(exclude={"version"})
+    db = b.model_dump(exclude={"version"})
+    if da != db:
+        diffs = [k for k in da if da[k] != db[k]]
+        raise SignatureMismatch(f"results are not comparable; signatures differ in {diffs}: {a} vs {b}")
