@@ -1,0 +1,48 @@
+"""The attribute vocabulary: words for side, zone, severity and change, and their buckets.
+
+One data file (``data/attributes.yaml``) serves both the rule engine, which reads report words,
+and the MeSH mapper, which reads IU qualifiers, so a gold standard built from MeSH codes and
+the engine's output speak the same buckets.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, model_validator
+
+KINDS = ("sides", "zones", "severity", "comparison")
+
+
+class AttributeVocabulary(BaseModel):
+    """Phrase -> bucket maps for each attribute kind, validated against the bucket lists."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    buckets: dict[str, list[str]]
+    sides: dict[str, str]
+    zones: dict[str, str]
+    severity: dict[str, str]
+    comparison: dict[str, str]
+
+    @model_validator(mode="after")
+    def _values_are_buckets(self) -> "AttributeVocabulary":
+        for kind in KINDS:
+            allowed = set(self.buckets.get(kind, []))
+            bad = {k: v for k, v in getattr(self, kind).items() if v not in allowed}
+            if bad:
+                raise ValueError(f"{kind}: values not among buckets {sorted(allowed)}: {bad}")
+        return self
+
+    def severity_rank(self, bucket: str) -> int:
+        return self.buckets["severity"].index(bucket)
+
+
+@lru_cache(maxsize=1)
+def attribute_vocabulary() -> AttributeVocabulary:
+    """The packaged vocabulary (read once per process)."""
+    ref = resources.files("cxreval.ontology") / "data" / "attributes.yaml"
+    return AttributeVocabulary.model_validate(yaml.safe_load(ref.read_text(encoding="utf-8")))
