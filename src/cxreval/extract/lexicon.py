@@ -1,0 +1,85 @@
+"""Phrase lookup for the rule engine: a token trie with longest-match scanning."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+_END = "\x00end"
+
+
+class PhraseTrie(Generic[V]):
+    """Maps token sequences to values; finds the longest phrase starting at a position."""
+
+    def __init__(self) -> None:
+        self._root: dict = {}
+        self.size = 0
+
+    def add(self, tokens: Sequence[str], value: V) -> None:
+        if not tokens:
+            return
+        node = self._root
+        for tok in tokens:
+            node = node.setdefault(tok, {})
+        if _END not in node:
+            self.size += 1
+        node[_END] = value
+
+    def get(self, tokens: Sequence[str]) -> V | None:
+        node = self._root
+        for tok in tokens:
+            node = node.get(tok)
+            if node is None:
+                return None
+        return node.get(_END)
+
+    def longest_at(self, tokens: Sequence[str], i: int) -> tuple[int, V] | None:
+        """Return ``(end, value)`` of the longest phrase that starts at ``tokens[i]``."""
+        node = self._root
+        best: tuple[int, V] | None = None
+        j = i
+        n = len(tokens)
+        while j < n:
+            node = node.get(tokens[j])
+            if node is None:
+                break
+            j += 1
+            if _END in node:
+                best = (j, node[_END])
+        return best
+
+    def scan(self, tokens: Sequence[str]) -> Iterable[tuple[int, int, V]]:
+        """Greedy left-to-right longest matches that do not overlap: ``(start, end, value)``."""
+        i = 0
+        n = len(tokens)
+        root = self._root
+        while i < n:
+            if tokens[i] in root:
+                hit = self.longest_at(tokens, i)
+                if hit is not None:
+                    end, value = hit
+                    yield i, end, value
+                    i = end
+                    continue
+            i += 1
+
+
+def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Regular English plurals of a phrase's last word: effusion -> effusions, opacity -> opacities."""
+    if not tokens:
+        return []
+    *head, last = tokens
+    if not last.isalpha() or len(last) < 3:
+        return []
+    forms: list[str] = []
+    if last.endswith("sis"):
+        forms.append(last[:-3] + "ses")
+    elif last.endswith("y") and last[-2] not in "aeiou":
+        forms.append(last[:-1] + "ies")
+    elif last.endswith(("s", "x", "z", "ch", "sh")):
+        forms.append(last + "es")
+    else:
+        forms.append(last + "s")
+    return [(*head, f) for f in forms]

@@ -1,0 +1,107 @@
+"""What an extractor returns: the entity mentions found in one report.
+
+Both engines (rules, LLM) produce these models, so the judgement step never needs to know which
+engine ran.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal["present", "absent", "uncertain"]
+ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolved"]
+Side = Literal["left", "right", "bilateral"]
+Severity = Literal["mild", "moderate", "severe"]
+
+
+class Mention(BaseModel):
+    """One mention of an ontology entity in a report, with its certainty and attributes.
+
+    ``implied`` marks absences that come from a global normal statement ("no acute
+    cardiopulmonary process") rather than from a word naming the entity. ``historical`` marks
+    mentions of past findings ("history of pneumonia"): they never make an entity present.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    entity: str
+    status: Status
+    side: Side | None = None
+    zones: tuple[str, ...] = ()
+    severity: Severity | None = None
+    comparison: ComparisonChange | None = None
+    historical: bool = False
+    implied: bool = False
+    section: str = "body"
+    sentence: str = ""
+    start: int = -1
+    end: int = -1
+    cue: str | None = None
+
+
+class EntityState(BaseModel):
+    """A report's overall statement about one entity, aggregated over its mentions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity: str
+    status: Status
+    side: Side | None = None
+    zones: tuple[str, ...] = ()
+    severity: Severity | None = None
+    comparison: ComparisonChange | None = None
+    evidence: str = ""
+
+
+class Extraction(BaseModel):
+    """All mentions found in one report by one extractor."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine: str
+    mentions: tuple[Mention, ...]
+
+    def states(self) -> dict[str, EntityState]:
+        """Aggregate mentions per entity.
+
+        A report that both affirms and denies an entity affirms it (a positive statement is the
+        more specific one); present beats uncertain beats absent. Attributes come from the
+        mentions that carry the winning status; the first one given wins, except that two
+        different sides make the entity bilateral.
+        """
+        by_entity: dict[str, list[Mention]] = {}
+        for m in self.mentions:
+            if m.historical and m.status != "absent":
+                continue
+            by_entity.setdefault(m.entity, []).append(m)
+        out: dict[str, EntityState] = {}
+        for entity, mentions in by_entity.items():
+            status: Status = "absent"
+            for candidate in ("present", "uncertain"):
+                if any(m.status == candidate for m in mentions):
+                    status = candidate  # type: ignore[assignment]
+                    break
+            chosen = [m for m in mentions if m.status == status]
+            explicit = [m for m in chosen if not m.implied] or chosen
+            sides = {m.side for m in explicit if m.side}
+            side: Side | None
+            if len(sides) > 1:
+                side = "bilateral"
+            else:
+                side = next(iter(sides), None)
+            zones: dict[str, None] = {}
+            for m in explicit:
+                for z in m.zones:
+                    zones.setdefault(z, None)
+            out[entity] = EntityState(
+                entity=entity,
+                status=status,
+                side=side,
+                zones=tuple(zones),
+                severity=next((m.severity for m in explicit if m.severity), None),
+                comparison=next((m.comparison for m in explicit if m.comparison), None),
+                evidence=explicit[0].sentence,
+            )
+        return out

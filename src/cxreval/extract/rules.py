@@ -1,0 +1,404 @@
+"""The offline rule engine: ontology synonyms + ConText-style cues -> entity mentions.
+
+How a sentence is read:
+1. Entity names are found as whole token sequences, longest first (a trie over the ontology's
+   synonyms and their regular plurals).
+2. Each mention looks backwards for a cue (negation, hedge, history, or a pseudo-negation such
+   as "no change in" that cancels one) until a clause terminator; the nearest cue wins. Lists
+   stay in scope ("no effusion, pneumothorax or consolidation") unless an item carries its own
+   severity ("no pneumothorax, mild cardiomegaly"). Failing that it looks a few tokens forward
+   for a post-cue ("pneumothorax is not seen", "pneumonia cannot be excluded").
+3. Two findings joined as alternatives ("atelectasis or pneumonia") are both uncertain.
+4. Side, zone and severity come from the words around the mention inside its clause; the
+   comparison with a prior comes from the nearest change word in the clause.
+5. Global normal statements ("no acute cardiopulmonary process") imply the absence of the
+   entities the rule file lists for them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cxreval.extract.lexicon import PhraseTrie, plural_variants
+from cxreval.extract.models import Extraction, Mention
+from cxreval.extract.text import Token, split_sections, term_tokens, tokenize
+from cxreval.ontology import Ontology, load_ontology
+from cxreval.ontology.attributes import attribute_vocabulary
+
+RULES_VERSION = "1"
+
+_NEG_PRE = "negation_pre"
+_NEG_POST = "negation_post"
+_PSEUDO = "pseudo_negation"
+_UNC_PRE = "uncertain_pre"
+_UNC_POST = "uncertain_post"
+_HIST = "historical_pre"
+_TERM = "terminators"
+_ALT = "alternatives"
+_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT)
+_VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
+
+# How far cues reach, in tokens.
+PRE_SCOPE = 14
+POST_SCOPE = 6
+ATTRIBUTE_BACK = 5
+ATTRIBUTE_FORWARD = 6
+# Tokens that end the window in which attributes are looked for.
+_CLAUSE_BREAK = frozenset({".", ";", ":", ","})
+_FORWARD_BREAK = frozenset({"and", "with"})
+
+
+class RulesError(ValueError):
+    """A rule file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class NormalStatement:
+    """A sentence pattern that implies the absence of a list of entities."""
+
+    pattern: re.Pattern[str]
+    entities: tuple[str, ...]
+
+
+@dataclass
+class RuleSet:
+    """Cue phrases (``cues.yaml``), the attribute vocabulary and the normal statements, as one lookup."""
+
+    version: str
+    cues: PhraseTrie[dict[str, Any]]
+    normal_statements: list[NormalStatement] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, cues: dict, normals: dict | None, ontology: Ontology, source: str) -> "RuleSet":
+        trie: PhraseTrie[dict[str, Any]] = PhraseTrie()
+        merged: dict[tuple[str, ...], dict[str, Any]] = {}
+        for kind in _CUE_KINDS:
+            for phrase in cues.get(kind, []) or []:
+                merged.setdefault(_phrase(phrase, kind, source), {})[kind] = True
+        vocab = attribute_vocabulary()
+        for kind in _VOCAB_KINDS:
+            for phrase, value in getattr(vocab, kind).items():
+                merged.setdefault(_phrase(phrase, kind, "cxreval:attributes.yaml"), {})[kind] = value
+        for toks, kinds in merged.items():
+            trie.add(toks, kinds)
+        statements: list[NormalStatement] = []
+        known = set(ontology.entity_ids)
+        for i, item in enumerate((normals or {}).get("statements", []) or []):
+            missing = [e for e in item.get("entities", []) if e not in known]
+            if missing:
+                raise RulesError(
+                    f"{source}: normal statement {i} names entities not in ontology "
+                    f"{ontology.signature}: {missing}"
+                )
+            try:
+                pattern = re.compile(item["pattern"], re.IGNORECASE)
+            except (KeyError, re.error) as exc:
+                raise RulesError(f"{source}: normal statement {i} has a bad pattern: {exc}") from exc
+            statements.append(NormalStatement(pattern, tuple(item.get("entities", []))))
+        # c = cue file, n = normal statements, a = attribute vocabulary: any edit bumps one.
+        version = f"c{cues.get('version', '?')}.n{(normals or {}).get('version', '0')}.a{vocab.version}"
+        return cls(version=version, cues=trie, normal_statements=statements)
+
+
+def _phrase(phrase: object, kind: str, source: str) -> tuple[str, ...]:
+    # YAML reads a bare `no` as False: insist on text so a rule is never silently lost.
+    if not isinstance(phrase, str) or not term_tokens(phrase):
+        raise RulesError(f"{source}: {kind} entry {phrase!r} is not a phrase (quote it in YAML)")
+    return term_tokens(phrase)
+
+
+def _read_yaml(name: str) -> dict:
+    ref = resources.files("cxreval.extract") / "rules" / name
+    return yaml.safe_load(ref.read_text(encoding="utf-8")) or {}
+
+
+def load_rules(ontology: Ontology, cues_path: str | Path | None = None) -> RuleSet:
+    """Load the packaged cue rules (or a user's cue file) for ``ontology``."""
+    cues = yaml.safe_load(Path(cues_path).read_text("utf-8")) if cues_path else _read_yaml("cues.yaml")
+    normals = _read_yaml("normal_statements.yaml")
+    if normals.get("ontology") not in (None, ontology.id):
+        normals = {}
+    return RuleSet.from_data(cues, normals, ontology, str(cues_path or "cxreval:cues.yaml"))
+
+
+def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
+    """Every term of every entity, plus regular plurals that no entity claims explicitly."""
+    trie: PhraseTrie[str] = PhraseTrie()
+    explicit: dict[tuple[str, ...], str] = {}
+    for entity in ontology.entities:
+        for term in entity.terms:
+            toks = term_tokens(term)
+            owner = ontology.precedence.get(term, entity.id)
+            explicit.setdefault(toks, owner)
+            if ontology.precedence.get(term):
+                explicit[toks] = owner
+    for toks, owner in explicit.items():
+        trie.add(toks, owner)
+    for toks, owner in explicit.items():
+        for variant in plural_variants(toks):
+            if variant not in explicit and trie.get(variant) is None:
+                trie.add(variant, owner)
+    return trie
+
+
+@dataclass
+class _Match:
+    start: int
+    end: int
+    entity: str
+
+
+class RuleExtractor:
+    """Deterministic, offline extraction of ontology entities from report text."""
+
+    name = "rules"
+
+    def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None) -> None:
+        self.ontology = ontology or load_ontology()
+        self.rules = rules or load_rules(self.ontology)
+        self._entities = build_entity_trie(self.ontology)
+
+    @property
+    def signature(self) -> str:
+        return f"rules@{RULES_VERSION}.{self.rules.version}"
+
+    def extract(self, text: str) -> Extraction:
+        """Find every entity mention in one report."""
+        mentions: list[Mention] = []
+        for section in split_sections(text):
+            sec_text = text[section.start : section.end]
+            tokens = tokenize(sec_text, section.start)
+            mentions.extend(self._read_section(text, tokens, section.name))
+            mentions.extend(self._normal_statements(text, section.start, sec_text, section.name))
+        return Extraction(engine=self.signature, mentions=tuple(mentions))
+
+    # -- one section ---------------------------------------------------------------------
+    def _read_section(self, text: str, tokens: list[Token], section: str) -> list[Mention]:
+        words = [t.text for t in tokens]
+        matches = [_Match(s, e, v) for s, e, v in self._entities.scan(words)]
+        if not matches:
+            return []
+        # cue_at[i]: the cue covering token i (multi-token cues are seen from either end);
+        # cue_start / cue_end: that cue's token span.
+        cue_at: list[dict[str, Any] | None] = [None] * len(words)
+        cue_start: list[int] = list(range(len(words)))
+        cue_end: list[int] = [i + 1 for i in range(len(words))]
+        for s, e, kinds in self.rules.cues.scan(words):
+            for i in range(s, e):
+                cue_at[i] = kinds
+                cue_start[i] = s
+                cue_end[i] = e
+        entity_at: list[int] = [-1] * len(words)
+        for k, m in enumerate(matches):
+            for i in range(m.start, m.end):
+                entity_at[i] = k
+        # Cues hidden inside an entity name only lend it attributes ("right middle lobe ...").
+        for m in matches:
+            for i in range(m.start, m.end):
+                kinds = cue_at[i]
+                if kinds and any(k in kinds for k in _CUE_KINDS):
+                    cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
+        spans = (cue_start, cue_end)
+
+        sentence_bounds = _sentence_bounds(words)
+        out: list[Mention] = []
+        for k, m in enumerate(matches):
+            status, cue, historical = self._certainty(words, cue_at, spans, entity_at, matches, k)
+            side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
+            comparison = self._comparison(words, cue_at, spans, entity_at, m, k)
+            s_start, s_end = sentence_bounds[m.start]
+            out.append(
+                Mention(
+                    entity=m.entity,
+                    status=status,
+                    side=side,
+                    zones=zones,
+                    severity=severity,
+                    comparison=comparison,
+                    historical=historical,
+                    section=section,
+                    sentence=text[tokens[s_start].start : tokens[s_end - 1].end],
+                    start=tokens[m.start].start,
+                    end=tokens[m.end - 1].end,
+                    cue=cue,
+                )
+            )
+        return out
+
+    def _certainty(self, words, cue_at, spans, entity_at, matches, k):
+        cue_start, cue_end = spans
+        m = matches[k]
+        n = len(words)
+        # Backwards: nearest cue before the mention, inside the clause.
+        i = m.start - 1
+        crossed_comma = False
+        item_has_severity = False
+        steps = 0
+        while i >= 0 and steps < PRE_SCOPE:
+            if entity_at[i] >= 0:
+                i = matches[entity_at[i]].start - 1
+                continue
+            kinds = cue_at[i]
+            steps += 1
+            if words[i] == ",":
+                crossed_comma = True
+                if item_has_severity:
+                    break
+                i -= 1
+                continue
+            if not kinds:
+                i -= 1
+                continue
+            start = cue_start[i]
+            phrase = " ".join(words[start : cue_end[i]])
+            if "severity" in kinds and not crossed_comma:
+                item_has_severity = True
+            if _TERM in kinds:
+                break
+            if _PSEUDO in kinds and not (_UNC_PRE in kinds or _UNC_POST in kinds):
+                break
+            if _HIST in kinds:
+                return "present", phrase, True
+            if _NEG_PRE in kinds:
+                if crossed_comma and item_has_severity:
+                    break
+                return "absent", phrase, False
+            if _UNC_PRE in kinds:
+                return "uncertain", phrase, False
+            i = start - 1
+        # Forwards: a post-cue a few tokens after the mention.
+        i = m.end
+        steps = 0
+        while i < n and steps < POST_SCOPE:
+            if entity_at[i] >= 0:
+                i = matches[entity_at[i]].end
+                continue
+            if words[i] == ",":
+                break
+            kinds = cue_at[i]
+            steps += 1
+            if kinds:
+                phrase = " ".join(words[cue_start[i] : cue_end[i]])
+                if _NEG_POST in kinds:
+                    return "absent", phrase, False
+                if _UNC_POST in kinds:
+                    return "uncertain", phrase, False
+                if _TERM in kinds or _PSEUDO in kinds:
+                    break
+                i = cue_end[i]
+                continue
+            i += 1
+        # Alternatives: "atelectasis or pneumonia".
+        for j in (m.start - 1, m.end):
+            if 0 <= j < n and cue_at[j] and _ALT in cue_at[j]:
+                other = cue_start[j] - 1 if j < m.start else cue_end[j]
+                if 0 <= other < n and entity_at[other] >= 0:
+                    return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False
+        return "present", None, False
+
+    def _window(self, words, spans, entity_at, m, k, back: int, forward: int, peek_comma: bool = False) -> list[int]:
+        """Token positions around mention ``k`` inside its clause, nearest first.
+
+        A multi-token cue counts as one step and is listed once, at its first token.
+        """
+        cue_start, cue_end = spans
+        positions: list[int] = []
+        i, steps = m.start - 1, 0
+        while i >= 0 and steps < back:
+            if entity_at[i] >= 0 and entity_at[i] != k:
+                break
+            if words[i] in _CLAUSE_BREAK:
+                break
+            positions.append(cue_start[i])
+            i = cue_start[i] - 1
+            steps += 1
+        i, steps = m.end, 0
+        n = len(words)
+        while i < n and steps < forward:
+            if entity_at[i] >= 0 and entity_at[i] != k:
+                break
+            if words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK:
+                # "Pneumothorax, new since prior": a change word right after the comma still counts.
+                if peek_comma and words[i] == "," and steps == 0 and i + 1 < n:
+                    positions.append(i + 1)
+                break
+            positions.append(cue_start[i])
+            i = cue_end[i]
+            steps += 1
+        # Words inside the entity name itself ("right pneumothorax" as a synonym).
+        positions.extend(range(m.start, m.end))
+        return positions
+
+    def _location_severity(self, words, cue_at, spans, entity_at, m, k):
+        sides: list[str] = []
+        zones: dict[str, None] = {}
+        severity: str | None = None
+        rank = attribute_vocabulary().severity_rank
+        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, ATTRIBUTE_FORWARD):
+            kinds = cue_at[i]
+            if not kinds:
+                continue
+            if "sides" in kinds:
+                sides.append(kinds["sides"])
+            if "zones" in kinds:
+                zones.setdefault(kinds["zones"], None)
+            if "severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity)):
+                severity = kinds["severity"]
+        side = None
+        distinct = set(sides)
+        if "bilateral" in distinct or {"left", "right"} <= distinct:
+            side = "bilateral"
+        elif distinct:
+            side = sides[0]
+        return side, tuple(zones), severity
+
+    def _comparison(self, words, cue_at, spans, entity_at, m, k):
+        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, ATTRIBUTE_FORWARD, peek_comma=True):
+            kinds = cue_at[i]
+            if kinds and "comparison" in kinds:
+                return kinds["comparison"]
+        return None
+
+    def _normal_statements(self, text: str, offset: int, sec_text: str, section: str) -> list[Mention]:
+        out: list[Mention] = []
+        for rule in self.rules.normal_statements:
+            for hit in rule.pattern.finditer(sec_text):
+                for entity in rule.entities:
+                    out.append(
+                        Mention(
+                            entity=entity,
+                            status="absent",
+                            implied=True,
+                            section=section,
+                            sentence=hit.group(0),
+                            start=offset + hit.start(),
+                            end=offset + hit.end(),
+                            cue=hit.group(0).lower(),
+                        )
+                    )
+        return out
+
+
+def _sentence_bounds(words: list[str]) -> list[tuple[int, int]]:
+    """For each token, the ``[start, end)`` token range of its sentence."""
+    bounds: list[tuple[int, int]] = [(0, 0)] * len(words)
+    start = 0
+    for i, w in enumerate(words):
+        if w == "." or i == len(words) - 1:
+            for j in range(start, i + 1):
+                bounds[j] = (start, i + 1)
+            start = i + 1
+    return bounds
+
+
+@lru_cache(maxsize=4)
+def default_extractor() -> RuleExtractor:
+    """The rule extractor on the packaged ontology, built once per process."""
+    return RuleExtractor()

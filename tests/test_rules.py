@@ -1,0 +1,242 @@
+"""The rule engine, one rule at a time, on sentences written for these tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from cxreval.extract import default_extractor
+from cxreval.extract.lexicon import PhraseTrie, plural_variants
+from cxreval.extract.rules import RuleExtractor, RulesError, RuleSet
+from cxreval.extract.text import split_sections, tokenize
+from cxreval.ontology import load_ontology
+
+
+@pytest.fixture(scope="module")
+def ex() -> RuleExtractor:
+    return default_extractor()
+
+
+def states(ex: RuleExtractor, text: str):
+    return ex.extract(text).states()
+
+
+def status(ex, text, entity):
+    s = states(ex, text).get(entity)
+    return None if s is None else s.status
+
+
+# -- negation ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("No pleural effusion.", "pleural_effusion"),
+        ("There is no evidence of pneumothorax.", "pneumothorax"),
+        ("Without focal consolidation.", "consolidation"),
+        ("Negative for pneumothorax.", "pneumothorax"),
+        ("Pneumothorax is not seen.", "pneumothorax"),
+        ("A pleural effusion is not identified.", "pleural_effusion"),
+        ("The previously seen effusion has resolved.", "pleural_effusion"),
+        ("Free of consolidation.", "consolidation"),
+    ],
+)
+def test_negation_cues(ex, text, entity):
+    assert status(ex, text, entity) == "absent"
+
+
+def test_negation_covers_a_list(ex):
+    s = states(ex, "No focal consolidation, pleural effusion, or pneumothorax.")
+    assert {e: s[e].status for e in ("consolidation", "pleural_effusion", "pneumothorax")} == {
+        "consolidation": "absent", "pleural_effusion": "absent", "pneumothorax": "absent"}
+
+
+def test_negation_stops_at_terminator(ex):
+    s = states(ex, "No pleural effusion, but there is a small pneumothorax.")
+    assert s["pleural_effusion"].status == "absent"
+    assert s["pneumothorax"].status == "present"
+
+
+def test_negation_stops_at_sentence_end(ex):
+    s = states(ex, "No pneumothorax. Small left pleural effusion.")
+    assert s["pneumothorax"].status == "absent" and s["pleural_effusion"].status == "present"
+
+
+def test_list_item_with_its_own_severity_is_asserted(ex):
+    s = states(ex, "No pneumothorax, mild cardiomegaly.")
+    assert s["pneumothorax"].status == "absent"
+    assert s["cardiomegaly"].status == "present" and s["cardiomegaly"].severity == "mild"
+
+
+def test_pseudo_negation_keeps_the_finding(ex):
+    s = states(ex, "No change in the small right pleural effusion.")["pleural_effusion"]
+    assert s.status == "present" and s.comparison == "unchanged" and s.side == "right"
+
+
+def test_no_new_finding_is_absent(ex):
+    assert status(ex, "No new consolidation.", "consolidation") == "absent"
+
+
+# -- uncertainty ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("Possible right lower lobe pneumonia.", "pneumonia"),
+        ("Opacity may represent atelectasis.", "atelectasis"),
+        ("Pneumonia cannot be excluded.", "pneumonia"),
+        ("Findings suspicious for metastases.", "metastases"),
+        ("Questionable small pneumothorax.", "pneumothorax"),
+        ("Atelectasis is likely.", "atelectasis"),
+    ],
+)
+def test_uncertainty_cues(ex, text, entity):
+    assert status(ex, text, entity) == "uncertain"
+
+
+def test_alternatives_are_uncertain(ex):
+    s = states(ex, "Left basilar atelectasis or pneumonia.")
+    assert s["atelectasis"].status == "uncertain" and s["pneumonia"].status == "uncertain"
+
+
+def test_negated_alternatives_stay_negated(ex):
+    s = states(ex, "No pleural effusion or pneumothorax.")
+    assert s["pleural_effusion"].status == "absent" and s["pneumothorax"].status == "absent"
+
+
+# -- history, sections, normal statements --------------------------------------------------
+def test_historical_mention_is_not_a_finding(ex):
+    extraction = ex.extract("History of tuberculosis.")
+    assert extraction.mentions[0].historical
+    assert "tuberculosis" not in extraction.states()
+
+
+def test_indication_is_not_read(ex):
+    s = states(ex, "Indication: rule out pneumonia. Findings: Lungs are clear.")
+    assert "pneumonia" not in s or s["pneumonia"].status == "absent"
+
+
+def test_sections_are_named(ex):
+    names = [s.name for s in split_sections("Comparison: none. Findings: a. Impression: b.")]
+    assert names == ["findings", "impression"]
+    mention = ex.extract("Findings: clear. Impression: Small pneumothorax.").mentions[0]
+    assert mention.section == "impression"
+
+
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("No acute cardiopulmonary process.", "pneumothorax"),
+        ("No acute cardiopulmonary abnormality.", "pleural_effusion"),
+        ("The lungs are clear.", "consolidation"),
+        ("Heart size is normal.", "cardiomegaly"),
+        ("The heart is normal in size.", "cardiomegaly"),
+        ("The cardiomediastinal silhouette is within normal limits.", "cardiomegaly"),
+        ("No acute osseous abnormality.", "fracture"),
+        ("Normal chest radiograph.", "cardiomegaly"),
+    ],
+)
+def test_normal_statements_imply_absence(ex, text, entity):
+    mentions = [m for m in ex.extract(text).mentions if m.entity == entity]
+    assert mentions and all(m.implied and m.status == "absent" for m in mentions)
+
+
+def test_stated_finding_beats_normal_statement(ex):
+    s = states(ex, "Small left pleural effusion. Otherwise no acute cardiopulmonary process.")
+    assert s["pleural_effusion"].status == "present"
+
+
+# -- attributes ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, entity, side, zones",
+    [
+        ("Right lower lobe opacity.", "lung_opacity", "right", ("lower",)),
+        ("Opacity in the left upper lobe.", "lung_opacity", "left", ("upper",)),
+        ("Bibasilar atelectasis.", "atelectasis", "bilateral", ("lower",)),
+        ("Right and left pleural effusions.", "pleural_effusion", "bilateral", ()),
+        ("Left-sided pneumothorax.", "pneumothorax", "left", ()),
+        ("Retrocardiac opacity.", "lung_opacity", None, ("retrocardiac",)),
+    ],
+)
+def test_location(ex, text, entity, side, zones):
+    s = states(ex, text)[entity]
+    assert s.side == side and s.zones == zones
+
+
+def test_side_does_not_leak_across_and(ex):
+    s = states(ex, "Right lower lobe opacity and left pleural effusion.")
+    assert s["lung_opacity"].side == "right" and s["pleural_effusion"].side == "left"
+
+
+@pytest.mark.parametrize(
+    "text, entity, severity",
+    [
+        ("Small left pleural effusion.", "pleural_effusion", "mild"),
+        ("Moderate cardiomegaly.", "cardiomegaly", "moderate"),
+        ("Large right pneumothorax.", "pneumothorax", "severe"),
+        ("Mild to moderate pulmonary edema.", "pulmonary_edema", "moderate"),
+        ("The pleural effusion is small.", "pleural_effusion", "mild"),
+        ("Pleural effusion.", "pleural_effusion", None),
+    ],
+)
+def test_severity(ex, text, entity, severity):
+    assert states(ex, text)[entity].severity == severity
+
+
+@pytest.mark.parametrize(
+    "text, entity, change",
+    [
+        ("New right pleural effusion.", "pleural_effusion", "new"),
+        ("Increased left pleural effusion.", "pleural_effusion", "increased"),
+        ("The pneumothorax has increased in size.", "pneumothorax", "increased"),
+        ("Improved right lower lobe consolidation.", "consolidation", "decreased"),
+        ("Stable cardiomegaly.", "cardiomegaly", "unchanged"),
+        ("Right pneumothorax, unchanged.", "pneumothorax", "unchanged"),
+        ("Left pneumothorax, new since prior.", "pneumothorax", "new"),
+        ("Interval resolution of the pleural effusion.", "pleural_effusion", "resolved"),
+        ("Cardiomegaly.", "cardiomegaly", None),
+    ],
+)
+def test_comparison(ex, text, entity, change):
+    assert states(ex, text)[entity].comparison == change
+
+
+# -- matching machinery --------------------------------------------------------------------
+def test_plurals_and_hyphens_match(ex):
+    assert status(ex, "Bilateral pleural effusions.", "pleural_effusion") == "present"
+    assert status(ex, "Patchy opacities.", "lung_opacity") == "present"
+    assert status(ex, "Left-sided effusion.", "pleural_effusion") == "present"
+    assert plural_variants(("metastasis",)) == [("metastases",)]
+
+
+def test_longest_match_wins():
+    trie: PhraseTrie[str] = PhraseTrie()
+    trie.add(("effusion",), "pleural")
+    trie.add(("pericardial", "effusion"), "pericardial")
+    words = [t.text for t in tokenize("Small pericardial effusion and effusion.")]
+    assert [v for _, _, v in trie.scan(words)] == ["pericardial", "pleural"]
+
+
+def test_decimal_numbers_are_one_token():
+    assert [t.text for t in tokenize("A 1.5 cm nodule.")] == ["a", "1.5", "cm", "nodule", "."]
+
+
+def test_mentions_point_back_to_the_text(ex):
+    text = "Findings: Small left pleural effusion."
+    m = ex.extract(text).mentions[0]
+    assert text[m.start : m.end].lower() == "pleural effusion"
+    assert m.sentence == "Small left pleural effusion."
+
+
+def test_bare_yaml_no_is_rejected():
+    onto = load_ontology()
+    with pytest.raises(RulesError, match="quote it"):
+        RuleSet.from_data({"negation_pre": [False]}, {}, onto, "bad.yaml")
+
+
+def test_normal_statement_with_unknown_entity_is_rejected():
+    onto = load_ontology()
+    with pytest.raises(RulesError, match="not in ontology"):
+        RuleSet.from_data({}, {"statements": [{"pattern": "x", "entities": ["nope"]}]}, onto, "n.yaml")
+
+
+def test_extraction_is_deterministic(ex):
+    text = "Findings: Moderate right pleural effusion. Possible left lower lobe pneumonia."
+    assert ex.extract(text) == RuleExtractor(load_ontology()).extract(text)
