@@ -240,3 +240,65 @@ def test_normal_statement_with_unknown_entity_is_rejected():
 def test_extraction_is_deterministic(ex):
     text = "Findings: Moderate right pleural effusion. Possible left lower lobe pneumonia."
     assert ex.extract(text) == RuleExtractor(load_ontology()).extract(text)
+
+
+# -- rules added while tuning on the IU X-ray train split ------------------------------------
+def test_hedge_inside_a_negation_is_negated(ex):
+    s = states(ex, "There is no focal airspace opacity to suggest pneumonia.")
+    assert s["pneumonia"].status == "absent"
+
+
+def test_hedge_after_a_comma_is_not_negated(ex):
+    s = states(ex, "No pneumothorax, possible small left pleural effusion.")
+    assert s["pneumothorax"].status == "absent" and s["pleural_effusion"].status == "uncertain"
+
+
+def test_size_words_inside_a_negated_list(ex):
+    s = states(ex, "No focal consolidation, suspicious opacity, large pleural effusion, or pneumothorax.")
+    assert s["pleural_effusion"].status == "absent" and s["pneumothorax"].status == "absent"
+
+
+def test_may_be_is_a_hedge_before_the_finding(ex):
+    s = ex.extract("There may be some hyperinflation.").states()["hyperinflation"]
+    assert s.status == "uncertain" and s.cue == "there may be"
+
+
+def test_age_indeterminate_is_not_a_hedge(ex):
+    assert status(ex, "Age-indeterminate wedge deformity of T6.", "vertebral_compression_fracture") == "present"
+
+
+def test_modifiers_inside_a_name(ex):
+    s = states(ex, "Tortuous calcified thoracic aorta.")
+    assert s["tortuous_aorta"].status == "present" and s["aortic_calcification"].status == "present"
+    s = states(ex, "Calcified right hilar lymph nodes.")
+    assert s["calcified_lymph_nodes"].side == "right"
+    # a redaction inside a name does not hide it
+    assert status(ex, "Wedge XXXX deformity of a midthoracic vertebra.", "vertebral_compression_fracture") == "present"
+
+
+def test_post_negation_normal_words(ex):
+    assert status(ex, "Pulmonary vascular engorgement is within normal limits.", "vascular_congestion") == "absent"
+
+
+def test_resolution_phrases_negate(ex):
+    s = states(ex, "Interval resolution of the left pleural effusion.")["pleural_effusion"]
+    assert s.status == "absent" and s.comparison == "resolved"
+
+
+def test_state_keeps_its_cue(ex):
+    assert states(ex, "Atelectasis or pneumonia.")["pneumonia"].cue == "or"
+
+
+def test_gapped_scan_keeps_distinct_overlaps():
+    from cxreval.extract.lexicon import scan_gapped
+
+    trie: PhraseTrie[str] = PhraseTrie()
+    trie.add(("tortuous", "aorta"), "T")
+    trie.add(("calcified", "aorta"), "C")
+    trie.add(("effusion",), "E")
+    trie.add(("pleural", "effusion"), "P")
+    words = ["tortuous", "calcified", "aorta", "and", "pleural", "effusion"]
+    found = scan_gapped(trie, words, frozenset({"calcified"}), max_skips=2)
+    assert [(m.value, m.used) for m in found] == [("T", (0, 2)), ("C", (1, 2)), ("P", (4, 5))]
+    # nothing is skipped unless it is a modifier
+    assert [m.value for m in scan_gapped(trie, ["tortuous", "big", "aorta"], frozenset(), 2)] == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 V = TypeVar("V")
 
@@ -64,6 +64,63 @@ class PhraseTrie(Generic[V]):
                     i = end
                     continue
             i += 1
+
+
+class GappedMatch(NamedTuple):
+    """A phrase found with up to a few modifier words skipped inside it."""
+
+    start: int
+    end: int
+    value: object
+    used: tuple[int, ...]
+
+
+def scan_gapped(
+    trie: PhraseTrie[V], tokens: Sequence[str], skippable: frozenset[str], max_skips: int = 2
+) -> list[GappedMatch]:
+    """Every phrase of ``trie`` in ``tokens``, allowing modifier words inside a phrase.
+
+    "calcified right hilar lymph nodes" matches "calcified lymph nodes" by skipping the words
+    "right" and "hilar"; "tortuous calcified aorta" yields both "tortuous aorta" (skipping
+    "calcified") and "calcified aorta". A match whose own tokens all belong to a longer kept
+    match is dropped ("effusion" inside "pleural effusion"); matches are returned in text order.
+    """
+    root = trie._root
+    found: list[GappedMatch] = []
+    n = len(tokens)
+    for i in range(n):
+        node = root.get(tokens[i])
+        if node is None:
+            continue
+        best: GappedMatch | None = None
+        stack = [(node, i + 1, 0, (i,))]
+        while stack:
+            node, j, skips, used = stack.pop()
+            if _END in node and (best is None or len(used) > len(best.used)
+                                 or (len(used) == len(best.used) and j > best.end)):
+                best = GappedMatch(i, j, node[_END], used)
+            if j >= n:
+                continue
+            nxt = node.get(tokens[j])
+            if nxt is not None:
+                stack.append((nxt, j + 1, skips, used + (j,)))
+            if skips < max_skips and tokens[j] in skippable:
+                # skip one modifier word; the phrase must still continue after it
+                k = j + 1
+                if k < n and (node.get(tokens[k]) is not None or tokens[k] in skippable):
+                    stack.append((node, k, skips + 1, used))
+        if best is not None:
+            found.append(best)
+    found.sort(key=lambda m: (-len(m.used), m.start))
+    kept: list[GappedMatch] = []
+    covered: set[int] = set()
+    for m in found:
+        if set(m.used) <= covered:
+            continue
+        kept.append(m)
+        covered.update(m.used)
+    kept.sort(key=lambda m: m.start)
+    return kept
 
 
 def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -53,6 +53,7 @@ class EntityState(BaseModel):
     severity: Severity | None = None
     comparison: ComparisonChange | None = None
     evidence: str = ""
+    cue: str | None = None
 
 
 class Extraction(BaseModel):
@@ -103,5 +104,6 @@ class Extraction(BaseModel):
                 severity=next((m.severity for m in explicit if m.severity), None),
                 comparison=next((m.comparison for m in explicit if m.comparison), None),
                 evidence=explicit[0].sentence,
+                cue=explicit[0].cue,
             )
         return out

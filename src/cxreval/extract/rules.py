@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from cxreval.extract.lexicon import PhraseTrie, plural_variants
+from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
 from cxreval.extract.models import Extraction, Mention
 from cxreval.extract.text import Token, split_sections, term_tokens, tokenize
 from cxreval.ontology import Ontology, load_ontology
@@ -45,6 +45,8 @@ _ALT = "alternatives"
 _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 
+# How many modifier words may stand inside one multi-word entity name.
+MAX_SKIPPED = 3
 # How far cues reach, in tokens.
 PRE_SCOPE = 14
 POST_SCOPE = 6
@@ -52,6 +54,10 @@ ATTRIBUTE_BACK = 5
 ATTRIBUTE_FORWARD = 6
 # Tokens that end the window in which attributes are looked for.
 _CLAUSE_BREAK = frozenset({".", ";", ":", ","})
+_CONJUNCTIONS = frozenset({"and", "or", "nor"})
+# Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
+# pneumothorax") and so do not mark a list item as a separate, affirmed finding.
+_NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
 _FORWARD_BREAK = frozenset({"and", "with"})
 
 
@@ -74,6 +80,8 @@ class RuleSet:
     version: str
     cues: PhraseTrie[dict[str, Any]]
     normal_statements: list[NormalStatement] = field(default_factory=list)
+    modifiers: frozenset[str] = frozenset()
+    alternatives: frozenset[str] = frozenset()
 
     @classmethod
     def from_data(cls, cues: dict, normals: dict | None, ontology: Ontology, source: str) -> "RuleSet":
@@ -104,7 +112,14 @@ class RuleSet:
             statements.append(NormalStatement(pattern, tuple(item.get("entities", []))))
         # c = cue file, n = normal statements, a = attribute vocabulary: any edit bumps one.
         version = f"c{cues.get('version', '?')}.n{(normals or {}).get('version', '0')}.a{vocab.version}"
-        return cls(version=version, cues=trie, normal_statements=statements)
+        # Words that may stand inside a multi-word entity name: the cue file's modifiers plus every
+        # single-word side, zone and severity term ("calcified right hilar lymph nodes").
+        modifiers = {t for phrase in cues.get("modifiers", []) or [] for t in _phrase(phrase, "modifiers", source)}
+        for kind in ("sides", "zones", "severity"):
+            modifiers.update(t for phrase in getattr(vocab, kind) for t in term_tokens(phrase))
+        alternatives = frozenset(" ".join(_phrase(p, _ALT, source)) for p in cues.get(_ALT, []) or [])
+        return cls(version=version, cues=trie, normal_statements=statements, modifiers=frozenset(modifiers),
+                   alternatives=alternatives)
 
 
 def _phrase(phrase: object, kind: str, source: str) -> tuple[str, ...]:
@@ -153,6 +168,7 @@ class _Match:
     start: int
     end: int
     entity: str
+    used: tuple[int, ...]
 
 
 class RuleExtractor:
@@ -182,7 +198,10 @@ class RuleExtractor:
     # -- one section ---------------------------------------------------------------------
     def _read_section(self, text: str, tokens: list[Token], section: str) -> list[Mention]:
         words = [t.text for t in tokens]
-        matches = [_Match(s, e, v) for s, e, v in self._entities.scan(words)]
+        matches = [
+            _Match(g.start, g.end, g.value, g.used)  # type: ignore[arg-type]
+            for g in scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
+        ]
         if not matches:
             return []
         # cue_at[i]: the cue covering token i (multi-token cues are seen from either end);
@@ -197,11 +216,12 @@ class RuleExtractor:
                 cue_end[i] = e
         entity_at: list[int] = [-1] * len(words)
         for k, m in enumerate(matches):
-            for i in range(m.start, m.end):
-                entity_at[i] = k
+            for i in m.used:
+                if entity_at[i] < 0:
+                    entity_at[i] = k
         # Cues hidden inside an entity name only lend it attributes ("right middle lobe ...").
         for m in matches:
-            for i in range(m.start, m.end):
+            for i in m.used:
                 kinds = cue_at[i]
                 if kinds and any(k in kinds for k in _CUE_KINDS):
                     cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
@@ -236,10 +256,13 @@ class RuleExtractor:
         cue_start, cue_end = spans
         m = matches[k]
         n = len(words)
-        # Backwards: nearest cue before the mention, inside the clause.
+        # Backwards: nearest cue before the mention, inside the clause. A hedge does not end the
+        # search inside its own list item: "no opacity to suggest pneumonia" is a negation.
         i = m.start - 1
         crossed_comma = False
         item_has_severity = False
+        item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
+        hedge: str | None = None
         steps = 0
         while i >= 0 and steps < PRE_SCOPE:
             if entity_at[i] >= 0:
@@ -248,31 +271,41 @@ class RuleExtractor:
             kinds = cue_at[i]
             steps += 1
             if words[i] == ",":
-                crossed_comma = True
-                if item_has_severity:
+                if hedge is not None:
                     break
+                crossed_comma = True
+                if item_has_severity and not item_joined:
+                    break  # "no pneumothorax, mild cardiomegaly"
                 i -= 1
                 continue
+            if words[i] in _CONJUNCTIONS and not crossed_comma:
+                item_joined = True
             if not kinds:
                 i -= 1
                 continue
             start = cue_start[i]
             phrase = " ".join(words[start : cue_end[i]])
-            if "severity" in kinds and not crossed_comma:
+            if "severity" in kinds and not crossed_comma and phrase not in _NEGATED_LIST_SIZES:
                 item_has_severity = True
             if _TERM in kinds:
+                if _UNC_PRE in kinds and hedge is None:
+                    hedge = phrase  # "there may be": a hedge that also opens a new clause
                 break
             if _PSEUDO in kinds and not (_UNC_PRE in kinds or _UNC_POST in kinds):
                 break
             if _HIST in kinds:
                 return "present", phrase, True
             if _NEG_PRE in kinds:
-                if crossed_comma and item_has_severity:
+                if crossed_comma and item_has_severity and not item_joined:
                     break
                 return "absent", phrase, False
-            if _UNC_PRE in kinds:
-                return "uncertain", phrase, False
+            if _UNC_PRE in kinds and hedge is None:
+                if crossed_comma:
+                    return "uncertain", phrase, False
+                hedge = phrase
             i = start - 1
+        if hedge is not None:
+            return "uncertain", hedge, False
         # Forwards: a post-cue a few tokens after the mention.
         i = m.end
         steps = 0
