@@ -1,0 +1,1 @@
+"""Readers that turn public datasets into cxreval inputs and gold standards (read at run time)."""

@@ -1,0 +1,1 @@
+"""Meta-evaluation: how far the engines and metrics agree with human judgement."""
