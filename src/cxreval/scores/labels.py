@@ -1,0 +1,379 @@
+"""Label-level scores: entities projected onto CheXpert-14, Ran-21, ChestX-ray14 or any label set.
+
+**Projection** (per report, through ``entity.mappings[labelset]``), CheXpert labeler style with
+values ``1`` positive, ``0`` negative, ``-1`` uncertain, NaN blank:
+positive if any mapped entity is present; else uncertain if any is uncertain; else negative if
+any is absent (an explicit denial, or an absence implied by a normal statement); else blank.
+
+**No Finding** (any label set that lists a label of that name that no entity maps to): positive
+when no other label of the set is positive or uncertain, Support Devices excepted; blank
+otherwise. This is the CheXpert labeler's rule: a hedged finding is still a finding, a device is
+not. Entities outside the label set (e.g. scoliosis for CheXpert-14) do not block it.
+
+**Binarisation** for precision / recall / F1 / accuracy (``uncertain=``, in every signature):
+blank counts as negative (not mentioned = not reported), and uncertain is
+
+- ``negative`` (default; Ran Score's binary convention "1 present, 0 absent", uncertain not
+  counted as present; also the usual "CheXbert positive F1"). Default rather than ``exclude``
+  because dropping cells where the *candidate* hedges would let a system avoid errors by
+  hedging, and would score two systems on different cells,
+- ``positive`` (CheXpert "U-Ones": a hedge asks the reader to act), or
+- ``exclude``: a (report, label) cell that is uncertain on either side is left out of that
+  label's counts (the reduced ``n`` is reported).
+
+**Metrics** per label: TP / FP / FN / TN between candidate and reference labels, precision,
+recall, F1, accuracy. Micro: pooled counts. Macro: mean over labels; a label whose value is
+undefined (zero denominator) is skipped (``undefined=skip``, default, as everywhere in cxreval)
+or counted as 0 (``undefined=zero``, scikit-learn's ``zero_division=0``). **Ran Score** is the
+macro F1 over the 21 Ran labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, Protocol
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from cxreval.extract.models import EntityState, Extraction
+from cxreval.ontology import Ontology
+from cxreval.scores.signature import Signature
+from cxreval.scores.stats import PairCache, StatFn
+
+UncertainLabel = Literal["negative", "positive", "exclude"]
+Undefined = Literal["skip", "zero"]
+
+POSITIVE, NEGATIVE, UNCERTAIN, BLANK = 1.0, 0.0, -1.0, float("nan")
+NO_FINDING = "No Finding"
+NO_FINDING_IGNORES: tuple[str, ...] = ("Support Devices",)
+RAN21 = "ran21"
+
+
+class Extractor(Protocol):
+    """Anything that turns report text into an :class:`Extraction` (e.g. ``Evaluator``)."""
+
+    def extract(self, text: str) -> Extraction: ...
+
+
+def label_entities(ontology: Ontology, labelset: str) -> dict[str, list[str]]:
+    """Label -> ids of the entities that map onto it, in label-set order (empty list if none)."""
+    if labelset not in ontology.labelsets:
+        known = ", ".join(sorted(ontology.labelsets)) or "(none)"
+        raise KeyError(f"ontology {ontology.signature} has no label set {labelset!r}; label sets: {known}")
+    ls = ontology.labelsets[labelset]
+    if ls.kind != "labels":
+        raise ValueError(f"label set {labelset!r} is of kind {ls.kind!r}; projection needs kind 'labels'")
+    out: dict[str, list[str]] = {label: [] for label in ls.labels}
+    for e in ontology.entities:
+        for label in e.mappings.get(labelset, []):
+            out[label].append(e.id)
+    return out
+
+
+def _derives_no_finding(index: Mapping[str, list[str]], no_finding: str | None) -> bool:
+    return no_finding is not None and no_finding in index and not index[no_finding]
+
+
+def project_states(
+    states: Mapping[str, EntityState],
+    ontology: Ontology,
+    labelset: str,
+    *,
+    no_finding: str | None = NO_FINDING,
+    no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
+    _index: Mapping[str, list[str]] | None = None,
+) -> dict[str, float]:
+    """One report's label values (1 / 0 / -1 / NaN) from its entity states."""
+    index = _index if _index is not None else label_entities(ontology, labelset)
+    out: dict[str, float] = {}
+    for label, ids in index.items():
+        statuses = {states[i].status for i in ids if i in states}
+        if "present" in statuses:
+            out[label] = POSITIVE
+        elif "uncertain" in statuses:
+            out[label] = UNCERTAIN
+        elif "absent" in statuses:
+            out[label] = NEGATIVE
+        else:
+            out[label] = BLANK
+    if _derives_no_finding(index, no_finding):
+        assert no_finding is not None
+        others = [lab for lab in index if lab != no_finding and lab not in no_finding_ignores]
+        finding = any(out[lab] in (POSITIVE, UNCERTAIN) for lab in others)
+        out[no_finding] = BLANK if finding else POSITIVE
+    return out
+
+
+def project_extractions(
+    extractions: Mapping[str, Extraction],
+    ontology: Ontology,
+    labelset: str,
+    *,
+    no_finding: str | None = NO_FINDING,
+    no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
+) -> pd.DataFrame:
+    """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports."""
+    index = label_entities(ontology, labelset)
+    rows = [
+        project_states(x.states(), ontology, labelset, no_finding=no_finding,
+                       no_finding_ignores=no_finding_ignores, _index=index)
+        for x in extractions.values()
+    ]
+    frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
+    return frame
+
+
+def binarize(labels: pd.DataFrame, uncertain: UncertainLabel = "negative") -> pd.DataFrame:
+    """1 / 0 per cell: blank -> 0, uncertain per the policy (NaN = excluded under ``exclude``)."""
+    out = labels.astype(float).fillna(NEGATIVE)
+    if uncertain == "negative":
+        return out.mask(out == UNCERTAIN, NEGATIVE)
+    if uncertain == "positive":
+        return out.mask(out == UNCERTAIN, POSITIVE)
+    if uncertain == "exclude":
+        return out.mask(out == UNCERTAIN, np.nan)
+    raise ValueError(f"unknown uncertain policy {uncertain!r}; use negative, positive or exclude")
+
+
+class LabelCounts(BaseModel):
+    """Confusion counts of one label (or pooled over labels) and the ratios that follow."""
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+    excluded: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def precision(self) -> float | None:
+        return _ratio(self.tp, self.tp + self.fp)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def recall(self) -> float | None:
+        return _ratio(self.tp, self.tp + self.fn)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def f1(self) -> float | None:
+        return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def accuracy(self) -> float | None:
+        return _ratio(self.tp + self.tn, self.n)
+
+
+class LabelMetrics(BaseModel):
+    """Per-label, micro and macro precision / recall / F1 / accuracy between two label tables."""
+
+    model_config = ConfigDict(frozen=True)
+
+    labelset: str
+    labels: list[LabelCounts]
+    micro: LabelCounts
+    macro_precision: float | None
+    macro_recall: float | None
+    macro_f1: float | None
+    macro_accuracy: float | None
+    n_labels_f1_defined: int
+    n_reports: int
+    signature: Signature
+
+    def get(self, label: str) -> LabelCounts:
+        for c in self.labels:
+            if c.label == label:
+                return c
+        raise KeyError(f"no label {label!r}")
+
+    @property
+    def ran_score(self) -> float | None:
+        """Macro F1 (the Ran Score when the label set is Ran-21)."""
+        return self.macro_f1
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _macro(values: Iterable[float | None], undefined: Undefined) -> float | None:
+    vals = [v if v is not None else (0.0 if undefined == "zero" else None) for v in values]
+    kept = [v for v in vals if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def label_signature(
+    labelset: str, uncertain: UncertainLabel, undefined: Undefined, base: Signature | None = None
+) -> Signature:
+    """Signature of a label metric: the base's fields plus the label variant."""
+    metric = "ran-score" if labelset == RAN21 else f"labels-{labelset}"
+    sig = base if base is not None else Signature(metric=metric, ontology="none", engine="none")
+    # labels are projected from the extraction, not from judgement rows, so the judge's own
+    # uncertain policy (if the base carries one) does not apply: the label policy replaces it
+    options = {**sig.options, "labelset": labelset, "uncertain": uncertain, "blank": "negative",
+               "no-finding": "chexpert-rule", "undefined": undefined}
+    return sig.model_copy(update={"metric": metric, "options": options})
+
+
+def _aligned(reference: pd.DataFrame, candidate: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    missing = [i for i in reference.index if i not in candidate.index]
+    extra = [i for i in candidate.index if i not in reference.index]
+    if missing or extra:
+        raise ValueError(f"label tables cover different reports: only in reference {missing[:5]}, "
+                         f"only in candidate {extra[:5]}")
+    if list(reference.columns) != list(candidate.columns):
+        raise ValueError(f"label tables have different labels: {list(reference.columns)} vs {list(candidate.columns)}")
+    return reference, candidate.loc[reference.index]
+
+
+def label_confusion(reference: pd.DataFrame, candidate: pd.DataFrame) -> np.ndarray:
+    """Per-report, per-label confusion indicators ``(n_reports, n_labels, 4)``: TP, FP, FN, TN.
+
+    Both tables binary (1 / 0, NaN = excluded); a cell excluded on either side is all zero.
+    """
+    ref, cand = _aligned(reference, candidate)
+    r, c = ref.to_numpy(dtype=float), cand.to_numpy(dtype=float)
+    ok = ~(np.isnan(r) | np.isnan(c))
+    r1, c1 = (r == 1) & ok, (c == 1) & ok
+    r0, c0 = (r == 0) & ok, (c == 0) & ok
+    return np.stack([r1 & c1, r0 & c1, r1 & c0, r0 & c0], axis=-1).astype(np.int64)
+
+
+def label_metrics(
+    reference: pd.DataFrame,
+    candidate: pd.DataFrame,
+    *,
+    labelset: str = "custom",
+    uncertain: UncertainLabel = "negative",
+    undefined: Undefined = "skip",
+    signature: Signature | None = None,
+) -> LabelMetrics:
+    """Label metrics of candidate labels against reference labels (tables from
+    :func:`project_extractions` or files; values 1 / 0 / -1 / NaN, binarised here)."""
+    ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
+    conf = label_confusion(ref, cand).sum(axis=0)
+    n_rep = len(ref)
+    labels = [
+        LabelCounts(label=str(lab), tp=int(conf[j, 0]), fp=int(conf[j, 1]), fn=int(conf[j, 2]),
+                    tn=int(conf[j, 3]), excluded=n_rep - int(conf[j].sum()))
+        for j, lab in enumerate(ref.columns)
+    ]
+    micro = LabelCounts(label="micro", tp=sum(c.tp for c in labels), fp=sum(c.fp for c in labels),
+                        fn=sum(c.fn for c in labels), tn=sum(c.tn for c in labels),
+                        excluded=sum(c.excluded for c in labels))
+    return LabelMetrics(
+        labelset=labelset,
+        labels=labels,
+        micro=micro,
+        macro_precision=_macro((c.precision for c in labels), undefined),
+        macro_recall=_macro((c.recall for c in labels), undefined),
+        macro_f1=_macro((c.f1 for c in labels), undefined),
+        macro_accuracy=_macro((c.accuracy for c in labels), undefined),
+        n_labels_f1_defined=sum(c.f1 is not None for c in labels),
+        n_reports=n_rep,
+        signature=label_signature(labelset, uncertain, undefined, signature),
+    )
+
+
+def project_pairs(
+    extractor: Extractor,
+    pairs: Sequence[object],
+    ontology: Ontology,
+    labelset: str,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(reference, candidate) label tables of report pairs (objects with ``pair_id``,
+    ``reference``, ``candidate``), indexed by pair id."""
+    refs = {p.pair_id: extractor.extract(p.reference) for p in pairs}  # type: ignore[attr-defined]
+    cands = {p.pair_id: extractor.extract(p.candidate) for p in pairs}  # type: ignore[attr-defined]
+    return project_extractions(refs, ontology, labelset), project_extractions(cands, ontology, labelset)
+
+
+def ran_score(
+    extractor: Extractor,
+    pairs: Sequence[object],
+    ontology: Ontology,
+    *,
+    uncertain: UncertainLabel = "negative",
+    undefined: Undefined = "skip",
+    signature: Signature | None = None,
+) -> LabelMetrics:
+    """Ran Score (macro F1 over Ran-21) and the other label metrics of report pairs."""
+    ref, cand = project_pairs(extractor, pairs, ontology, RAN21)
+    return label_metrics(ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature)
+
+
+# ------------------------------------------------------------------------------------------
+# Per-pair cache for bootstrap / paired tests of label metrics
+# ------------------------------------------------------------------------------------------
+
+
+def _label_statistic(n_labels: int, undefined: Undefined) -> StatFn:
+    """Scores of summed per-label confusion counts: per label, then macro, then micro."""
+
+    def statistic(sums: np.ndarray) -> np.ndarray:
+        c = sums.reshape(len(sums), n_labels, 4)
+        tp, fp, fn, tn = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prec = np.where(tp + fp > 0, tp / (tp + fp), np.nan)
+            rec = np.where(tp + fn > 0, tp / (tp + fn), np.nan)
+            f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
+            n = tp + fp + fn + tn
+            acc = np.where(n > 0, (tp + tn) / n, np.nan)
+            per = np.stack([prec, rec, f1, acc], axis=-1)  # (R, L, 4)
+            macro = _nanmean_policy(per, undefined)  # (R, 4)
+            T = c.sum(axis=1)
+            mtp, mfp, mfn, mtn = T[:, 0], T[:, 1], T[:, 2], T[:, 3]
+            micro = np.stack([
+                np.where(mtp + mfp > 0, mtp / (mtp + mfp), np.nan),
+                np.where(mtp + mfn > 0, mtp / (mtp + mfn), np.nan),
+                np.where(2 * mtp + mfp + mfn > 0, 2 * mtp / (2 * mtp + mfp + mfn), np.nan),
+                np.where(T.sum(axis=1) > 0, (mtp + mtn) / T.sum(axis=1), np.nan),
+            ], axis=-1)
+        return np.concatenate([per.reshape(len(sums), -1), macro, micro], axis=1)
+
+    return statistic
+
+
+def _nanmean_policy(per: np.ndarray, undefined: Undefined) -> np.ndarray:
+    """Mean over axis 1 (labels): NaN skipped (``skip``) or counted as 0 (``zero``)."""
+    if undefined == "zero":
+        return np.nan_to_num(per, nan=0.0).mean(axis=1)
+    defined = ~np.isnan(per)
+    cnt = defined.sum(axis=1)
+    tot = np.where(defined, per, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnt > 0, tot / cnt, np.nan)
+
+
+LABEL_SCORES = ("precision", "recall", "f1", "accuracy")
+
+
+def label_cache(
+    reference: pd.DataFrame,
+    candidate: pd.DataFrame,
+    *,
+    uncertain: UncertainLabel = "negative",
+    undefined: Undefined = "skip",
+) -> PairCache:
+    """Per-report confusion indicators of every label, for bootstrap CIs and paired tests.
+
+    Scores: ``<label>/<precision|recall|f1|accuracy>``, ``macro/...`` and ``micro/...``.
+    """
+    ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
+    conf = label_confusion(ref, cand)
+    n_labels = conf.shape[1]
+    statistic = _label_statistic(n_labels, undefined)
+    names = tuple(f"{lab}/{s}" for lab in ref.columns for s in LABEL_SCORES)
+    names += tuple(f"macro/{s}" for s in LABEL_SCORES) + tuple(f"micro/{s}" for s in LABEL_SCORES)
+    return PairCache(conf.reshape(len(conf), -1).astype(float), statistic, names)

@@ -1,0 +1,204 @@
+"""Projection of entities onto label sets, and label metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import cxreval
+from cxreval.extract.models import Extraction, Mention
+from cxreval.extract.rules import RuleExtractor
+from cxreval.ontology import load_ontology, parse_ontology
+from cxreval.scores.labels import (
+    binarize,
+    label_cache,
+    label_entities,
+    label_metrics,
+    project_extractions,
+    project_pairs,
+    project_states,
+    ran_score,
+)
+from cxreval.scores.stats import bootstrap
+from tests.conftest import TINY
+
+NAN = float("nan")
+
+
+@pytest.fixture
+def onto():
+    """TINY plus a device entity and a label set with No Finding and Support Devices."""
+    data = copy.deepcopy(TINY)
+    data["labelsets"]["mine"] = {"name": "Mine", "labels": ["No Finding", "Fluid", "Air", "Support Devices"]}
+    data["entities"].append({"id": "tube", "name": "Tube", "kind": "finding", "category": "lung",
+                             "group": "parenchyma", "mappings": {"mine": ["Support Devices"]}})
+    maps = {"effusion": ["Fluid"], "pneumothorax": ["Air"], "consolidation": ["Fluid"]}
+    for e in data["entities"]:
+        if e["id"] in maps:
+            e["mappings"]["mine"] = maps[e["id"]]
+    return parse_ontology(data, "tiny+")
+
+
+def X(*mentions: tuple[str, str] | tuple[str, str, bool]) -> Extraction:
+    ms = []
+    for m in mentions:
+        ms.append(Mention(entity=m[0], status=m[1], implied=bool(m[2]) if len(m) > 2 else False))  # type: ignore[misc]
+    return Extraction(engine="test", mentions=tuple(ms))
+
+
+def proj(onto, *mentions):
+    return project_states(X(*mentions).states(), onto, "mine")
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all((math.isnan(a[k]) and math.isnan(b[k])) or a[k] == b[k] for k in a)
+
+
+def test_label_entities_follows_mappings(onto):
+    idx = label_entities(onto, "mine")
+    assert idx == {"No Finding": [], "Fluid": ["effusion", "consolidation"], "Air": ["pneumothorax"],
+                   "Support Devices": ["tube"]}
+    with pytest.raises(KeyError, match="no label set"):
+        label_entities(onto, "nope")
+
+
+def test_projection_precedence_present_uncertain_absent_blank(onto):
+    assert same(proj(onto, ("effusion", "absent"), ("consolidation", "uncertain")),
+                {"No Finding": NAN, "Fluid": -1.0, "Air": NAN, "Support Devices": NAN})
+    assert same(proj(onto, ("effusion", "present"), ("consolidation", "uncertain"), ("pneumothorax", "absent")),
+                {"No Finding": NAN, "Fluid": 1.0, "Air": 0.0, "Support Devices": NAN})
+    # an absence implied by a normal statement is an absence
+    assert same(proj(onto, ("pneumothorax", "absent", True)),
+                {"No Finding": 1.0, "Fluid": NAN, "Air": 0.0, "Support Devices": NAN})
+
+
+def test_no_finding_follows_the_chexpert_rule(onto):
+    # nothing mentioned: No Finding positive, everything else blank
+    assert same(proj(onto), {"No Finding": 1.0, "Fluid": NAN, "Air": NAN, "Support Devices": NAN})
+    # a device alone does not make a finding
+    assert proj(onto, ("tube", "present"))["No Finding"] == 1.0
+    # an uncertain finding is a finding
+    assert math.isnan(proj(onto, ("pneumothorax", "uncertain"))["No Finding"])
+    # an entity outside the label set (pneumonia) does not block No Finding
+    assert proj(onto, ("pneumonia", "present"))["No Finding"] == 1.0
+    # turned off
+    off = project_states(X().states(), onto, "mine", no_finding=None)
+    assert math.isnan(off["No Finding"])
+
+
+def test_binarize_policies():
+    frame = pd.DataFrame({"a": [1.0, 0.0, -1.0, NAN]})
+    assert binarize(frame, "negative")["a"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert binarize(frame, "positive")["a"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    excl = binarize(frame, "exclude")["a"].tolist()
+    assert excl[:2] == [1.0, 0.0] and math.isnan(excl[2]) and excl[3] == 0.0
+
+
+def test_label_metrics_hand_computed():
+    ref = pd.DataFrame({"A": [1, 1, 0, 0, -1], "B": [0, 0, 0, 0, 0]}, index=list("abcde"), dtype=float)
+    cand = pd.DataFrame({"A": [1, 0, 1, 0, 1], "B": [0, 0, 0, 0, NAN]}, index=list("abcde"), dtype=float)
+    m = label_metrics(ref, cand, uncertain="negative")
+    a = m.get("A")
+    assert (a.tp, a.fp, a.fn, a.tn) == (1, 2, 1, 1)  # e: ref uncertain -> 0, cand 1 -> FP
+    assert a.precision == pytest.approx(1 / 3) and a.recall == 0.5 and a.f1 == pytest.approx(0.4)
+    assert a.accuracy == pytest.approx(0.4)
+    b = m.get("B")
+    assert b.f1 is None and b.accuracy == 1.0
+    assert m.macro_f1 == pytest.approx(0.4) and m.n_labels_f1_defined == 1
+    assert m.macro_accuracy == pytest.approx(0.7)
+    assert (m.micro.tp, m.micro.fp, m.micro.fn, m.micro.tn) == (1, 2, 1, 6)
+    assert m.micro.f1 == pytest.approx(2 / 5)
+    # undefined counted as zero (scikit-learn zero_division=0)
+    assert label_metrics(ref, cand, undefined="zero").macro_f1 == pytest.approx(0.2)
+    # uncertain positive: e becomes TP
+    pos = label_metrics(ref, cand, uncertain="positive").get("A")
+    assert (pos.tp, pos.fp) == (2, 1)
+    # exclude: e left out of A
+    ex = label_metrics(ref, cand, uncertain="exclude").get("A")
+    assert (ex.n, ex.excluded, ex.fp) == (4, 1, 1)
+
+
+def test_label_metrics_match_sklearn_style_reference():
+    rng = np.random.default_rng(4)
+    ref = pd.DataFrame(rng.integers(0, 2, (60, 5)).astype(float), columns=list("vwxyz"))
+    cand = pd.DataFrame(np.where(rng.random((60, 5)) < 0.8, ref, 1 - ref), columns=list("vwxyz"))
+    m = label_metrics(ref, cand)
+    f1s = []
+    for col in ref:
+        r, c = ref[col].to_numpy() == 1, cand[col].to_numpy() == 1
+        tp, fp, fn = (r & c).sum(), (~r & c).sum(), (r & ~c).sum()
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+    assert m.macro_f1 == pytest.approx(np.mean(f1s))
+
+
+def test_signature_names_the_variant():
+    ref = pd.DataFrame({"A": [1.0, 0.0]})
+    m = label_metrics(ref, ref, labelset="ran21", uncertain="exclude")
+    s = str(m.signature)
+    assert m.signature.metric == "ran-score"
+    assert "uncertain:exclude" in s and "labelset:ran21" in s and "no-finding:chexpert-rule" in s
+    assert "blank:negative" in s and "undefined:skip" in s
+
+
+def test_mismatched_tables_are_refused():
+    a = pd.DataFrame({"A": [1.0]}, index=["x"])
+    with pytest.raises(ValueError, match="different reports"):
+        label_metrics(a, pd.DataFrame({"A": [1.0]}, index=["y"]))
+    with pytest.raises(ValueError, match="different labels"):
+        label_metrics(a, pd.DataFrame({"B": [1.0]}, index=["x"]))
+
+
+def test_packaged_ontology_projects_onto_all_three_label_sets():
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    reports = {
+        "normal": "The lungs are clear. No acute cardiopulmonary process.",
+        "effusion": "No pneumothorax. Small left pleural effusion.",
+        "hedge": "Possible pneumonia. Endotracheal tube in place.",
+    }
+    xs = {k: ex.extract(v) for k, v in reports.items()}
+    chex = project_extractions(xs, onto, "chexpert14")
+    assert list(chex.columns) == onto.labelsets["chexpert14"].labels
+    assert chex.loc["normal", "No Finding"] == 1.0 and chex.loc["normal", "Pneumothorax"] == 0.0
+    assert chex.loc["effusion", "Pleural Effusion"] == 1.0 and chex.loc["effusion", "Pneumothorax"] == 0.0
+    assert math.isnan(chex.loc["effusion", "No Finding"])
+    assert chex.loc["hedge", "Pneumonia"] == -1.0 and chex.loc["hedge", "Support Devices"] == 1.0
+    assert math.isnan(chex.loc["hedge", "No Finding"])
+    ran = project_extractions(xs, onto, "ran21")
+    assert ran.shape == (3, 21)
+    cx14 = project_extractions(xs, onto, "chestxray14")
+    assert cx14.loc["effusion", "Effusion"] == 1.0 and "No Finding" not in cx14.columns
+
+
+def test_ran_score_on_the_example_pairs():
+    from cxreval.cli import example_path
+
+    ev = cxreval.Evaluator()
+    pairs = cxreval.read_pairs(example_path(), meta_cols=["model"])
+    m = ran_score(ev, pairs, ev.ontology, signature=ev.signature)
+    ref, cand = project_pairs(ev, pairs, ev.ontology, "ran21")
+    assert m.n_reports == len(pairs) and len(m.labels) == 21
+    assert m.macro_f1 == pytest.approx(label_metrics(ref, cand).macro_f1)
+    assert m.signature.engine == ev.signature.engine and m.signature.options["uncertain"] == "negative"
+    assert "judge-uncertain" not in m.signature.options  # the judge's policy plays no part
+    assert 0.0 <= m.macro_f1 <= 1.0
+
+
+def test_label_cache_estimate_equals_label_metrics_and_bootstraps():
+    rng = np.random.default_rng(9)
+    ref = pd.DataFrame(rng.choice([1.0, 0.0, -1.0, NAN], (50, 4)), columns=list("abcd"))
+    cand = pd.DataFrame(rng.choice([1.0, 0.0, -1.0, NAN], (50, 4)), columns=list("abcd"))
+    for unc in ("negative", "positive", "exclude"):
+        m = label_metrics(ref, cand, uncertain=unc)
+        cache = label_cache(ref, cand, uncertain=unc)
+        est = dict(zip(cache.names, cache.estimate()))
+        assert est["macro/f1"] == pytest.approx(m.macro_f1)
+        assert est["micro/accuracy"] == pytest.approx(m.micro.accuracy)
+        assert est["b/recall"] == pytest.approx(m.get("b").recall)
+    res = bootstrap(label_cache(ref, cand), resamples=200, seed=0)
+    e = res.get("macro/f1")
+    assert e.low <= e.estimate <= e.high
