@@ -16,7 +16,18 @@ Side = Literal["left", "right", "bilateral"]
 Severity = Literal["mild", "moderate", "severe"]
 
 
-class Mention(BaseModel):
+class Attributes(BaseModel):
+    """Where, how severe, and how changed from a prior: shared by mentions and entity states."""
+
+    model_config = ConfigDict(frozen=True)
+
+    side: Side | None = None
+    zones: tuple[str, ...] = ()
+    severity: Severity | None = None
+    comparison: ComparisonChange | None = None
+
+
+class Mention(Attributes):
     """One mention of an ontology entity in a report, with its certainty and attributes.
 
     ``implied`` marks absences that come from a global normal statement ("no acute
@@ -24,14 +35,8 @@ class Mention(BaseModel):
     mentions of past findings ("history of pneumonia"): they never make an entity present.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     entity: str
     status: Status
-    side: Side | None = None
-    zones: tuple[str, ...] = ()
-    severity: Severity | None = None
-    comparison: ComparisonChange | None = None
     historical: bool = False
     implied: bool = False
     section: str = "body"
@@ -41,17 +46,11 @@ class Mention(BaseModel):
     cue: str | None = None
 
 
-class EntityState(BaseModel):
+class EntityState(Attributes):
     """A report's overall statement about one entity, aggregated over its mentions."""
-
-    model_config = ConfigDict(frozen=True)
 
     entity: str
     status: Status
-    side: Side | None = None
-    zones: tuple[str, ...] = ()
-    severity: Severity | None = None
-    comparison: ComparisonChange | None = None
     evidence: str = ""
     cue: str | None = None
 

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.extract.models import EntityState, Extraction
 from cxreval.ontology import Ontology
+from cxreval.scores.entity import PresenceScore
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import PairCache, StatFn
 
@@ -137,37 +138,20 @@ def binarize(labels: pd.DataFrame, uncertain: UncertainLabel = "negative") -> pd
     raise ValueError(f"unknown uncertain policy {uncertain!r}; use negative, positive or exclude")
 
 
-class LabelCounts(BaseModel):
-    """Confusion counts of one label (or pooled over labels) and the ratios that follow."""
+class LabelCounts(PresenceScore):
+    """Confusion counts of one label (or pooled over labels) and the ratios that follow.
 
-    model_config = ConfigDict(frozen=True)
+    Precision, recall and F1 come from :class:`PresenceScore`, so a label and an entity are
+    scored by the same arithmetic.
+    """
 
     label: str
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-    tn: int = 0
     excluded: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def n(self) -> int:
         return self.tp + self.fp + self.fn + self.tn
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def precision(self) -> float | None:
-        return _ratio(self.tp, self.tp + self.fp)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def recall(self) -> float | None:
-        return _ratio(self.tp, self.tp + self.fn)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def f1(self) -> float | None:
-        return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
