@@ -1,0 +1,75 @@
+"""LLM extraction: one call per report text, returning the same :class:`Extraction` as the rule engine.
+
+The deterministic comparison of the spine then judges each pair, so a reference shared by many
+candidate models is read once (and, through the answer cache, once ever).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from cxreval.extract.models import Extraction, Mention
+from cxreval.llm.cache import cache_key
+from cxreval.llm.config import LLMConfig
+from cxreval.llm.prompts import entity_list, format_instructions, load_prompt, ontology_fingerprint
+from cxreval.llm.runner import Task
+from cxreval.llm.schemas import ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.ontology import Ontology
+
+ENGINE_VERSION = "1"
+
+
+class LLMExtractor:
+    """Builds the extraction call for a report and turns a validated answer into mentions."""
+
+    name = "llm-extract"
+
+    def __init__(self, ontology: Ontology, config: LLMConfig) -> None:
+        self.ontology = ontology
+        self.config = config
+        self.prompt = load_prompt("extract")
+        self.schema = build_schema(
+            "extract", config.schema_style, ontology,
+            max_items=config.max_items, max_evidence=config.max_evidence_chars,
+        )
+        self.schema_name = schema_name("extract", config.schema_style)
+        self._system = self.prompt.render("system")
+        self._entities = entity_list(ontology, "extract")
+        self._format = format_instructions("extract", config.schema_style, config.max_items, config.max_evidence_chars)
+        self._fingerprint = ontology_fingerprint(ontology)
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}@{ENGINE_VERSION}"
+
+    def messages(self, text: str) -> list[dict[str, str]]:
+        user = self.prompt.render("user", entities=self._entities, report=text, format=self._format)
+        return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
+
+    def key(self, text: str, run: int = 0) -> str:
+        return cache_key({
+            "engine": self.signature, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
+            "ontology": self._fingerprint, "params": self.config.answer_params(), "run": run,
+            "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        })
+
+    def parse(self, raw: str) -> ParsedAnswer:
+        c = self.config
+        return parse_answer(raw, "extract", c.schema_style, self.ontology, max_items=c.max_items,
+                            max_evidence=c.max_evidence_chars)
+
+    def task(self, text: str, run: int = 0) -> Task:
+        return Task(key=self.key(text, run), kind="extract", engine=self.signature, messages=self.messages(text),
+                    schema=self.schema, schema_name=self.schema_name, parse=self.parse)
+
+    def extraction(self, value: dict[str, Any]) -> Extraction:
+        """Mentions from a validated (possibly cached) answer."""
+        mentions = tuple(
+            Mention(
+                entity=i["entity"], status=i["status"], side=i.get("side"), zones=tuple(i.get("zones") or ()),
+                severity=i.get("severity"), comparison=i.get("comparison"), sentence=i.get("evidence") or "",
+            )
+            for i in value["items"]
+        )
+        return Extraction(engine=self.signature, mentions=mentions)

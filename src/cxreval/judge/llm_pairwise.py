@@ -1,0 +1,94 @@
+"""SPEC-CXR's pairwise LLM judge: one call per (reference, candidate) pair -> judgement rows.
+
+The answer is normalised to the spine's rules so that the table means the same whichever engine
+wrote it: attributes only on TP rows and only where the ontology says they apply (otherwise
+not-available / other). Sparse answers list the entities either report mentions (TN rows
+included); dense answers name every entity, so their TN rows cannot be told from unmentioned
+entities and are left implicit, which changes no score (scores count TN as the remainder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from cxreval.io import ReportPair
+from cxreval.judge.compare import UncertainPolicy
+from cxreval.judge.models import EntityJudgement
+from cxreval.llm.cache import cache_key
+from cxreval.llm.config import LLMConfig
+from cxreval.llm.prompts import entity_list, format_instructions, load_prompt, ontology_fingerprint, uncertain_rule
+from cxreval.llm.runner import Task
+from cxreval.llm.schemas import ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.ontology import Ontology
+
+ENGINE_VERSION = "1"
+
+
+class LLMPairwiseJudge:
+    """Builds the pairwise call for a pair and turns a validated answer into judgement rows."""
+
+    name = "llm-pairwise"
+
+    def __init__(self, ontology: Ontology, config: LLMConfig, uncertain: UncertainPolicy = "positive") -> None:
+        self.ontology = ontology
+        self.config = config
+        self.uncertain: UncertainPolicy = uncertain
+        self.prompt = load_prompt("pairwise")
+        self.schema = build_schema("pairwise", config.schema_style, ontology, max_items=config.max_items)
+        self.schema_name = schema_name("pairwise", config.schema_style)
+        self._system = self.prompt.render("system")
+        self._entities = entity_list(ontology, "pairwise")
+        self._format = format_instructions("pairwise", config.schema_style, config.max_items, 0)
+        self._fingerprint = ontology_fingerprint(ontology)
+        self._order = {eid: i for i, eid in enumerate(ontology.entity_ids)}
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}@{ENGINE_VERSION}"
+
+    def messages(self, reference: str, candidate: str) -> list[dict[str, str]]:
+        user = self.prompt.render(
+            "user", entities=self._entities, reference=reference, candidate=candidate,
+            format=self._format, uncertain_rule=uncertain_rule(self.uncertain),
+        )
+        return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
+
+    def key(self, reference: str, candidate: str, run: int = 0) -> str:
+        sha = lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()  # noqa: E731
+        return cache_key({
+            "engine": self.signature, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
+            "ontology": self._fingerprint, "params": self.config.answer_params(), "run": run,
+            "uncertain": self.uncertain, "reference_sha": sha(reference), "candidate_sha": sha(candidate),
+        })
+
+    def parse(self, raw: str) -> ParsedAnswer:
+        return parse_answer(raw, "pairwise", self.config.schema_style, self.ontology, max_items=self.config.max_items)
+
+    def task(self, pair: ReportPair, run: int = 0) -> Task:
+        return Task(
+            key=self.key(pair.reference, pair.candidate, run), kind="pairwise", engine=self.signature,
+            messages=self.messages(pair.reference, pair.candidate), schema=self.schema,
+            schema_name=self.schema_name, parse=self.parse,
+        )
+
+    def rows(self, pair_id: str, value: dict[str, Any]) -> list[EntityJudgement]:
+        """Judgement rows from a validated (possibly cached) answer, in ontology order."""
+        rows: list[EntityJudgement] = []
+        for item in sorted(value["items"], key=lambda i: self._order[i["entity"]]):
+            presence = item["presence"]
+            if presence == "TN" and self.config.schema_style == "dense":
+                continue
+            attrs = self.ontology.entity(item["entity"]).attributes
+            tp = presence == "TP"
+            rows.append(
+                EntityJudgement(
+                    pair_id=pair_id,
+                    entity=item["entity"],
+                    presence=presence,
+                    location=item["location"] if tp and "location" in attrs else "not-available",
+                    severity=item["severity"] if tp and "severity" in attrs else "not-available",
+                    comparison=item["comparison"] if tp and "comparison" in attrs else "other",
+                )
+            )
+        return rows

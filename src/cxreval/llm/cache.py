@@ -1,0 +1,132 @@
+"""The answer store: SQLite in WAL mode, one row per finished call, keyed by content hash.
+
+A row is written (and committed) the moment an answer has been validated, so a run that is
+killed loses at most the calls in flight, and a rerun asks only for what is missing. The key
+is a hash of everything that determines an answer (engine, prompt text, ontology, model and
+answer parameters, the report texts, the run index), never of the endpoint URL or the key.
+
+Answers that stayed invalid after the re-ask are stored too (``status='failed'``, with the raw
+answers), so a rerun does not pay for them again; ``retry_failed`` asks again. Transport
+failures (timeouts, 5xx after all retries) are not stored: the call did not finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA_VERSION = 1
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``parts``."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class CachedAnswer(BaseModel):
+    """One stored call: the validated value or the failure, with the raw answers and usage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    kind: str
+    engine: str
+    model: str
+    status: str  # ok | failed
+    value: Any = None
+    raw: list[str] = []
+    error: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    cost: float = 0.0
+    created: float = 0.0
+
+
+class AnswerCache:
+    """SQLite store; use from one thread (the event loop's), any number of processes may read."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            """CREATE TABLE IF NOT EXISTS answers (
+                key TEXT PRIMARY KEY, kind TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL,
+                status TEXT NOT NULL, value TEXT, raw TEXT NOT NULL, error TEXT NOT NULL,
+                input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, calls INTEGER NOT NULL,
+                cost REAL NOT NULL, created REAL NOT NULL)"""
+        )
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "AnswerCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, key: str) -> CachedAnswer | None:
+        row = self._db.execute("SELECT * FROM answers WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        names = [d[0] for d in self._db.execute("SELECT * FROM answers LIMIT 0").description]
+        data = dict(zip(names, row))
+        data["value"] = json.loads(data["value"]) if data["value"] is not None else None
+        data["raw"] = json.loads(data["raw"])
+        return CachedAnswer.model_validate(data)
+
+    def put(self, answer: CachedAnswer) -> None:
+        """Insert or replace one answer; committed before returning (autocommit)."""
+        a = answer
+        self._db.execute(
+            "INSERT OR REPLACE INTO answers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                a.key, a.kind, a.engine, a.model, a.status,
+                None if a.value is None else json.dumps(a.value, ensure_ascii=False),
+                json.dumps(a.raw, ensure_ascii=False), a.error, a.input_tokens, a.output_tokens,
+                a.calls, a.cost, a.created or time.time(),
+            ),
+        )
+
+    def count(self, status: str | None = None) -> int:
+        if status is None:
+            return int(self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM answers WHERE status = ?", (status,)).fetchone()[0])
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Entries, calls, tokens and cost per (kind, engine, model, status)."""
+        rows = self._db.execute(
+            """SELECT kind, engine, model, status, COUNT(*), SUM(calls), SUM(input_tokens),
+                      SUM(output_tokens), SUM(cost), MIN(created), MAX(created)
+               FROM answers GROUP BY kind, engine, model, status ORDER BY kind, engine, model, status"""
+        ).fetchall()
+        names = ("kind", "engine", "model", "status", "entries", "calls", "input_tokens",
+                 "output_tokens", "cost", "first", "last")
+        return [dict(zip(names, r)) for r in rows]
+
+    def clear(self, *, model: str | None = None, status: str | None = None) -> int:
+        """Delete entries (all, or those of one model and/or status); returns how many."""
+        where, args = [], []
+        if model is not None:
+            where.append("model = ?")
+            args.append(model)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        sql = "DELETE FROM answers" + (" WHERE " + " AND ".join(where) if where else "")
+        n = self._db.execute(sql, args).rowcount
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(n)

@@ -1,0 +1,190 @@
+"""LLM engine settings: one validated model, filled from a YAML file, the environment and CLI flags.
+
+Precedence, lowest to highest: defaults < YAML file (``--llm-config``) < environment
+(``CXREVAL_LLM_<FIELD>``, e.g. ``CXREVAL_LLM_MODEL``) < explicit arguments (CLI flags).
+The API key itself is never a setting: ``api_key_env`` names the environment variable that
+holds it, so keys stay out of files, caches, logs and outputs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Provider = Literal["openai", "anthropic"]
+ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
+SchemaStyle = Literal["dense", "sparse"]
+
+DEFAULT_KEY_ENV: dict[str, str] = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_BASE_URL: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+ENV_PREFIX = "CXREVAL_LLM_"
+
+
+class LLMConfigError(ValueError):
+    """Settings that cannot be used (bad file, bad value, missing key, non-local endpoint)."""
+
+
+class LLMConfig(BaseModel):
+    """Everything needed to call an LLM judge; the fields that shape answers go into cache keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Provider = "openai"
+    base_url: str | None = Field(None, description="endpoint; None = the provider's public API")
+    model: str = Field(..., min_length=1)
+    api_key_env: str | None = Field(None, description="name of the env variable holding the key")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(4096, ge=16, le=200_000)
+    timeout: float = Field(120.0, gt=0, description="seconds per HTTP request")
+    concurrency: int = Field(8, ge=1, le=1024)
+    retries: int = Field(4, ge=0, le=20, description="transport retries per call (429, 5xx, timeouts)")
+    rate_limit: float | None = Field(None, gt=0, description="max requests per second")
+    response_format: ResponseFormat = "auto"
+    strict: bool = Field(True, description="json_schema strict flag (OpenAI structured outputs)")
+    schema_style: SchemaStyle = Field("sparse", description="dense: one field per entity; sparse: a list")
+    max_items: int = Field(40, ge=1, le=400, description="maxItems of sparse entity / mention lists")
+    max_evidence_chars: int = Field(200, ge=0, le=2000, description="maxLength of evidence quotes")
+    price_input: float = Field(0.0, ge=0, description="USD per million input tokens")
+    price_output: float = Field(0.0, ge=0, description="USD per million output tokens")
+    max_cost: float | None = Field(None, gt=0, description="USD; stop starting calls once spent")
+    local_only: bool = Field(False, description="refuse any endpoint that is not on loopback")
+    cache_path: Path | None = Field(None, description="SQLite answer store; None = user cache dir")
+    seed: int | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base_url must be an http(s) URL, got {value!r}")
+        if parts.username or parts.password:
+            raise ValueError("base_url must not carry credentials; use api_key_env")
+        return value.rstrip("/")
+
+    # -- derived -------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        return self.base_url or DEFAULT_BASE_URL[self.provider]
+
+    @property
+    def key_env(self) -> str:
+        return self.api_key_env or DEFAULT_KEY_ENV[self.provider]
+
+    @property
+    def is_local(self) -> bool:
+        return is_loopback_url(self.endpoint)
+
+    def api_key(self) -> str:
+        """The key from the named environment variable.
+
+        A loopback server usually needs none, so a placeholder is sent when the variable is
+        unset; any other endpoint without a key is an error naming the variable, never a value.
+        """
+        value = os.environ.get(self.key_env, "")
+        if value:
+            return value
+        if self.is_local:
+            return "sk-local-no-key"
+        raise LLMConfigError(
+            f"no API key: environment variable {self.key_env} is not set (choose another with --api-key-env)"
+        )
+
+    def check_endpoint(self) -> None:
+        """Enforce ``local_only``: only 127.0.0.0/8, ::1 and ``localhost`` pass."""
+        if self.local_only and not self.is_local:
+            raise LLMConfigError(
+                f"--local-only: endpoint {self.endpoint} is not on loopback (127.0.0.0/8, ::1, localhost)"
+            )
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.price_input + output_tokens * self.price_output) / 1e6
+
+    def answer_params(self) -> dict[str, Any]:
+        """The settings that can change an answer: part of every cache key and signature."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "schema": self.schema_style,
+            "max_items": self.max_items,
+            "max_evidence_chars": self.max_evidence_chars,
+            "response_format": self.response_format,
+            "strict": self.strict,
+            "seed": self.seed,
+        }
+
+    def resolved_cache_path(self) -> Path:
+        return self.cache_path or default_cache_path()
+
+    # -- loading -------------------------------------------------------------------------
+    @classmethod
+    def load(
+        cls,
+        file: str | Path | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        **overrides: Any,
+    ) -> "LLMConfig":
+        """Merge YAML file, ``CXREVAL_LLM_*`` environment and explicit overrides (``None`` = unset)."""
+        data: dict[str, Any] = {}
+        if file is not None:
+            path = Path(file)
+            try:
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise LLMConfigError(f"{path}: cannot read LLM config: {exc}") from None
+            if not isinstance(loaded, dict):
+                raise LLMConfigError(f"{path}: an LLM config must be a mapping of settings")
+            if "api_key" in loaded:
+                raise LLMConfigError(
+                    f"{path}: keys do not belong in files; set api_key_env to the name of an environment variable"
+                )
+            data.update(loaded)
+        environ = os.environ if env is None else env
+        for name in cls.model_fields:
+            raw = environ.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                data[name] = raw
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
+            )
+            raise LLMConfigError(f"invalid LLM settings: {problems}") from None
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when the URL's host is ``localhost`` or a loopback IP literal (no DNS lookup)."""
+    host = urlsplit(url).hostname
+    if host is None:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def default_cache_path() -> Path:
+    """``$CXREVAL_CACHE_DIR`` or ``$XDG_CACHE_HOME/cxreval`` (``~/.cache/cxreval``), file ``llm-answers.sqlite``."""
+    base = os.environ.get("CXREVAL_CACHE_DIR")
+    if base:
+        return Path(base) / "llm-answers.sqlite"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "cxreval" / "llm-answers.sqlite"

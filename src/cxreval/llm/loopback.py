@@ -1,0 +1,416 @@
+"""A chat-completions server on 127.0.0.1 that answers with the rule engine, or fails on demand.
+
+For tests, benchmarks and dry runs of the LLM engines without an LLM: it speaks the OpenAI
+chat-completions API (``POST /v1/chat/completions``) and the Anthropic Messages API
+(``POST /v1/messages``), reads the reports out of cxreval's prompts, and answers in the
+requested schema (dense or sparse, pairwise or extract) with what the rule engine reads, so an
+LLM engine run against it must reproduce the rule engine's judgements exactly.
+
+Faults are asked for by writing ``FAULT:<name>`` in a report: ``timeout`` (first request sleeps
+past the client's timeout), ``429`` (first request: 429 with ``Retry-After: 1``), ``500`` (first
+two requests), ``drop`` (first request: connection closed without an answer), ``truncate`` (first
+answer cut in half), ``schema`` (first answer has a value outside the enum), ``unknown`` (first
+answer names an entity that does not exist), ``duplicate`` / ``duplicate-tie`` (an entity judged
+three times, majority = the right verdict / twice, right verdict first), ``echo-key`` (a 500 whose
+body quotes the request's Authorization header). ``<name>-always`` repeats the fault on every
+request. ``latency`` delays every answer; ``hold_after`` holds every request after the first N until
+:meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight).
+
+It binds to 127.0.0.1 only. ``python -m cxreval.llm.loopback --port 8011 --latency 0.2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import socket
+import threading
+import time
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from cxreval.extract.models import Extraction
+from cxreval.extract.rules import RuleExtractor
+from cxreval.judge.compare import compare_extractions
+from cxreval.ontology import Ontology, load_ontology
+
+HOST = "127.0.0.1"
+_FAULT = re.compile(r"FAULT:([a-z0-9\-]+)")
+_TAG = {name: re.compile(rf"<{name}>\n?(.*?)\n?</{name}>", re.DOTALL) for name in ("reference", "candidate", "report")}
+_UNCERTAIN_NEG = "counts as absent"
+
+
+class Oracle:
+    """Builds the answer a perfect judge would give, from the rule engine."""
+
+    def __init__(self, ontology: Ontology) -> None:
+        self.ontology = ontology
+        self.extractor = RuleExtractor(ontology)
+        self.extract = lru_cache(maxsize=4096)(self._extract)
+
+    def _extract(self, text: str) -> Extraction:
+        return self.extractor.extract(text)
+
+    def pairwise(self, reference: str, candidate: str, uncertain: str) -> list[dict[str, Any]]:
+        rows = compare_extractions("x", self.extract(reference), self.extract(candidate), self.ontology, uncertain)  # type: ignore[arg-type]
+        return [
+            {"entity": r.entity, "presence": r.presence, "location": r.location, "severity": r.severity,
+             "comparison": r.comparison}
+            for r in rows
+        ]
+
+    def mentions(self, text: str, max_evidence: int) -> list[dict[str, Any]]:
+        out = []
+        for m in self.extract(text).mentions:
+            if m.historical and m.status != "absent":
+                continue
+            item: dict[str, Any] = {
+                "entity": m.entity, "status": m.status, "side": m.side or "none", "zones": list(m.zones[:3]),
+                "severity": m.severity or "none", "comparison": m.comparison or "none",
+            }
+            if max_evidence:
+                item["evidence"] = m.sentence[:max_evidence]
+            out.append(item)
+        return out
+
+    def states(self, text: str) -> dict[str, dict[str, Any]]:
+        return {
+            e: {"status": s.status, "side": s.side or "none", "zones": list(s.zones[:3]),
+                "severity": s.severity or "none", "comparison": s.comparison or "none"}
+            for e, s in self.extract(text).states().items()
+        }
+
+
+def _schema_info(schema: dict[str, Any] | None, user: str) -> tuple[str, str, int, int]:
+    """(mode, style, max_items, max_evidence) from the schema the client sent (or the prompt)."""
+    mode = "pairwise" if "<candidate>" in user else "extract"
+    if not schema:
+        return mode, "sparse", 40, 200
+    props = schema.get("properties", {})
+    if "entities" in props and props["entities"].get("type") == "array":
+        items = props["entities"]
+        ev = items["items"]["properties"].get("evidence", {}).get("maxLength", 0)
+        return mode, "sparse", int(items.get("maxItems", 40)), int(ev)
+    return mode, "dense", 0, 0
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """The server; start with :meth:`start` (a daemon thread), stop with :meth:`stop`."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(self, port: int = 0, *, ontology: Ontology | None = None, latency: float = 0.0,
+                 timeout_sleep: float = 5.0, retry_after: str = "1", hold_after: int | None = None,
+                 reject_json_schema: bool = False) -> None:
+        super().__init__((HOST, port), _Handler)
+        self.oracle = Oracle(ontology or load_ontology())
+        self.latency = latency
+        self.timeout_sleep = timeout_sleep
+        self.retry_after = retry_after
+        self.hold_after = hold_after
+        self.reject_json_schema = reject_json_schema  # answer like llama-cpp-python's server does
+        self.log: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.attempts: dict[str, int] = {}
+        self.answered = 0
+        self.admitted = 0
+        self._released = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> "LoopbackServer":
+        self._thread = threading.Thread(target=self.serve_forever, name="cxreval-loopback", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._released.set()
+        self.shutdown()
+        self.server_close()
+
+    def release(self) -> None:
+        """Answer again after ``hold_after`` held requests."""
+        self.hold_after = None
+        self._released.set()
+
+    def __enter__(self) -> "LoopbackServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def finished(self) -> list[dict[str, Any]]:
+        """Log entries of requests that got a 200 answer."""
+        with self.lock:
+            return [e for e in self.log if e["status"] == 200]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
+    server: LoopbackServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr
+        pass
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _reply(self, entry: dict[str, Any], status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        """Send and log; a client that already hung up (it timed out) is logged as gone."""
+        try:
+            self._send(status, body, headers)
+        except OSError:
+            entry["status"] = "client-gone"
+            self.close_connection = True
+            return
+        entry["status"] = status
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send(200, {"object": "list", "data": [{"id": "cxreval-loopback", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length", "0"))
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except json.JSONDecodeError:
+            self._send(400, {"error": {"message": "body is not JSON"}})
+            return
+        path = self.path.rstrip("/")
+        if path == "/v1/chat/completions":
+            self._answer(body, anthropic=False)
+        elif path == "/v1/messages":
+            self._answer(body, anthropic=True)
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    # -- one request -----------------------------------------------------------------------
+    def _answer(self, body: dict[str, Any], anthropic: bool) -> None:
+        srv = self.server
+        messages = body.get("messages", [])
+        users = [m for m in messages if m.get("role") == "user"]
+        first_user = _text(users[0]["content"]) if users else ""
+        reask = len(users) > 1
+        schema = None
+        if anthropic:
+            tools = body.get("tools") or []
+            schema = tools[0].get("input_schema") if tools else None
+        else:
+            rf = body.get("response_format") or {}
+            schema = rf.get("json_schema", {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+        faults = set(_FAULT.findall(first_user))
+        convo = hashlib.sha256(first_user.encode("utf-8")).hexdigest()[:16]
+        request_sha = hashlib.sha256(json.dumps(messages, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+        with srv.lock:
+            attempt = srv.attempts.get(request_sha, 0) + 1
+            srv.attempts[request_sha] = attempt
+            entry: dict[str, Any] = {"n": len(srv.log) + 1, "convo": convo, "request": request_sha,
+                                     "reask": reask, "attempt": attempt, "status": None, "fault": None,
+                                     "reask_text": _text(users[-1]["content"]) if reask else "",
+                                     "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key"))}
+            srv.log.append(entry)
+            hold = srv.hold_after is not None and srv.admitted >= srv.hold_after
+            if not hold:
+                srv.admitted += 1
+        if hold:
+            entry["status"] = "held"
+            srv._released.wait()
+
+        rf_type = (body.get("response_format") or {}).get("type")
+        if srv.reject_json_schema and not anthropic and rf_type == "json_schema":
+            entry["fault"] = "reject-json-schema"
+            self._reply(entry, 500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
+                                               "Input should be 'text' or 'json_object'", "type": "internal_server_error"}})
+            return
+
+        def on(name: str, first: int = 1) -> bool:
+            return f"{name}-always" in faults or (name in faults and attempt <= first)
+
+        if srv.latency:
+            time.sleep(srv.latency)
+        if on("timeout") and not reask:
+            entry["fault"], entry["status"] = "timeout", "timed-out"
+            time.sleep(srv.timeout_sleep)  # past the client's timeout; then hang up unanswered
+            self.close_connection = True
+            return
+        if on("drop") and not reask:
+            entry["fault"], entry["status"] = "drop", "dropped"
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if on("429") and not reask:
+            entry["fault"] = "429"
+            self._reply(entry, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                       {"Retry-After": srv.retry_after})
+            return
+        if on("500", first=2) and not reask:
+            entry["fault"] = "500"
+            self._reply(entry, 500, {"error": {"message": "internal error", "type": "server_error"}})
+            return
+        if on("echo-key"):
+            entry["fault"] = "echo-key"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            self._reply(entry, 500, {"error": {"message": f"upstream rejected credentials {auth}", "type": "server_error"}})
+            return
+
+        mode, style, max_items, max_evidence = _schema_info(schema, first_user)
+        uncertain = "negative" if _UNCERTAIN_NEG in first_user else "positive"
+        answer = self._oracle_answer(srv.oracle, first_user, mode, style, max_items, max_evidence, uncertain)
+        text = json.dumps(answer)
+        finish = "stop"
+        first_answer = not reask
+        if first_answer or any(f.endswith("-always") for f in faults):
+            text, finish, fault = _corrupt(text, answer, faults, mode, style, reask)
+            entry["fault"] = fault or entry["fault"]
+        in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
+        out_tokens = len(text) // 4 + 1
+        with srv.lock:
+            srv.answered += 1
+        if anthropic:
+            tool = (body.get("tools") or [{}])[0].get("name", "answer")
+            try:
+                content = [{"type": "tool_use", "id": "toolu_loopback", "name": tool, "input": json.loads(text)}]
+            except json.JSONDecodeError:  # a truncated answer cannot be a tool input: send it as text
+                content = [{"type": "text", "text": text}]
+            self._reply(entry, 200, {
+                "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
+                "content": content, "stop_reason": "max_tokens" if finish == "length" else "tool_use",
+                "stop_sequence": None, "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
+            })
+        else:
+            self._reply(entry, 200, {
+                "id": f"chatcmpl-{request_sha}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", ""),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens,
+                          "total_tokens": in_tokens + out_tokens},
+            })
+
+    @staticmethod
+    def _oracle_answer(oracle: Oracle, user: str, mode: str, style: str, max_items: int, max_evidence: int,
+                       uncertain: str) -> dict[str, Any]:
+        def tag(name: str) -> str:
+            m = _TAG[name].search(user)
+            return m.group(1) if m else ""
+
+        if mode == "pairwise":
+            items = oracle.pairwise(tag("reference"), tag("candidate"), uncertain)
+            if style == "sparse":
+                return {"entities": items[:max_items]}
+            dense = {e: {"presence": "TN", "location": "not-available", "severity": "not-available",
+                         "comparison": "other"} for e in oracle.ontology.entity_ids}
+            for i in items:
+                dense[i["entity"]] = {k: v for k, v in i.items() if k != "entity"}
+            return dense
+        text = tag("report")
+        if style == "sparse":
+            return {"entities": oracle.mentions(text, max_evidence)[:max_items]}
+        dense = {e: {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none",
+                     "comparison": "none"} for e in oracle.ontology.entity_ids}
+        dense.update(oracle.states(text))
+        return dense
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, style: str,
+             reask: bool) -> tuple[str, str, str | None]:
+    """Apply answer-level faults: (text, finish_reason, fault name)."""
+    def want(name: str) -> bool:
+        return f"{name}-always" in faults or (name in faults and not reask)
+
+    if want("truncate"):
+        return text[: max(1, len(text) // 2)], "length", "truncate"
+    verdict_key = "presence" if mode == "pairwise" else "status"
+    if want("schema"):
+        bad = json.loads(text)
+        target = bad["entities"][0] if style == "sparse" and bad["entities"] else next(iter(bad.values()), None)
+        if target is not None:
+            target[verdict_key] = "MAYBE"
+        else:
+            bad = {"entities": "none"}
+        return json.dumps(bad), "stop", "schema"
+    if want("unknown"):
+        bad = json.loads(text)
+        fake = {"entity": "pleural_efusion_of_doom", "presence": "TP", "location": "not-available",
+                "severity": "not-available", "comparison": "other"} if mode == "pairwise" else {
+                "entity": "pleural_efusion_of_doom", "status": "present", "side": "none", "zones": [],
+                "severity": "none", "comparison": "none"}
+        if style == "sparse":
+            bad["entities"].append(fake)
+        else:
+            bad["pleural_efusion_of_doom"] = {k: v for k, v in fake.items() if k != "entity"}
+        return json.dumps(bad), "stop", "unknown"
+    for name in ("duplicate", "duplicate-tie"):
+        if want(name) and mode == "pairwise":
+            flip = {"TP": "FN", "FN": "TP", "FP": "TN", "TN": "FP"}
+            if style == "sparse" and answer["entities"]:
+                first = answer["entities"][0]
+                wrong = {**first, "presence": flip[first["presence"]]}
+                extra = [wrong, first] if name == "duplicate" else [wrong]
+                return json.dumps({"entities": [first, *extra, *answer["entities"][1:]]}), "stop", name
+            if style == "dense":
+                eid, v = next(iter(answer.items()))
+                wrong = {**v, "presence": flip[v["presence"]]}
+                dups = [(eid, v), (eid, wrong)] + ([(eid, v)] if name == "duplicate" else [])
+                parts = [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in dups]
+                parts += [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in list(answer.items())[1:]]
+                return "{" + ", ".join(parts) + "}", "stop", name
+    return text, "stop", None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every answer")
+    parser.add_argument("--ontology", default=None, help="ontology YAML (default: the packaged one)")
+    args = parser.parse_args()
+    server = LoopbackServer(args.port, ontology=load_ontology(args.ontology), latency=args.latency)
+    print(f"listening on {server.base_url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

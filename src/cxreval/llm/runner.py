@@ -1,0 +1,304 @@
+"""Run many LLM calls: cache first, bounded concurrency, rate limit, retries, one re-ask, budget.
+
+For each task: a cached answer is used as is; otherwise the call is made (transport failures
+are retried with exponential backoff, or exactly as long as ``Retry-After`` says), the answer
+is validated, and an invalid answer gets one re-ask that shows the model its error. The outcome
+is written to the cache as soon as it is known. Nothing is dropped: every task ends as ``ok``
+or as a failure with its stage, error and raw answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .backends import Backend, ChatResponse, FatalError, TransientError, make_backend
+from .cache import AnswerCache, CachedAnswer
+from .config import LLMConfig
+from .prompts import load_prompt
+from .schemas import AnswerError, ParsedAnswer
+
+MAX_BACKOFF = 30.0
+MAX_RETRY_AFTER = 300.0
+Stage = Literal["answer", "transport", "budget", "stopped"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One call to make: the messages, the schema the answer must follow and how to parse it."""
+
+    key: str
+    kind: str
+    engine: str
+    messages: list[dict[str, str]]
+    schema: dict[str, Any]
+    schema_name: str
+    parse: Callable[[str], ParsedAnswer]
+
+
+@dataclass
+class Outcome:
+    """What became of a task: ``value`` (validated items + notes) or a failure."""
+
+    key: str
+    ok: bool
+    value: dict[str, Any] | None = None
+    raw: list[str] = field(default_factory=list)
+    error: str = ""
+    stage: Stage | None = None
+    cached: bool = False
+
+
+class Usage(BaseModel):
+    """Calls, tokens and cost of one run (cache hits cost nothing)."""
+
+    tasks: int = 0
+    cache_hits: int = 0
+    requests: int = Field(0, description="HTTP requests sent, retries and re-asks included")
+    answers: int = Field(0, description="requests that returned an answer")
+    retries: int = 0
+    reasks: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    failed: int = 0
+    not_run: int = 0
+    retry_after_waits: list[float] = Field(default_factory=list, description="Retry-After values honoured")
+    response_format: str | None = None
+    stopped: str | None = None
+    seconds: float = 0.0
+
+    def add(self, other: "Usage") -> None:
+        for name in ("tasks", "cache_hits", "requests", "answers", "retries", "reasks", "input_tokens",
+                     "output_tokens", "failed", "not_run"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.cost += other.cost
+        self.seconds += other.seconds
+        self.retry_after_waits.extend(other.retry_after_waits)
+        self.response_format = other.response_format or self.response_format
+        self.stopped = self.stopped or other.stopped
+
+
+class RateLimiter:
+    """At most ``rate`` request starts per second, spaced evenly."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self._next = 0.0
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        start = max(now, self._next)
+        self._next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+class LLMRunner:
+    """Executes tasks against one backend and one cache; reusable for several batches."""
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        backend: Backend | None = None,
+        cache: AnswerCache | None = None,
+        retry_failed: bool = False,
+    ) -> None:
+        self.config = config
+        self._backend = backend
+        self.cache = cache if cache is not None else AnswerCache(config.resolved_cache_path())
+        self.retry_failed = retry_failed
+        self.limiter = RateLimiter(config.rate_limit)
+        self.reask = load_prompt("reask")
+        self.spent = 0.0  # across batches of this runner, for --max-cost
+        self.stop_reason: str | None = None
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = make_backend(self.config)
+        return self._backend
+
+    async def aclose(self) -> None:
+        if self._backend is not None:
+            await self._backend.aclose()
+
+    def redact(self, text: str) -> str:
+        return self._backend.redact(text) if self._backend is not None else text
+
+    # -- one batch ------------------------------------------------------------------------
+    async def run(self, tasks: Sequence[Task], *, progress: bool = False, label: str = "LLM calls") -> tuple[dict[str, Outcome], Usage]:
+        """Outcome per task key (tasks with equal keys are run once)."""
+        t0 = time.perf_counter()
+        usage = Usage()
+        unique: dict[str, Task] = {}
+        for t in tasks:
+            unique.setdefault(t.key, t)
+        usage.tasks = len(unique)
+        outcomes: dict[str, Outcome] = {}
+        todo: list[Task] = []
+        for task in unique.values():
+            hit = self.cache.get(task.key)
+            if hit is not None and (hit.status == "ok" or not self.retry_failed):
+                usage.cache_hits += 1
+                outcomes[task.key] = Outcome(
+                    key=task.key, ok=hit.status == "ok", value=hit.value, raw=hit.raw, error=hit.error,
+                    stage=None if hit.status == "ok" else "answer", cached=True,
+                )
+                if hit.status != "ok":
+                    usage.failed += 1
+            else:
+                todo.append(task)
+        if todo:
+            _ = self.backend  # create the client (imports the SDK) before timing the calls
+            t0 = time.perf_counter()
+            bar = _Bar(len(unique), len(unique) - len(todo), label, progress)
+            queue = iter(todo)
+
+            async def worker() -> None:
+                for task in queue:
+                    out = await self._one(task, usage)
+                    outcomes[task.key] = out
+                    bar.advance(out, self.spent)
+
+            try:
+                with bar:
+                    await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency, len(todo)))))
+            finally:
+                usage.response_format = getattr(self._backend, "format", None) or self.config.response_format
+        usage.stopped = self.stop_reason
+        usage.seconds = time.perf_counter() - t0
+        return outcomes, usage
+
+    def _not_run(self, task: Task, usage: Usage) -> Outcome:
+        usage.not_run += 1
+        stage: Stage = "budget" if self.stop_reason and self.stop_reason.startswith("--max-cost") else "stopped"
+        return Outcome(key=task.key, ok=False, error=f"not run: {self.stop_reason}", stage=stage)
+
+    async def _one(self, task: Task, usage: Usage) -> Outcome:
+        if self.stop_reason:
+            return self._not_run(task, usage)
+        cfg = self.config
+        if cfg.max_cost is not None and self.spent >= cfg.max_cost:
+            self.stop_reason = f"--max-cost {cfg.max_cost:g} USD reached ({self.spent:.4f} USD spent)"
+            return self._not_run(task, usage)
+        raws: list[str] = []
+        tokens = [0, 0]
+        calls = 0
+        messages = list(task.messages)
+        error = ""
+        for attempt in range(2):  # the answer, then at most one re-ask
+            try:
+                resp = await self._call(messages, task, usage)
+            except TransientError as exc:
+                usage.failed += 1
+                return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage="transport")
+            except FatalError as exc:
+                self.stop_reason = self.stop_reason or f"endpoint refused the request: {self.redact(str(exc))}"
+                usage.failed += 1
+                return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage="stopped")
+            calls += 1
+            raws.append(resp.text)
+            tokens[0] += resp.input_tokens
+            tokens[1] += resp.output_tokens
+            try:
+                parsed = task.parse(resp.text)
+            except AnswerError as exc:
+                error = str(exc)
+                if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
+                    error += f" (the answer was cut off at max_tokens={cfg.max_tokens})"
+                if attempt == 0:
+                    usage.reasks += 1
+                    messages = [
+                        *task.messages,
+                        {"role": "assistant", "content": resp.text or "(empty answer)"},
+                        {"role": "user", "content": self.reask.render("user", error=error)},
+                    ]
+                continue
+            value = {"items": parsed.items, "notes": parsed.notes}
+            self._store(task, "ok", value, raws, "", tokens, calls)
+            return Outcome(key=task.key, ok=True, value=value, raw=raws)
+        usage.failed += 1
+        error = f"invalid answer after one re-ask: {error}"
+        self._store(task, "failed", None, raws, error, tokens, calls)
+        return Outcome(key=task.key, ok=False, raw=raws, error=error, stage="answer")
+
+    def _store(self, task: Task, status: str, value: Any, raws: list[str], error: str, tokens: list[int], calls: int) -> None:
+        self.cache.put(
+            CachedAnswer(
+                key=task.key, kind=task.kind, engine=task.engine, model=self.config.model, status=status,
+                value=value, raw=raws, error=error, input_tokens=tokens[0], output_tokens=tokens[1],
+                calls=calls, cost=self.config.cost(*tokens), created=time.time(),
+            )
+        )
+
+    async def _call(self, messages: list[dict[str, str]], task: Task, usage: Usage) -> ChatResponse:
+        cfg = self.config
+        attempts = cfg.retries + 1
+        for attempt in range(attempts):
+            await self.limiter.wait()
+            usage.requests += 1
+            try:
+                resp = await self.backend.complete(messages, task.schema, task.schema_name)
+            except TransientError as exc:
+                if attempt + 1 >= attempts:
+                    raise TransientError(f"{exc} (gave up after {attempts} attempts)") from None
+                usage.retries += 1
+                if exc.retry_after is not None:
+                    delay = min(exc.retry_after, MAX_RETRY_AFTER)
+                    usage.retry_after_waits.append(delay)
+                else:
+                    delay = min(MAX_BACKOFF, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+                await asyncio.sleep(delay)
+                continue
+            usage.answers += 1
+            usage.input_tokens += resp.input_tokens
+            usage.output_tokens += resp.output_tokens
+            cost = cfg.cost(resp.input_tokens, resp.output_tokens)
+            usage.cost += cost
+            self.spent += cost
+            return resp
+        raise AssertionError("unreachable")
+
+
+class _Bar:
+    """A rich progress bar on stderr (or nothing)."""
+
+    def __init__(self, total: int, done: int, label: str, show: bool) -> None:
+        self.show = show
+        self.failed = 0
+        if show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(
+                TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"), console=Console(file=sys.stderr), transient=True,
+            )
+            self.task = self.progress.add_task(label, total=total, completed=done, info="")
+
+    def __enter__(self) -> "_Bar":
+        if self.show:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.show:
+            self.progress.stop()
+
+    def advance(self, outcome: Outcome, spent: float) -> None:
+        if not self.show:
+            return
+        self.failed += not outcome.ok
+        self.progress.update(self.task, advance=1, info=f"failed {self.failed}  cost {spent:.4f} USD")
