@@ -1,4 +1,9 @@
-"""Command line: ``cxreval evaluate``, ``cxreval extract``, ``cxreval ontology``."""
+"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache`` and ``agree``.
+
+Exit codes: 0 done (pairs whose LLM answer stayed invalid are listed in ``failures.jsonl``),
+2 bad input or settings, 3 an LLM run stopped early (``--max-cost`` reached, or the endpoint
+refused the run); what was finished is saved and cached, and rerunning resumes.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from cxreval._version import __version__
+from cxreval.agree import agree
 from cxreval.io import InputError, read_pair_files, read_pairs
 from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
@@ -42,6 +48,32 @@ class Section(str, Enum):
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
+
+
+class Engine(str, Enum):
+    rules = "rules"
+    llm_extract = "llm-extract"
+    llm_pairwise = "llm-pairwise"
+
+
+class Provider(str, Enum):
+    openai = "openai"
+    anthropic = "anthropic"
+
+
+class ResponseFormat(str, Enum):
+    auto = "auto"
+    json_schema = "json_schema"
+    json_object = "json_object"
+    none = "none"
+
+
+class SchemaStyle(str, Enum):
+    sparse = "sparse"
+    dense = "dense"
+
+
+LLM = "LLM engines"
 
 
 def example_path() -> Path:
@@ -87,9 +119,31 @@ def evaluate(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on for long inputs in a terminal).")] = None,
     top: Annotated[int, typer.Option("--top", help="Entities to list in the summary (by reference support).")] = 15,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="Summary on stdout as a text table or JSON.")] = OutputFormat.text,
+    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report) or llm-pairwise (SPEC-CXR, one call per pair).")] = Engine.rules,
+    llm_config: Annotated[Optional[Path], typer.Option("--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).", rich_help_panel=LLM)] = None,
+    provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Model name as the server knows it.", rich_help_panel=LLM)] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", rich_help_panel=LLM)] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call.", rich_help_panel=LLM)] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request.", rich_help_panel=LLM)] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
+    retries: Annotated[Optional[int], typer.Option("--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM)] = None,
+    rate_limit: Annotated[Optional[float], typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)] = None,
+    response_format: Annotated[Optional[ResponseFormat], typer.Option("--response-format", help="Structured-output variant; auto tries json_schema, then json_object, then none.", rich_help_panel=LLM)] = None,
+    schema: Annotated[Optional[SchemaStyle], typer.Option("--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM)] = None,
+    price_input: Annotated[Optional[float], typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)] = None,
+    price_output: Annotated[Optional[float], typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
+    local_only: Annotated[Optional[bool], typer.Option("--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM)] = None,
+    cache: Annotated[Optional[Path], typer.Option("--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM)] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)] = False,
 ) -> None:
     """Score candidate reports against references, entity by entity (SPEC-CXR)."""
     from cxreval.evaluate import Evaluator
+    from cxreval.llm.config import LLMConfig, LLMConfigError
 
     sources = sum([pairs is not None, refs is not None or cands is not None, example])
     if sources != 1:
@@ -123,15 +177,56 @@ def evaluate(
         return
     if not loaded:
         _fail("the input holds no pairs")
-    result = Evaluator(onto, uncertain=uncertain.value).evaluate(loaded, progress=progress)
-    paths = result.save(out)
-    if fmt is OutputFormat.json:
-        out_console.print_json(json.dumps(result.to_dict()["metrics"]))
+    llm = None
+    try:
+        if engine is not Engine.rules:
+            llm = LLMConfig.load(
+                llm_config, provider=provider.value if provider else None, base_url=base_url, model=model,
+                api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                concurrency=concurrency, retries=retries, rate_limit=rate_limit,
+                response_format=response_format.value if response_format else None,
+                schema_style=schema.value if schema else None, price_input=price_input,
+                price_output=price_output, max_cost=max_cost, local_only=local_only, cache_path=cache,
+            )
+            if llm.max_cost is not None and llm.price_input == 0 and llm.price_output == 0:
+                _fail("--max-cost needs prices: give --price-input and --price-output (USD per million tokens)")
+        evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed)
+    except (LLMConfigError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    results = evaluator.evaluate_runs(loaded, runs=runs, progress=progress)
+    stopped = next((r.usage.stopped for r in results if r.usage is not None and r.usage.stopped), None)
+    if runs == 1:
+        result = results[0]
+        paths = result.save(out)
+        if fmt is OutputFormat.json:
+            out_console.print_json(json.dumps(result.to_dict()["metrics"]))
+        else:
+            print_summary(result, out_console, top=top)
+            out_console.print(
+                "wrote " + ", ".join(str(p) for p in paths.values()), style="dim", highlight=False
+            )
     else:
-        print_summary(result, out_console, top=top)
-        out_console.print(
-            "wrote " + ", ".join(str(p) for p in paths.values()), style="dim", highlight=False
+        from cxreval.evaluate import summarize_runs
+        from cxreval.summary import print_runs
+
+        summary = summarize_runs(results)
+        out.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            r.save(out / f"run-{r.run}")
+        (out / "runs.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        if fmt is OutputFormat.json:
+            out_console.print_json(json.dumps(summary["metrics"]))
+        else:
+            print_runs(results, summary, out_console)
+            out_console.print(f"wrote {out / 'runs.json'} and {out}/run-1 ... run-{runs}", style="dim", highlight=False)
+    if stopped:
+        err_console.print(
+            f"[bold yellow]stopped early:[/] {escape(stopped)}. Pairs not judged are listed in failures.jsonl; "
+            "finished calls are cached, so rerunning the same command resumes.",
+            highlight=False, soft_wrap=True,
         )
+        raise typer.Exit(3)
 
 
 @app.command()
@@ -192,3 +287,40 @@ def ontology_cmd(
         for e in onto.entities:
             table.add_row(e.id, e.name, e.kind, e.group, ",".join(e.attributes), "yes" if e.critical else "")
         out_console.print(table)
+
+
+@app.command("cache")
+def cache_cmd(
+    path: Annotated[Optional[Path], typer.Option("--path", help="The SQLite answer store (default: the user cache).")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Delete entries (all, or those chosen by --model / --failed).")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", help="Only this model's entries.")] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Only entries whose answer stayed invalid.")] = False,
+) -> None:
+    """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
+    from rich.table import Table
+
+    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.config import default_cache_path
+
+    target = path or default_cache_path()
+    if not target.exists():
+        out_console.print(f"{target}: no cache yet", highlight=False)
+        return
+    with AnswerCache(target) as store:
+        if clear:
+            n = store.clear(model=model, status="failed" if failed else None)
+            out_console.print(f"{target}: deleted {n} entr{'y' if n == 1 else 'ies'}", highlight=False)
+            return
+        rows = [r for r in store.stats() if (model is None or r["model"] == model) and (not failed or r["status"] == "failed")]
+    size = sum(p.stat().st_size for p in target.parent.glob(target.name + "*") if p.is_file())
+    table = Table(title=f"{target} ({size / 1e6:.1f} MB)", title_justify="left")
+    for col in ("kind", "engine", "model", "status", "entries", "calls", "input tokens", "output tokens", "cost USD"):
+        table.add_column(col, justify="right" if col[0] in "eciosc" and col not in ("engine",) else "left")
+    for r in rows:
+        table.add_row(r["kind"], r["engine"], r["model"], r["status"], str(r["entries"]), str(r["calls"]),
+                      f"{r['input_tokens']:,}", f"{r['output_tokens']:,}", f"{r['cost']:.4f}")
+    out_console.print(table)
+
+
+# `cxreval agree` lives with its readers and tables in cxreval.agree.
+app.command("agree")(agree)

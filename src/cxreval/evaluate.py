@@ -3,17 +3,26 @@
 ``Evaluator`` ties the flow together: extraction (cached per distinct text, so a reference
 shared by many candidates is read once) -> judgement rows -> entity, group and report-level
 scores, each carrying a signature.
+
+Three engines write the same judgement table: ``rules`` (offline default), ``llm-extract`` (one
+LLM call per distinct report text, then the deterministic comparison) and ``llm-pairwise``
+(SPEC-CXR: one LLM call per pair). A pair whose LLM answer stayed unusable is never scored: it
+is listed in ``failures`` (and ``failures.jsonl``) with the stage, the error and the raw answers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 import pandas as pd
 from rich.console import Console
@@ -39,7 +48,33 @@ from cxreval.scores import (
     pair_errors,
 )
 
+if TYPE_CHECKING:
+    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.config import LLMConfig
+    from cxreval.llm.runner import LLMRunner, Outcome, Usage
+
 PROGRESS_MIN_PAIRS = 200
+EngineName = Literal["rules", "llm-extract", "llm-pairwise"]
+ENGINES: tuple[str, ...] = ("rules", "llm-extract", "llm-pairwise")
+
+
+class Failure(BaseModel):
+    """A pair that could not be judged, and why; it is left out of every score.
+
+    ``stage``: which call failed (``pairwise``, ``extract-reference``, ``extract-candidate``).
+    ``reason``: ``answer`` (invalid after the re-ask), ``transport`` (no answer after all
+    retries), ``budget`` (not run: ``--max-cost`` reached) or ``stopped`` (not run: the endpoint
+    refused the run). ``raw`` holds the model's answers, if any.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pair_id: str
+    stage: str
+    reason: str
+    error: str
+    raw: list[str] = []
+    run: int = 1
 
 
 @dataclass
@@ -55,10 +90,18 @@ class EvaluationResult:
     errors: pd.DataFrame
     error_summary: ErrorDistribution
     ontology: Ontology
+    failures: list[Failure] = field(default_factory=list)
+    usage: "Usage | None" = None
+    run: int = 1
 
     @property
     def n_pairs(self) -> int:
+        """Pairs scored (failed pairs are not)."""
         return len(self.pair_ids)
+
+    @property
+    def n_failed(self) -> int:
+        return len({f.pair_id for f in self.failures})
 
     def metrics(self) -> list[dict[str, Any]]:
         """The headline numbers, each with its direction and signature."""
@@ -87,6 +130,7 @@ class EvaluationResult:
             "signature": str(self.signature),
             "ontology": {"id": self.ontology.id, "version": self.ontology.version},
             "n_pairs": self.n_pairs,
+            "n_failed": self.n_failed,
             "metrics": self.metrics(),
             "averages": self.averages.model_dump(),
             "report_level": {
@@ -96,10 +140,15 @@ class EvaluationResult:
             },
             "groups": [g.model_dump() for g in self.groups],
             "entities": [e.model_dump() for e in self.entities],
+            **({"usage": self.usage.model_dump()} if self.usage is not None else {}),
         }
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``."""
+        """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
+
+        LLM engines (and any result with failures) also write ``failures.jsonl``, one line per
+        pair that was not scored, empty when every pair was.
+        """
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         paths = {
@@ -107,6 +156,11 @@ class EvaluationResult:
             "errors": out / "errors.csv",
             "scores": out / "scores.json",
         }
+        if self.usage is not None or self.failures:
+            paths["failures"] = out / "failures.jsonl"
+            with paths["failures"].open("w", encoding="utf-8") as fh:
+                for failure in self.failures:
+                    fh.write(failure.model_dump_json() + "\n")
         with paths["judgements"].open("w", encoding="utf-8") as fh:
             for row in self.judgements:
                 fh.write(row.model_dump_json() + "\n")
@@ -116,7 +170,10 @@ class EvaluationResult:
 
 
 class Evaluator:
-    """Scores (reference, candidate) pairs with the offline rule engine.
+    """Scores (reference, candidate) pairs with the rule engine (default) or an LLM engine.
+
+    ``engine="llm-extract"`` or ``"llm-pairwise"`` needs ``llm=LLMConfig(...)``; answers are
+    stored in the SQLite cache as they arrive, so a rerun repeats no finished call.
 
     >>> from cxreval import Evaluator, ReportPair
     >>> ev = Evaluator()
@@ -131,19 +188,61 @@ class Evaluator:
         ontology: Ontology | str | Path | None = None,
         *,
         uncertain: UncertainPolicy = "positive",
+        engine: EngineName = "rules",
+        llm: "LLMConfig | None" = None,
+        retry_failed: bool = False,
+        cache: "AnswerCache | None" = None,
     ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if engine != "rules" and llm is None:
+            raise ValueError(f"engine {engine!r} needs llm=LLMConfig(...)")
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
+        self.engine: EngineName = engine
+        self.llm = llm
+        self.retry_failed = retry_failed
+        self._answer_cache = cache
         self.extractor = RuleExtractor(self.ontology)
         self._cache: dict[str, Extraction] = {}
+        self._llm_engine: Any = None
+        if llm is not None and engine != "rules":
+            llm.check_endpoint()  # --local-only, before anything is sent
+            llm.api_key()  # a missing key fails now, naming the variable (never the value)
+        if engine == "llm-extract":
+            from cxreval.extract.llm import LLMExtractor
+
+            assert llm is not None
+            self._llm_engine = LLMExtractor(self.ontology, llm)
+        elif engine == "llm-pairwise":
+            from cxreval.judge.llm_pairwise import LLMPairwiseJudge
+
+            assert llm is not None
+            self._llm_engine = LLMPairwiseJudge(self.ontology, llm, uncertain)
 
     @property
     def signature(self) -> Signature:
+        if self._llm_engine is None:
+            return Signature(
+                metric="spec-cxr",
+                ontology=self.ontology.signature,
+                engine=self.extractor.signature,
+                options={"uncertain": self.uncertain},
+            )
+        cfg = self.llm
+        assert cfg is not None
         return Signature(
             metric="spec-cxr",
             ontology=self.ontology.signature,
-            engine=self.extractor.signature,
-            options={"uncertain": self.uncertain},
+            engine=self._llm_engine.signature,
+            model=f"{cfg.provider}:{cfg.model}",
+            prompt=self._llm_engine.prompt.signature,
+            options={
+                "uncertain": self.uncertain,
+                "schema": cfg.schema_style,
+                "temperature": f"{cfg.temperature:g}",
+                "format": cfg.response_format,
+            },
         )
 
     def extract(self, text: str) -> Extraction:
@@ -166,12 +265,102 @@ class Evaluator:
     def evaluate(self, pairs: Iterable[ReportPair], *, progress: bool | None = None) -> EvaluationResult:
         """Judge every pair and compute all scores."""
         pairs = list(pairs)
+        if self._llm_engine is not None:
+            return self.evaluate_runs(pairs, runs=1, progress=progress)[0]
         if progress is None:
             progress = len(pairs) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
         rows: list[EntityJudgement] = []
         for pair in _progress(pairs, progress):
             rows.extend(self.judge(pair))
         return self.score(rows, [p.pair_id for p in pairs])
+
+    def evaluate_runs(
+        self, pairs: Iterable[ReportPair], *, runs: int = 1, progress: bool | None = None
+    ) -> list[EvaluationResult]:
+        """``runs`` independent evaluations (the papers' mean +- sd); run i has its own cache keys.
+
+        The rule engine is deterministic, so its runs are identical copies.
+        """
+        pairs = list(pairs)
+        if runs < 1:
+            raise ValueError("runs must be at least 1")
+        if self._llm_engine is None:
+            first = self.evaluate(pairs, progress=progress)
+            return [first] + [
+                EvaluationResult(**{**first.__dict__, "run": i + 1}) for i in range(1, runs)
+            ]
+        if progress is None:
+            progress = sys.stderr.isatty()
+        return asyncio.run(self.aevaluate_runs(pairs, runs=runs, progress=progress))
+
+    async def aevaluate_runs(
+        self, pairs: Sequence[ReportPair], *, runs: int = 1, progress: bool = False
+    ) -> list[EvaluationResult]:
+        """The async form of :meth:`evaluate_runs` (for callers already inside an event loop)."""
+        from cxreval.llm.cache import AnswerCache
+        from cxreval.llm.runner import LLMRunner
+
+        assert self.llm is not None
+        cache = self._answer_cache or AnswerCache(self.llm.resolved_cache_path())
+        runner = LLMRunner(self.llm, cache=cache, retry_failed=self.retry_failed)
+        try:
+            results = []
+            for run in range(runs):
+                label = "LLM calls" if runs == 1 else f"LLM calls, run {run + 1}/{runs}"
+                results.append(await self._llm_run(runner, pairs, run, progress, label))
+            return results
+        finally:
+            await runner.aclose()
+            if self._answer_cache is None:
+                cache.close()
+
+    async def _llm_run(
+        self, runner: "LLMRunner", pairs: Sequence[ReportPair], run: int, progress: bool, label: str
+    ) -> EvaluationResult:
+        engine = self._llm_engine
+        rows: list[EntityJudgement] = []
+        failures: list[Failure] = []
+        scored: list[str] = []
+
+        def fail(pair_id: str, stage: str, out: "Outcome") -> None:
+            failures.append(Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer",
+                                    error=out.error, raw=out.raw, run=run + 1))
+
+        if self.engine == "llm-pairwise":
+            tasks = {p.pair_id: engine.task(p, run) for p in pairs}
+            outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
+            for p in pairs:
+                out = outcomes[tasks[p.pair_id].key]
+                if out.ok:
+                    assert out.value is not None
+                    rows.extend(engine.rows(p.pair_id, out.value))
+                    scored.append(p.pair_id)
+                else:
+                    fail(p.pair_id, "pairwise", out)
+        else:
+            texts = {t: engine.task(t, run) for p in pairs for t in (p.reference, p.candidate)}
+            outcomes, usage = await runner.run(list(texts.values()), progress=progress, label=label)
+            extractions: dict[str, Extraction] = {}
+            for text, task in texts.items():
+                out = outcomes[task.key]
+                if out.ok:
+                    assert out.value is not None
+                    extractions[text] = engine.extraction(out.value)
+            for p in pairs:
+                ok = True
+                for stage, text in (("extract-reference", p.reference), ("extract-candidate", p.candidate)):
+                    if text not in extractions:
+                        fail(p.pair_id, stage, outcomes[texts[text].key])
+                        ok = False
+                if ok:
+                    rows.extend(compare_extractions(p.pair_id, extractions[p.reference],
+                                                    extractions[p.candidate], self.ontology, self.uncertain))
+                    scored.append(p.pair_id)
+        result = self.score(rows, scored)
+        result.failures = failures
+        result.usage = usage
+        result.run = run + 1
+        return result
 
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
         """Scores from an existing judgement table (any engine's)."""
@@ -214,6 +403,40 @@ def evaluate(
     ontology: Ontology | str | Path | None = None,
     uncertain: UncertainPolicy = "positive",
     progress: bool | None = None,
+    engine: EngineName = "rules",
+    llm: "LLMConfig | None" = None,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
-    return Evaluator(ontology, uncertain=uncertain).evaluate(pairs, progress=progress)
+    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm).evaluate(pairs, progress=progress)
+
+
+def summarize_runs(results: Sequence[EvaluationResult]) -> dict[str, Any]:
+    """Mean and sample sd of each headline metric over runs (``None`` values are left out)."""
+    if not results:
+        raise ValueError("no runs to summarise")
+    sig = results[0].signature.model_copy(
+        update={"options": {**results[0].signature.options, "runs": str(len(results))}}
+    )
+    metrics = []
+    for i, m in enumerate(results[0].metrics()):
+        values = [r.metrics()[i]["value"] for r in results]
+        defined = [v for v in values if v is not None]
+        mean = sum(defined) / len(defined) if defined else None
+        sd = (
+            math.sqrt(sum((v - mean) ** 2 for v in defined) / (len(defined) - 1))
+            if mean is not None and len(defined) > 1
+            else None
+        )
+        metrics.append({
+            "name": m["name"], "mean": mean, "sd": sd, "n_runs": len(defined), "values": values,
+            "higher_is_better": m["higher_is_better"],
+            "signature": str(sig.with_metric(m["signature"].split("|")[0].removeprefix("metric:"))),
+        })
+    return {
+        "cxreval_version": __version__,
+        "signature": str(sig),
+        "runs": len(results),
+        "n_pairs": [r.n_pairs for r in results],
+        "n_failed": [r.n_failed for r in results],
+        "metrics": metrics,
+    }

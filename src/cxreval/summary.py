@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from cxreval.evaluate import EvaluationResult
     from cxreval.scores import AttributeScore
 
@@ -69,3 +71,43 @@ def print_summary(result: "EvaluationResult", console: Console, top: int = 15) -
     )
     console.print("  distribution: " + "  ".join(f"{k}:{v}" for k, v in d.histogram.items()), highlight=False)
     console.print(f"[dim]signature: {result.signature}[/]", highlight=False)
+    print_llm_usage(result, console)
+
+
+def print_llm_usage(result: "EvaluationResult", console: Console) -> None:
+    """Calls, cache hits, tokens, cost and failures of an LLM run (nothing for the rule engine)."""
+    u = result.usage
+    if u is None:
+        return
+    console.print(
+        f"[bold]LLM[/] {u.tasks} calls needed, {u.cache_hits} from cache, {u.requests} requests sent "
+        f"({u.retries} retries, {u.reasks} re-asks), tokens in {u.input_tokens:,} / out {u.output_tokens:,}, "
+        f"cost {u.cost:.4f} USD, {u.seconds:.1f} s, response format {u.response_format}",
+        highlight=False,
+    )
+    if result.failures:
+        reasons: dict[str, int] = {}
+        for f in result.failures:
+            reasons[f.reason] = reasons.get(f.reason, 0) + 1
+        console.print(
+            f"[bold yellow]{result.n_failed} pair(s) not scored[/] ("
+            + ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+            + "), listed in failures.jsonl",
+            highlight=False,
+        )
+
+
+def print_runs(results: "list[EvaluationResult]", summary: "dict[str, Any]", console: Console) -> None:
+    """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
+    console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs",
+                  highlight=False)
+    table = Table(title="Headline metrics, mean +- sd over runs", title_justify="left")
+    for col, just in (("metric", "left"), ("mean", "right"), ("sd", "right"), ("runs", "right"), ("better", "center")):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for m in summary["metrics"]:
+        table.add_row(m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
+    console.print(table)
+    for r in results:
+        if r.failures:
+            console.print(f"run {r.run}: {r.n_failed} pair(s) not scored (run-{r.run}/failures.jsonl)", highlight=False)
+    console.print(f"[dim]signature: {summary['signature']}[/]", highlight=False)
