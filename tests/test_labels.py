@@ -202,3 +202,16 @@ def test_label_cache_estimate_equals_label_metrics_and_bootstraps():
     res = bootstrap(label_cache(ref, cand), resamples=200, seed=0)
     e = res.get("macro/f1")
     assert e.low <= e.estimate <= e.high
+
+
+def test_ran_score_is_signed_with_engine_and_ontology():
+    import cxreval
+    from cxreval.cli import example_path
+    from cxreval.scores import ran_score
+
+    ev = cxreval.Evaluator()
+    result = ran_score(ev, cxreval.read_pairs(example_path()), ev.ontology)
+    sig = str(result.signature)
+    assert result.signature.ontology == ev.ontology.signature
+    assert result.signature.engine == ev.signature.engine
+    assert "metric:ran-score" in sig and "labelset:ran21" in sig and "uncertain:negative" in sig

@@ -292,9 +292,24 @@ def ran_score(
     undefined: Undefined = "skip",
     signature: Signature | None = None,
 ) -> LabelMetrics:
-    """Ran Score (macro F1 over Ran-21) and the other label metrics of report pairs."""
+    """Ran Score (macro F1 over Ran-21) and the other label metrics of report pairs.
+
+    Without an explicit ``signature`` the result is signed with the ontology and the extractor's
+    own signature (an ``Evaluator``'s or an extractor's), so the number is never unsigned.
+    """
     ref, cand = project_pairs(extractor, pairs, ontology, RAN21)
+    if signature is None:
+        signature = extractor_signature(extractor, ontology)
     return label_metrics(ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature)
+
+
+def extractor_signature(extractor: object, ontology: Ontology) -> Signature:
+    """The signature an extractor's labels carry: its engine (and model/prompt) and the ontology."""
+    own = getattr(extractor, "signature", None)
+    if isinstance(own, Signature):
+        return own.model_copy(update={"ontology": ontology.signature, "options": {}})
+    engine = own if isinstance(own, str) else type(extractor).__name__
+    return Signature(metric="labels", ontology=ontology.signature, engine=engine)
 
 
 # ------------------------------------------------------------------------------------------
