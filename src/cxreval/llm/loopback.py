@@ -41,6 +41,7 @@ HOST = "127.0.0.1"
 _FAULT = re.compile(r"FAULT:([a-z0-9\-]+)")
 _TAG = {name: re.compile(rf"<{name}>\n?(.*?)\n?</{name}>", re.DOTALL) for name in ("reference", "candidate", "report")}
 _UNCERTAIN_NEG = "counts as absent"
+_LABEL_TASK = "LABEL TASK"
 
 
 class Oracle:
@@ -75,6 +76,17 @@ class Oracle:
                 item["evidence"] = m.sentence[:max_evidence]
             out.append(item)
         return out
+
+    def labels(self, text: str, prompt: str) -> dict[str, int]:
+        """A labeler's answer: the rule engine's projection (present = 1, anything else = 0)."""
+        from cxreval.llm.labeler import label_key
+        from cxreval.scores.labels import project_states
+
+        keys = set(re.findall(r"^- ([a-z0-9_]+) \(", prompt, flags=re.MULTILINE))
+        labelset = next((ls for ls, spec in self.ontology.labelsets.items()
+                         if spec.kind == "labels" and {label_key(x) for x in spec.labels} == keys), "ran21")
+        values = project_states(self.extract(text).states(), self.ontology, labelset)
+        return {label_key(k): int(v == 1) for k, v in values.items()}
 
     def states(self, text: str) -> dict[str, dict[str, Any]]:
         return {
@@ -286,7 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         mode, style, max_items, max_evidence = _schema_info(schema, first_user)
         uncertain = "negative" if _UNCERTAIN_NEG in first_user else "positive"
-        answer = self._oracle_answer(srv.oracle, first_user, mode, style, max_items, max_evidence, uncertain)
+        if _LABEL_TASK in first_user:
+            mode, style = "labels", "dense"
+            m = _TAG["report"].search(first_user)
+            answer: dict[str, Any] = srv.oracle.labels(m.group(1) if m else "", first_user)
+        else:
+            answer = self._oracle_answer(srv.oracle, first_user, mode, style, max_items, max_evidence, uncertain)
         text = json.dumps(answer)
         finish = "stop"
         first_answer = not reask
@@ -358,6 +375,15 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
 
     if want("truncate"):
         return text[: max(1, len(text) // 2)], "length", "truncate"
+    if mode == "labels":
+        bad = json.loads(text)
+        if want("schema") and bad:
+            bad[next(iter(bad))] = 2
+            return json.dumps(bad), "stop", "schema"
+        if want("unknown"):
+            bad["pleural_efusion_of_doom"] = 1
+            return json.dumps(bad), "stop", "unknown"
+        return text, "stop", None
     verdict_key = "presence" if mode == "pairwise" else "status"
     if want("schema"):
         bad = json.loads(text)
