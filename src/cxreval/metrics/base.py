@@ -70,4 +70,4 @@ def get_metric(name: str, **options: object) -> ReportMetric:
 
 def _load_builtins() -> None:
     # Importing the modules runs their @register_metric decorators (cheap: no heavy imports).
-    from cxreval.metrics import spec  # noqa: F401
+    from cxreval.metrics import bertscore, lexical, spec  # noqa: F401
