@@ -1,0 +1,488 @@
+"""Analyses of a benchmark run: leaderboards with bootstrap CIs and rank intervals, strata,
+per-site cells, error-free rates, metric correlations and per-entity / per-group results.
+
+Every system score is a function of column sums of a per-pair feature matrix (a pair metric's
+value and a "defined" indicator, error-free indicators, presence TP/FP/FN per entity, a corpus
+metric's sufficient statistics). A bootstrap resample is a vector of multinomial pair weights;
+the same weights are applied to every system of a dataset (systems are scored on the same
+studies), so the rank of each system in each resample gives its rank interval. Intervals are
+percentile intervals over the resamples where the score is defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import sparse
+from scipy import stats as sps
+
+from cxreval._version import __version__
+from cxreval.bench.config import DERIVED_METRICS, JUDGEMENT_METRIC, BenchConfig
+from cxreval.bench.models import (
+    BenchmarkResult,
+    Correlation,
+    EntityResult,
+    ExamplePair,
+    GroupResult,
+    Interval,
+    Leaderboard,
+    LeaderboardRow,
+    MetricInfo,
+    SiteCell,
+)
+from cxreval.ontology import Ontology
+from cxreval.scores.stats import bootstrap_weights
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cxreval.bench.runner import DatasetRun, Runner, SystemRun
+
+CHUNK = 200
+KINDS = ("FP", "FN", "location", "severity", "comparison")
+_ATTRS = ("location", "severity", "comparison")
+
+
+def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def _none(x: float) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+# ------------------------------------------------------------------------------------------
+# Per-pair features of one system
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Features:
+    """Per-pair features of one system on one dataset and how to turn their sums into scores.
+
+    ``values`` (dense) and ``presence`` (sparse TP/FP/FN per active entity, ``(n, 3E)``) are
+    summed separately; ``blocks`` index the concatenation ``[dense sums, presence sums]``.
+    """
+
+    values: np.ndarray  # (n, F) float32/float64
+    presence: sparse.csr_matrix  # (n, 3 * n_entities) float
+    names: list[str]  # score names, in the order ``scores`` returns them
+    blocks: dict[str, slice]
+    n_entities: int
+    corpus: dict[str, Any]  # metric name -> metric object with corpus_from_stats
+
+    def sums(self, idx: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Weighted column sums over the pairs ``idx``: ``(R, F + 3E)`` (one row when unweighted)."""
+        dense = self.values[idx]
+        pres = self.presence[idx]
+        if weights is None:
+            return np.concatenate([dense.astype(float).sum(axis=0, keepdims=True),
+                                   np.asarray(pres.sum(axis=0), dtype=float).reshape(1, -1)], axis=1)
+        w = weights.astype(dense.dtype)
+        return np.concatenate([(w @ dense).astype(float), np.asarray((pres.T @ weights.T).T, dtype=float)], axis=1)
+
+    def scores(self, sums: np.ndarray) -> np.ndarray:
+        """Column sums ``(R, F + 3E)`` -> scores ``(R, len(names))``."""
+        out: list[np.ndarray] = []
+        for name in self.names:
+            b = self.blocks[name]
+            part = sums[:, b]
+            if name in ("presence-macro-f1", "presence-micro-f1"):
+                out.append(_f1(part, self.n_entities, macro=name == "presence-macro-f1"))
+            elif name in self.corpus:
+                out.append(np.asarray(self.corpus[name].corpus_from_stats(part), dtype=float))
+            else:
+                out.append(_safe_div(part[:, 0], part[:, 1]))
+        return np.stack(out, axis=1)
+
+
+def _f1(part: np.ndarray, n_entities: int, macro: bool) -> np.ndarray:
+    c = part.reshape(len(part), n_entities, 3)
+    tp, fp, fn = c[..., 0], c[..., 1], c[..., 2]
+    if macro:
+        f1 = _safe_div(2 * tp, 2 * tp + fp + fn)
+        defined = ~np.isnan(f1)
+        return _safe_div(np.where(defined, f1, 0).sum(axis=1), defined.sum(axis=1).astype(float))
+    T, P, N = tp.sum(axis=1), fp.sum(axis=1), fn.sum(axis=1)
+    return _safe_div(2 * T, 2 * T + P + N)
+
+
+@dataclass
+class PairTable:
+    """Decoded judgements of one system: per-pair error counts and presence counts."""
+
+    judged: np.ndarray  # bool (n,)
+    errors: np.ndarray  # float (n,), NaN where not judged
+    critical_errors: np.ndarray  # float (n,)
+    presence: sparse.csr_matrix  # (n, 3 * E_active): TP, FP, FN per active entity
+    entities: list[str]  # the active entities (any TP/FP/FN)
+    reference_positive: np.ndarray  # bool (n,): the reference states a positive entity
+
+
+def pair_table(sys: "SystemRun", ontology: Ontology) -> PairTable:
+    """Per-pair arrays from the compact judgement rows."""
+    n = len(sys.judgements)
+    judged = np.array([r is not None for r in sys.judgements], dtype=bool)
+    errors = np.where(judged, 0.0, np.nan)
+    critical = np.where(judged, 0.0, np.nan)
+    ref_pos = np.zeros(n, dtype=bool)
+    crit = {e.id for e in ontology.entities if e.critical}
+    index: dict[str, int] = {}
+    p_idx, e_idx, k_idx = [], [], []
+    kind_of = {"TP": 0, "FP": 1, "FN": 2}
+    for i, rows in enumerate(sys.judgements):
+        if not rows:
+            continue
+        for ent, pres, loc, sev, comp, _r, _c in rows:
+            k = kind_of.get(pres)
+            if k is not None:
+                p_idx.append(i)
+                e_idx.append(index.setdefault(ent, len(index)))
+                k_idx.append(k)
+                if k != 1:
+                    ref_pos[i] = True
+            err = (pres in ("FP", "FN")) + (loc == "not-aligned") + (sev == "not-aligned") + (comp != "other")
+            if err:
+                errors[i] += err
+                if ent in crit:
+                    critical[i] += err
+    cols = np.array(e_idx, dtype=np.int64) * 3 + np.array(k_idx, dtype=np.int64)
+    presence = sparse.csr_matrix((np.ones(len(p_idx)), (np.array(p_idx, dtype=np.int64), cols)),
+                                 shape=(n, 3 * len(index)))  # duplicates are summed
+    return PairTable(judged, errors, critical, presence, list(index), ref_pos)
+
+
+def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], runner: "Runner") -> Features:
+    """The feature matrix of one system (see module doc)."""
+    cols: list[np.ndarray] = []
+    blocks: dict[str, slice] = {}
+    corpus: dict[str, Any] = {}
+    width = 0
+
+    def add(name: str, block: np.ndarray) -> None:
+        nonlocal width
+        block = block.reshape(len(block), -1)
+        cols.append(block)
+        blocks[name] = slice(width, width + block.shape[1])
+        width += block.shape[1]
+
+    j = table.judged.astype(float)
+
+    def mean_block(v: np.ndarray) -> np.ndarray:
+        ok = np.isfinite(v)
+        return np.stack([np.where(ok, v, 0.0), ok.astype(float)], axis=1)
+
+    names: list[str] = []
+    presence_names = []
+    for name in metric_names:
+        if name == JUDGEMENT_METRIC:
+            add(name, mean_block(table.errors))
+        elif name in ("presence-macro-f1", "presence-micro-f1"):
+            presence_names.append(name)
+        elif name == "error-free":
+            add(name, np.stack([(table.errors == 0) & table.judged, j], axis=1).astype(float))
+        elif name == "critical-error-free":
+            add(name, np.stack([(table.critical_errors == 0) & table.judged, j], axis=1).astype(float))
+        else:
+            metric = runner.metric(name)
+            values = sys.metrics[name]
+            if hasattr(metric, "corpus_from_stats"):
+                corpus[name] = metric
+                add(name, values)
+            else:
+                add(name, mean_block(values))
+        names.append(name)
+    n_ent = len(table.entities)
+    for name in presence_names:
+        blocks[name] = slice(width, width + 3 * n_ent)
+    values = np.concatenate(cols, axis=1) if cols else np.zeros((len(j), 0))
+    exact = values.size == 0 or (np.array_equal(values, np.round(values)) and len(values) * np.abs(values).max() < 2**24)
+    return Features(values.astype(np.float32 if exact else np.float64), table.presence, names, blocks, n_ent, corpus)
+
+
+# ------------------------------------------------------------------------------------------
+# Leaderboards
+# ------------------------------------------------------------------------------------------
+
+
+def _ranks(theta: np.ndarray, higher: bool) -> np.ndarray:
+    """Competition ranks (1 = best) along axis 0 of ``(S, ...)``; NaN ranks last."""
+    x = np.where(np.isnan(theta), -np.inf if higher else np.inf, theta)
+    x = -x if higher else x
+    return 1 + (x[None, :] < x[:, None]).sum(axis=1)
+
+
+def leaderboard(
+    dataset: str,
+    stratum: str,
+    systems: Sequence[tuple[str, bool, Features, int]],
+    idx: np.ndarray,
+    rank_by: str,
+    higher: dict[str, bool],
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> Leaderboard:
+    """One leaderboard over the pairs ``idx``; ``systems`` = (name, baseline, features, n_failed)."""
+    n = len(idx)
+    names = systems[0][2].names
+    point = np.stack([f.scores(f.sums(idx))[0] for _, _, f, _ in systems])
+    boots = np.full((len(systems), resamples, len(names)), np.nan)
+    if resamples and n:
+        rng = np.random.default_rng(seed)
+        for start in range(0, resamples, CHUNK):
+            size = min(CHUNK, resamples - start)
+            w = bootstrap_weights(rng, n, size)
+            for s, (_, _, f, _) in enumerate(systems):
+                boots[s, start : start + size] = f.scores(f.sums(idx, w))
+    alpha = (1 - confidence) / 2
+    k = names.index(rank_by)
+    hb = higher[rank_by]
+    rank = _ranks(point[:, k], hb)
+    if resamples and n:
+        rb = _ranks(boots[:, :, k], hb)
+        r_lo = np.floor(np.quantile(rb, alpha, axis=1)).astype(int)
+        r_hi = np.ceil(np.quantile(rb, 1 - alpha, axis=1)).astype(int)
+    else:
+        r_lo = r_hi = rank
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo = np.nanquantile(boots, alpha, axis=1) if resamples else np.full_like(point, np.nan)
+            hi = np.nanquantile(boots, 1 - alpha, axis=1) if resamples else np.full_like(point, np.nan)
+    rows = []
+    for s, (name, base, f, failed) in enumerate(systems):
+        metrics = {m: Interval(value=_none(point[s, j]), low=_none(lo[s, j]), high=_none(hi[s, j]))
+                   for j, m in enumerate(names)}
+        n_judged = int(f.values[idx][:, f.blocks[JUDGEMENT_METRIC]][:, 1].sum())
+        rows.append(LeaderboardRow(
+            system=name, n_pairs=n_judged, n_failed=n - n_judged, metrics=metrics,
+            rank=int(rank[s]), rank_low=int(r_lo[s]), rank_high=int(r_hi[s]),
+            error_free=metrics.get("error-free"), critical_error_free=metrics.get("critical-error-free"),
+            baseline=base,
+        ))
+    rows.sort(key=lambda r: (r.rank, r.system))
+    return Leaderboard(dataset=dataset, stratum=stratum, rank_by=rank_by, rows=rows, n_pairs=n)
+
+
+# ------------------------------------------------------------------------------------------
+# Entities, groups, correlations
+# ------------------------------------------------------------------------------------------
+
+
+def entity_results(
+    dataset: str, sys: "SystemRun", ids: Sequence[str], ontology: Ontology, max_examples: int
+) -> tuple[list[EntityResult], list[GroupResult]]:
+    """Per-entity and per-group counts and scores of one system, with example pairs per error kind."""
+    E = {e.id: e for e in ontology.entities}
+    zero = {"TP": 0, "FP": 0, "FN": 0, **{f"{a}_{x}": 0 for a in _ATTRS for x in ("ok", "judged")}}
+    counts: dict[str, dict[str, int]] = {}
+    examples: dict[str, list[ExamplePair]] = {}
+    per_kind: dict[tuple[str, str], int] = {}
+    for i, rows in enumerate(sys.judgements):
+        for ent, pres, loc, sev, comp, ref, cand in rows or ():
+            c = counts.setdefault(ent, dict(zero))
+            if pres in ("TP", "FP", "FN"):
+                c[pres] += 1
+            entity = E.get(ent)
+            applies = entity.attributes if entity is not None else ()
+            kinds = []
+            if pres in ("FP", "FN"):
+                kinds.append(pres)
+            if pres == "TP":
+                for attr, val in (("location", loc), ("severity", sev)):
+                    if attr in applies and val != "not-available":
+                        c[f"{attr}_judged"] += 1
+                        c[f"{attr}_ok"] += val == "aligned"
+                        if val == "not-aligned":
+                            kinds.append(attr)
+                if "comparison" in applies:
+                    c["comparison_judged"] += 1
+                    c["comparison_ok"] += comp == "other"
+                    if comp != "other":
+                        kinds.append("comparison")
+            for kind in kinds:
+                if per_kind.get((ent, kind), 0) < max_examples:
+                    per_kind[(ent, kind)] = per_kind.get((ent, kind), 0) + 1
+                    examples.setdefault(ent, []).append(ExamplePair(pair_id=ids[i], kind=kind, reference=ref, candidate=cand))
+    ents: list[EntityResult] = []
+    for e in ontology.entities:
+        c = counts.get(e.id)
+        if c is None or c["TP"] + c["FP"] + c["FN"] == 0:
+            continue
+        tp, fp, fn = c["TP"], c["FP"], c["FN"]
+        ents.append(EntityResult(
+            system=sys.name, dataset=dataset, entity=e.id, name=e.name, group=e.group, tp=tp, fp=fp, fn=fn,
+            precision=tp / (tp + fp) if tp + fp else None, recall=tp / (tp + fn) if tp + fn else None,
+            f1=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
+            **{f"{a}_acc": (c[f"{a}_ok"] / c[f"{a}_judged"] if c[f"{a}_judged"] else None) for a in _ATTRS},
+            examples=examples.get(e.id, []), critical=e.critical,
+            **{f"{a}_errors": c[f"{a}_judged"] - c[f"{a}_ok"] for a in _ATTRS},
+        ))
+    groups: list[GroupResult] = []
+    for g in ontology.groups:
+        members = [counts[e.id] for e in ontology.entities if e.group == g.id and e.id in counts]
+        tot = {k: sum(m[k] for m in members) for k in zero}
+        tp, fp, fn = tot["TP"], tot["FP"], tot["FN"]
+        groups.append(GroupResult(
+            system=sys.name, dataset=dataset, group=g.id, name=g.name, support=tp + fn,
+            precision=tp / (tp + fp) if tp + fp else None, recall=tp / (tp + fn) if tp + fn else None,
+            f1=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
+            **{f"{a}_acc": (tot[f"{a}_ok"] / tot[f"{a}_judged"] if tot[f"{a}_judged"] else None) for a in _ATTRS},
+        ))
+    return ents, groups
+
+
+def correlations(dataset: str, per_pair: dict[str, np.ndarray]) -> list[Correlation]:
+    """Pearson and Kendall (tau-b) matrices between per-pair metric values (pairs with all values)."""
+    names = list(per_pair)
+    if len(names) < 2:
+        return []
+    X = np.stack([per_pair[m] for m in names], axis=1)
+    X = X[np.isfinite(X).all(axis=1)]
+    out = []
+    for method in ("pearson", "kendall"):
+        mat: list[list[float | None]] = [[None] * len(names) for _ in names]
+        for a in range(len(names)):
+            for b in range(a, len(names)):
+                if a == b:
+                    val: float | None = 1.0 if len(X) > 1 and np.ptp(X[:, a]) > 0 else None
+                elif len(X) < 3 or np.ptp(X[:, a]) == 0 or np.ptp(X[:, b]) == 0:
+                    val = None
+                elif method == "pearson":
+                    val = _none(float(np.corrcoef(X[:, a], X[:, b])[0, 1]))
+                else:
+                    val = _none(float(sps.kendalltau(X[:, a], X[:, b]).statistic))
+                mat[a][b] = mat[b][a] = val
+        out.append(Correlation(dataset=dataset, method=method, metrics=names, matrix=mat, n=len(X)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The whole analysis
+# ------------------------------------------------------------------------------------------
+
+
+def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
+    sig = runner.evaluator.signature
+    infos = [MetricInfo(name=JUDGEMENT_METRIC, higher_is_better=False, label="Errors / report",
+                        signature=str(sig.with_metric("spec-report-errors")),
+                        description="SPEC-CXR errors per report: FP + FN + not-aligned + comparison errors")]
+    for name in config.metrics:
+        if name == JUDGEMENT_METRIC:
+            continue
+        m = runner.metric(name)
+        infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better), signature=str(m.signature),
+                                label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
+                                description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
+    sig_names = {"presence-macro-f1": "spec-presence-macro-f1", "presence-micro-f1": "spec-presence-micro-f1",
+                 "error-free": "spec-report-error-free-rate", "critical-error-free": "spec-report-critical-error-free-rate"}
+    desc = {"presence-macro-f1": "entity presence F1, mean over entities with a defined F1",
+            "presence-micro-f1": "entity presence F1 over pooled TP/FP/FN",
+            "error-free": "share of reports with no SPEC-CXR error",
+            "critical-error-free": "share of reports with no error on a critical entity (ontology `critical: true`)"}
+    for name, (label, higher) in DERIVED_METRICS.items():
+        infos.append(MetricInfo(name=name, higher_is_better=higher, label=label, description=desc[name],
+                                signature=str(sig.with_metric(sig_names[name])),
+                                level="dataset" if "f1" in name else "pair"))
+    return infos
+
+
+def _normal_flags(d: "DatasetRun", tables: Sequence[PairTable], runner: "Runner") -> np.ndarray:
+    """True where the reference states no positive entity (from any system's judged pair)."""
+    known = np.zeros(len(d.ids), dtype=bool)
+    positive = np.zeros(len(d.ids), dtype=bool)
+    for t in tables:
+        positive |= t.reference_positive & t.judged
+        known |= t.judged
+    if not known.all():
+        from cxreval.extract.rules import RuleExtractor
+        from cxreval.judge.compare import is_positive
+
+        ext = RuleExtractor(runner.evaluator.ontology)
+        for i in np.flatnonzero(~known):
+            states = ext.extract(d.references[i]).states().values()
+            positive[i] = any(is_positive(s, runner.config.engine.uncertain) for s in states)
+    return ~positive
+
+
+def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner", created: str) -> BenchmarkResult:
+    """The :class:`BenchmarkResult` of a judged and scored run."""
+    ontology = runner.evaluator.ontology
+    infos = metric_infos(config, runner)
+    higher = {m.name: m.higher_is_better for m in infos}
+    names = [m.name for m in infos]
+    bs = config.bootstrap
+    boards: list[Leaderboard] = []
+    ents: list[EntityResult] = []
+    groups: list[GroupResult] = []
+    corrs: list[Correlation] = []
+    sites: list[SiteCell] = []
+    notes: list[str] = [
+        f"Intervals: {int(bs.confidence * 100)} % percentile bootstrap over studies, {bs.resamples} resamples, "
+        f"seed {bs.seed}; the same resamples for every system of a dataset (rank intervals from the ranks "
+        "in each resample).",
+        "Correlations pool the per-pair values of every non-baseline system; bleu4-corpus enters them as "
+        "sentence-level BLEU-4.",
+    ]
+    for d in runs:
+        if not d.systems:
+            continue
+        tables = [pair_table(s, ontology) for s in d.systems]
+        normal = d.normal if d.normal is not None else _normal_flags(d, tables, runner)
+        feats = [features(s, t, names, runner) for s, t in zip(d.systems, tables)]
+        entries = [(s.name, s.baseline, f, 0) for s, f in zip(d.systems, feats)]
+        strata: list[tuple[str, np.ndarray]] = [("all", np.arange(len(d.ids)))]
+        strata += [("normal", np.flatnonzero(normal)), ("abnormal", np.flatnonzero(~normal))]
+        if d.sites is not None:
+            site_arr = np.array(d.sites)
+            for site in sorted(set(d.sites)):
+                strata.append((f"site:{site}", np.flatnonzero(site_arr == site)))
+        for k, (stratum, idx) in enumerate(strata):
+            if len(idx) == 0:
+                continue
+            lb = leaderboard(d.name, stratum, entries, idx, config.rank_by, higher,
+                             bs.resamples, bs.seed + k, bs.confidence)
+            boards.append(lb)
+            if stratum.startswith("site:"):
+                for m in names:
+                    vals = np.array([np.nan if r.metrics[m].value is None else r.metrics[m].value for r in lb.rows])
+                    ranks = _ranks(vals, higher[m])
+                    for r, rk in zip(lb.rows, ranks):
+                        sites.append(SiteCell(dataset=d.name, site=stratum[5:], system=r.system, metric=m,
+                                              value=r.metrics[m].value,
+                                              rank=None if r.metrics[m].value is None else int(rk),
+                                              n_pairs=r.n_pairs))
+        for s in d.systems:
+            e, g = entity_results(d.name, s, d.ids, ontology, config.examples_per_kind)
+            ents.extend(e)
+            groups.extend(g)
+        per_pair: dict[str, list[np.ndarray]] = {}
+        for s, t in zip(d.systems, tables):
+            if s.baseline:
+                continue
+            per_pair.setdefault(JUDGEMENT_METRIC, []).append(t.errors)
+            for m in config.metrics:
+                if m == JUDGEMENT_METRIC:
+                    continue
+                v = s.metrics[m]
+                if v.ndim == 2:
+                    v = np.asarray(runner.metric(m).corpus_from_stats(v), dtype=float)  # type: ignore[attr-defined]
+                per_pair.setdefault(m, []).append(v)
+        if per_pair:
+            corrs.extend(correlations(d.name, {m: np.concatenate(v) for m, v in per_pair.items()}))
+        if d.normal is None:
+            notes.append(f"{d.name}: normal = the reference states no positive entity "
+                         f"({int(normal.sum())} normal, {int((~normal).sum())} abnormal studies).")
+    systems = list(dict.fromkeys(s.name for d in runs for s in d.systems))
+    return BenchmarkResult(
+        name=config.name, created=created, cxreval_version=__version__,
+        engine_signature=runner.engine_signature, ontology=ontology.signature, metrics=infos,
+        primary_metric=config.rank_by, datasets=[d.name for d in runs], systems=systems,
+        leaderboards=boards, groups=groups, entities=ents, correlations=corrs, sites=sites, notes=notes,
+        baselines=[s.name for s in config.systems if s.baseline is not None],
+    )

@@ -1,0 +1,112 @@
+"""Persistent per-pair caches of a benchmark: judgements and metric values, in one SQLite file.
+
+A judgement is keyed by ``sha256(engine signature, reference text, candidate text)`` (the engine
+signature names the ontology, the engine version and the uncertainty policy), a metric value by
+``sha256(metric signature, reference, candidate)``. Rerunning a benchmark therefore judges
+nothing again, and adding a system judges only that system's new pairs.
+
+A judged pair is stored compactly: a JSON list of its non-TN rows
+``[entity, presence, location, severity, comparison, reference_evidence, candidate_evidence]``,
+evidence kept only on rows that carry an error (the only ones a report shows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from cxreval.judge import EntityJudgement
+
+CompactRow = tuple[str, str, str, str, str, str, str]
+_CHUNK = 900  # SQLite's default host-parameter limit is 999
+
+
+def pair_key(signature: str, reference: str, candidate: str) -> str:
+    """The cache key of one (reference, candidate) pair under one engine or metric signature."""
+    h = hashlib.sha256()
+    for part in (signature, reference, candidate):
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def row_has_error(presence: str, location: str, severity: str, comparison: str) -> bool:
+    return presence in ("FP", "FN") or location == "not-aligned" or severity == "not-aligned" or comparison != "other"
+
+
+def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
+    """The non-TN rows of a pair, evidence kept on error rows only."""
+    out: list[CompactRow] = []
+    for r in rows:
+        if r.presence == "TN":
+            continue
+        err = row_has_error(r.presence, r.location, r.severity, r.comparison)
+        out.append((r.entity, r.presence, r.location, r.severity, r.comparison,
+                    r.reference if err else "", r.candidate if err else ""))
+    return out
+
+
+class BenchCache:
+    """The SQLite store; ``hits`` / ``misses`` count look-ups since it was opened."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path))
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, rows TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS metric_values (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "BenchCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _get(self, table: str, column: str, keys: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _CHUNK):
+            part = unique[start : start + _CHUNK]
+            marks = ",".join("?" * len(part))
+            found.update(self._db.execute(f"SELECT key, {column} FROM {table} WHERE key IN ({marks})", part))
+        return found
+
+    def _put(self, table: str, items: Iterable[tuple[str, str]]) -> None:
+        with self._db:
+            self._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", items)
+
+    def get_judgements(self, keys: Sequence[str]) -> dict[str, str]:
+        """Stored compact rows (JSON text) of the keys that are present."""
+        return self._get("judgements", "rows", keys)
+
+    def put_judgements(self, items: Iterable[tuple[str, str]]) -> None:
+        self._put("judgements", items)
+
+    def get_values(self, keys: Sequence[str]) -> dict[str, str]:
+        """Stored metric values (JSON text: a number, null, or a list of statistics)."""
+        return self._get("metric_values", "value", keys)
+
+    def put_values(self, items: Iterable[tuple[str, str]]) -> None:
+        self._put("metric_values", items)
+
+    def count(self, table: str = "judgements") -> int:
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def chunks(items: Sequence[object], size: int) -> Iterator[Sequence[object]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

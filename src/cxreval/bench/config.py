@@ -1,0 +1,225 @@
+"""The benchmark YAML, as pydantic models.
+
+Relative input paths are resolved against the config file's folder; ``{data_dir}`` in a path is
+replaced by ``data_dir`` (itself relative to the config file; the environment variable
+``CXREVAL_DATA_DIR`` overrides it). ``out`` is relative to the working directory.
+
+```yaml
+name: rexrank-iu-test
+out: bench-out/rexrank-iu-test
+data_dir: ../../../shared/data
+engine: {name: rules, uncertain: positive}
+metrics: [spec-errors, bleu2, rouge-l, bleu4-corpus]
+rank_by: spec-errors
+bootstrap: {resamples: 1000, seed: 0}
+datasets:
+  - name: iu-test
+    references: {path: "{data_dir}/rexrank-iu/ReXRank_IUXray_test.json", section: findings}
+    normal_from: findings            # or: metadata (with metadata.normal_col)
+    metadata: {path: meta.csv, id_col: id, site_col: site, normal_col: normal}   # optional
+systems:
+  - {name: MoERad, path: "{data_dir}/iu-gen-moerad/preds.csv", id_col: study_id, text_col: report}
+  - {name: normal-template, baseline: normal-template}
+  - {name: copy-reference, baseline: copy-reference}
+```
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cxreval.io import InputError, InputProblem
+
+DATA_DIR_ENV = "CXREVAL_DATA_DIR"
+Baseline = Literal["normal-template", "copy-reference"]
+NORMAL_TEMPLATE = (
+    "The heart size and mediastinal contours are within normal limits. The lungs are clear. "
+    "No pleural effusion or pneumothorax. No acute bony abnormality."
+)
+JUDGEMENT_METRIC = "spec-errors"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReferencesConfig(_Model):
+    """Where a dataset's reference reports are (any format ``cxreval.io.read_reports`` reads)."""
+
+    path: Path
+    format: str | None = None
+    id_col: str = "id"
+    text_col: str = "report"
+    section: Literal["report", "findings", "impression"] = "findings"
+
+
+class MetadataConfig(_Model):
+    """Per-study metadata: a site column and/or a normal flag column (CSV, TSV, JSONL, Parquet)."""
+
+    path: Path
+    format: str | None = None
+    id_col: str = "id"
+    site_col: str | None = None
+    normal_col: str | None = None
+
+
+class DatasetConfig(_Model):
+    name: str = Field(..., min_length=1)
+    references: ReferencesConfig
+    metadata: MetadataConfig | None = None
+    normal_from: Literal["findings", "metadata"] = "findings"
+
+    @model_validator(mode="after")
+    def _normal_source(self) -> "DatasetConfig":
+        if self.normal_from == "metadata" and (self.metadata is None or self.metadata.normal_col is None):
+            raise ValueError(f"dataset {self.name!r}: normal_from: metadata needs metadata.normal_col")
+        return self
+
+
+class SystemConfig(_Model):
+    """A system: a prediction file, or a built-in baseline (``normal-template``, ``copy-reference``)."""
+
+    name: str = Field(..., min_length=1)
+    path: Path | None = None
+    format: str | None = None
+    id_col: str = "id"
+    text_col: str = "report"
+    section: Literal["report", "findings", "impression"] = "report"
+    datasets: list[str] | None = None  # None: every dataset
+    baseline: Baseline | None = None
+    text: str | None = None  # the normal-template text
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "SystemConfig":
+        if (self.path is None) == (self.baseline is None):
+            raise ValueError(f"system {self.name!r}: give exactly one of path or baseline")
+        if self.text is not None and self.baseline != "normal-template":
+            raise ValueError(f"system {self.name!r}: text applies to baseline: normal-template only")
+        return self
+
+    @property
+    def template(self) -> str:
+        return self.text if self.text is not None else NORMAL_TEMPLATE
+
+
+class EngineConfig(_Model):
+    """The judgement engine; ``llm`` holds ``LLMConfig`` fields for the LLM engines."""
+
+    name: Literal["rules", "llm-extract", "llm-pairwise"] = "rules"
+    uncertain: Literal["positive", "negative"] = "positive"
+    ontology: Path | None = None
+    llm: dict[str, Any] | None = None
+    workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
+
+
+class BootstrapConfig(_Model):
+    resamples: int = Field(1000, ge=0, le=100_000)
+    seed: int = 0
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+
+class BenchConfig(_Model):
+    name: str = Field(..., min_length=1)
+    out: Path = Path("bench-out")
+    data_dir: Path | None = None
+    engine: EngineConfig = EngineConfig()
+    metrics: list[str] = Field(default_factory=lambda: [JUDGEMENT_METRIC, "bleu2", "rouge-l", "bleu4-corpus"])
+    metric_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    rank_by: str = JUDGEMENT_METRIC
+    bootstrap: BootstrapConfig = BootstrapConfig()
+    examples_per_kind: int = Field(3, ge=0, le=50)
+    datasets: list[DatasetConfig] = Field(..., min_length=1)
+    systems: list[SystemConfig] = Field(..., min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BenchConfig":
+        problems = []
+        for kind, names in (("dataset", [d.name for d in self.datasets]), ("system", [s.name for s in self.systems])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                problems.append(f"duplicate {kind} names: {', '.join(dupes)}")
+        known = {d.name for d in self.datasets}
+        for s in self.systems:
+            for d in s.datasets or []:
+                if d not in known:
+                    problems.append(f"system {s.name!r} names unknown dataset {d!r}")
+        if JUDGEMENT_METRIC not in self.metrics:
+            problems.append(f"metrics must include {JUDGEMENT_METRIC!r} (the judgement-based metric)")
+        if len(set(self.metrics)) != len(self.metrics):
+            problems.append("metrics are listed twice")
+        if self.rank_by not in self.metrics and self.rank_by not in DERIVED_METRICS:
+            problems.append(f"rank_by {self.rank_by!r} is not among metrics {self.metrics} or {list(DERIVED_METRICS)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def systems_for(self, dataset: str) -> list[SystemConfig]:
+        return [s for s in self.systems if s.datasets is None or dataset in s.datasets]
+
+
+#: Metrics computed from the judgement table on top of the listed ones (always present).
+DERIVED_METRICS: dict[str, tuple[str, bool]] = {
+    "presence-macro-f1": ("Presence macro-F1", True),
+    "presence-micro-f1": ("Presence micro-F1", True),
+    "error-free": ("Error-free rate", True),
+    "critical-error-free": ("Critical error-free rate", True),
+}
+
+
+def _resolve(path: Path, base: Path, data_dir: Path | None) -> Path:
+    text = str(path)
+    if "{data_dir}" in text:
+        if data_dir is None:
+            raise ValueError(f"path {text!r} uses {{data_dir}} but no data_dir is set (config or ${DATA_DIR_ENV})")
+        text = text.replace("{data_dir}", str(data_dir))
+    p = Path(os.path.expanduser(text))
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
+    """``config`` with every input path absolute (see module doc)."""
+    env = os.environ.get(DATA_DIR_ENV)
+    data_dir = Path(env).resolve() if env else (
+        None if config.data_dir is None else _resolve(config.data_dir, base, None))
+
+    def fix(model: BaseModel, field: str = "path") -> Any:
+        value = getattr(model, field)
+        return model if value is None else model.model_copy(update={field: _resolve(value, base, data_dir)})
+
+    datasets = [
+        d.model_copy(update={"references": fix(d.references),
+                             "metadata": None if d.metadata is None else fix(d.metadata)})
+        for d in config.datasets
+    ]
+    systems = [fix(s) for s in config.systems]
+    engine = fix(config.engine, "ontology")
+    return config.model_copy(update={"datasets": datasets, "systems": systems, "engine": engine,
+                                     "data_dir": data_dir})
+
+
+def load_config(path: str | Path) -> BenchConfig:
+    """Read, validate and resolve a benchmark YAML; problems raise :class:`InputError`."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError([InputProblem(file=str(p), message=f"cannot read: {exc.strerror or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise InputError([InputProblem(file=str(p), message=f"invalid YAML: {exc}")]) from None
+    if not isinstance(raw, dict):
+        raise InputError([InputProblem(file=str(p), message="the config must be a mapping")])
+    try:
+        config = BenchConfig.model_validate(raw)
+        return resolve_paths(config, p.resolve().parent)
+    except ValidationError as exc:
+        raise InputError([
+            InputProblem(file=str(p), field=".".join(str(x) for x in err["loc"]) or None, message=err["msg"])
+            for err in exc.errors()
+        ]) from None
+    except ValueError as exc:
+        raise InputError([InputProblem(file=str(p), message=str(exc))]) from None

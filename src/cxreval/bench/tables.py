@@ -1,0 +1,151 @@
+"""Tables from a :class:`BenchmarkResult`: JSON, CSV (long form), LaTeX and Markdown leaderboards.
+
+Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def _cell(iv: Interval | None, digits: int = 3) -> str:
+    if iv is None or iv.value is None:
+        return "n/a"
+    if iv.low is None or iv.high is None:
+        return f"{iv.value:.{digits}f}"
+    return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def _rank_text(row_rank: int, low: int, high: int) -> str:
+    return f"{row_rank}" if low == high else f"{row_rank} ({low}-{high})"
+
+
+def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None,
+                         digits: int = 3) -> str:
+    """A Markdown table of one leaderboard: rank (interval), system, each metric with its CI."""
+    names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
+    labels = {m.name: f"{m.label} {'↑' if m.higher_is_better else '↓'}" for m in result.metrics}
+    head = ["rank (95 % interval)", "system", "n", *[labels.get(n, n) for n in names]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in lb.rows:
+        name = f"{r.system} (baseline)" if r.baseline else r.system
+        cells = [_rank_text(r.rank, r.rank_low, r.rank_high), name, str(r.n_pairs),
+                 *[_cell(r.metrics.get(n), digits) for n in names]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _latex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
+                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
+        text = text.replace(a, b) if a != "\\" else text.replace(a, "\x00")
+    return text.replace("\x00", r"\textbackslash{}")
+
+
+def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None,
+                      digits: int = 3) -> str:
+    """A booktabs LaTeX table of one leaderboard (value and 95 % CI per metric)."""
+    names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
+    info = {m.name: m for m in result.metrics}
+    head = ["Rank", "System", *[_latex_escape(info[n].label) + (r" $\uparrow$" if info[n].higher_is_better
+                                                                else r" $\downarrow$") for n in names]]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering\small",
+        r"\caption{" + _latex_escape(f"{result.name}: {lb.dataset}, {lb.stratum} ({lb.n_pairs} studies), "
+                                     f"ranked by {info[lb.rank_by].label if lb.rank_by in info else lb.rank_by}; "
+                                     "95 % bootstrap intervals") + "}",
+        r"\begin{tabular}{ll" + "c" * len(names) + "}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
+    for r in lb.rows:
+        rank = _rank_text(r.rank, r.rank_low, r.rank_high).replace("-", "--")
+        cells = [rank, _latex_escape(r.system + (" (baseline)" if r.baseline else ""))]
+        for n in names:
+            iv = r.metrics.get(n)
+            if iv is None or iv.value is None:
+                cells.append("n/a")
+            elif iv.low is None or iv.high is None:
+                cells.append(f"{iv.value:.{digits}f}")
+            else:
+                cells.append(f"{iv.value:.{digits}f} {{\\scriptsize [{iv.low:.{digits}f}, {iv.high:.{digits}f}]}}")
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+def write_json(result: BenchmarkResult, path: str | Path) -> Path:
+    p = Path(path)
+    p.write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    return p
+
+
+def write_tables(result: BenchmarkResult, out_dir: str | Path) -> dict[str, Path]:
+    """``result.json``, long-form CSVs and one LaTeX file per leaderboard, in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {"json": write_json(result, out / "result.json")}
+    lb_rows = []
+    for lb in result.leaderboards:
+        for r in lb.rows:
+            for m, iv in r.metrics.items():
+                lb_rows.append([lb.dataset, lb.stratum, lb.rank_by, r.system, int(r.baseline), r.rank, r.rank_low,
+                                r.rank_high, r.n_pairs, r.n_failed, m, _num(iv.value, 6), _num(iv.low, 6),
+                                _num(iv.high, 6)])
+    paths["leaderboards"] = _write_csv(out / "leaderboards.csv", [
+        "dataset", "stratum", "rank_by", "system", "baseline", "rank", "rank_low", "rank_high", "n_pairs",
+        "n_failed", "metric", "value", "low", "high"], lb_rows)
+    paths["entities"] = _write_csv(out / "entities.csv", [
+        "dataset", "system", "entity", "name", "group", "critical", "tp", "fp", "fn", "precision", "recall", "f1",
+        "location_acc", "severity_acc", "comparison_acc", "location_errors", "severity_errors", "comparison_errors",
+        "example_pairs"], [
+        [e.dataset, e.system, e.entity, e.name, e.group, int(e.critical), e.tp, e.fp, e.fn, _num(e.precision),
+         _num(e.recall), _num(e.f1), _num(e.location_acc), _num(e.severity_acc), _num(e.comparison_acc),
+         e.location_errors, e.severity_errors, e.comparison_errors,
+         " ".join(f"{x.kind}:{x.pair_id}" for x in e.examples)] for e in result.entities])
+    paths["groups"] = _write_csv(out / "groups.csv", [
+        "dataset", "system", "group", "name", "support", "precision", "recall", "f1", "location_acc",
+        "severity_acc", "comparison_acc"], [
+        [g.dataset, g.system, g.group, g.name, g.support, _num(g.precision), _num(g.recall), _num(g.f1),
+         _num(g.location_acc), _num(g.severity_acc), _num(g.comparison_acc)] for g in result.groups])
+    paths["sites"] = _write_csv(out / "sites.csv", ["dataset", "site", "system", "metric", "value", "rank", "n_pairs"], [
+        [s.dataset, s.site, s.system, s.metric, _num(s.value, 6), "" if s.rank is None else s.rank, s.n_pairs]
+        for s in result.sites])
+    paths["correlations"] = _write_csv(out / "correlations.csv", ["dataset", "method", "n", "metric_a", "metric_b", "value"], [
+        [c.dataset, c.method, c.n, a, b, _num(c.matrix[i][j])]
+        for c in result.correlations for i, a in enumerate(c.metrics) for j, b in enumerate(c.metrics)])
+    tex = out / "latex"
+    tex.mkdir(exist_ok=True)
+    md = []
+    for lb in result.leaderboards:
+        p = tex / f"leaderboard_{_slug(lb.dataset)}_{_slug(lb.stratum)}.tex"
+        p.write_text(leaderboard_latex(result, lb), encoding="utf-8")
+        md.append(f"### {lb.dataset}: {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}\n\n"
+                  + leaderboard_markdown(result, lb) + "\n")
+    paths["latex"] = tex
+    paths["markdown"] = out / "leaderboards.md"
+    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+    return paths
