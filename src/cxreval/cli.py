@@ -1,4 +1,4 @@
-"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache`` and ``agree``.
+"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree`` and ``bench``.
 
 Exit codes: 0 done (pairs whose LLM answer stayed invalid are listed in ``failures.jsonl``),
 2 bad input or settings, 3 an LLM run stopped early (``--max-cost`` reached, or the endpoint
@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from cxreval._version import __version__
 from cxreval.agree import agree
+from cxreval.bench.cli import bench
 from cxreval.io import InputError, read_pair_files, read_pairs
 from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
@@ -324,3 +325,4 @@ def cache_cmd(
 
 # `cxreval agree` lives with its readers and tables in cxreval.agree.
 app.command("agree")(agree)
+app.command("bench")(bench)
