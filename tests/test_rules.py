@@ -302,3 +302,16 @@ def test_gapped_scan_keeps_distinct_overlaps():
     assert [(m.value, m.used) for m in found] == [("T", (0, 2)), ("C", (1, 2)), ("P", (4, 5))]
     # nothing is skipped unless it is a modifier
     assert [m.value for m in scan_gapped(trie, ["tortuous", "big", "aorta"], frozenset(), 2)] == []
+
+
+def test_change_clause_after_a_long_finding_phrase(ex):
+    s = states(ex, "There is a calcified granuloma at the left lung base, decreased compared with the prior study.")
+    assert s["calcified_granuloma"].comparison == "decreased"
+    # the change belongs to the finding its own clause names
+    s = states(ex, "Right pleural effusion, new left pneumothorax.")
+    assert s["pleural_effusion"].comparison is None and s["pneumothorax"].comparison == "new"
+
+
+def test_rib_levels_inside_a_name(ex):
+    s = states(ex, "There is a displaced fracture of the right 6th rib.")
+    assert s["rib_fracture"].status == "present" and s["rib_fracture"].side == "right"

@@ -52,6 +52,8 @@ PRE_SCOPE = 14
 POST_SCOPE = 6
 ATTRIBUTE_BACK = 5
 ATTRIBUTE_FORWARD = 6
+# A change clause may close a long finding phrase: "markings in both lower lungs, worse than before".
+COMPARISON_FORWARD = 12
 # Tokens that end the window in which attributes are looked for.
 _CLAUSE_BREAK = frozenset({".", ";", ":", ","})
 _CONJUNCTIONS = frozenset({"and", "or", "nor"})
@@ -358,8 +360,12 @@ class RuleExtractor:
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
             if words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK:
-                # "Pneumothorax, new since prior": a change word right after the comma still counts.
-                if peek_comma and words[i] == "," and steps == 0 and i + 1 < n:
+                # "Pneumothorax, new since prior" / "Kyphosis of the spine, worse than before": a
+                # change phrase opening the next clause still counts, unless that clause names
+                # another finding it can belong to ("effusion, new left pneumothorax").
+                if peek_comma and words[i] == "," and i + 1 < n and not self._clause_has_entity(
+                    words, entity_at, k, i + 1
+                ):
                     positions.append(i + 1)
                 break
             positions.append(cue_start[i])
@@ -368,6 +374,15 @@ class RuleExtractor:
         # Words inside the entity name itself ("right pneumothorax" as a synonym).
         positions.extend(range(m.start, m.end))
         return positions
+
+    @staticmethod
+    def _clause_has_entity(words, entity_at, k, start) -> bool:
+        for j in range(start, len(words)):
+            if words[j] in _CLAUSE_BREAK:
+                return False
+            if entity_at[j] >= 0 and entity_at[j] != k:
+                return True
+        return False
 
     def _location_severity(self, words, cue_at, spans, entity_at, m, k):
         sides: list[str] = []
@@ -393,7 +408,7 @@ class RuleExtractor:
         return side, tuple(zones), severity
 
     def _comparison(self, words, cue_at, spans, entity_at, m, k):
-        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, ATTRIBUTE_FORWARD, peek_comma=True):
+        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, COMPARISON_FORWARD, peek_comma=True):
             kinds = cue_at[i]
             if kinds and "comparison" in kinds:
                 return kinds["comparison"]
