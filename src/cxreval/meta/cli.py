@@ -1,0 +1,181 @@
+"""``cxreval meta``: human alignment, perturbation suites, discrimination / robustness.
+
+Registered by the main CLI as ``app.add_typer(meta_app, name="meta")``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+meta_app = typer.Typer(help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.",
+                       no_args_is_help=True)
+_err = Console(stderr=True)
+
+_METRIC_HELP = ("metric names (repeat): any registered metric (spec-errors, bleu2, rouge-l, bertscore...), "
+                "or llm-pairwise / llm-pairwise-2pass with --llm-config or --base-url/--model")
+
+
+def _llm_config(llm_config: Optional[Path], base_url: Optional[str], model: Optional[str], local_only: bool,
+                cache: Optional[Path], temperature: Optional[float]) -> Any:
+    from cxreval.llm.config import LLMConfig
+
+    return LLMConfig.load(llm_config, base_url=base_url, model=model, local_only=local_only or None,
+                          cache_path=cache, temperature=temperature)
+
+
+def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
+    """Metrics by name; ``spec-errors`` is the entity-level rule engine, llm-* need ``llm``."""
+    from cxreval.meta.robustness import EvaluatorMetric
+    from cxreval.metrics import get_metric
+
+    out: list[Any] = []
+    for name in names:
+        if name == "spec-errors":
+            out.append(EvaluatorMetric())
+        elif name in ("llm-pairwise", "llm-pairwise-2pass"):
+            if llm is None:
+                raise typer.BadParameter(f"{name} needs --llm-config or --base-url and --model")
+            from cxreval.meta.twopass import LLMJudgeMetric
+
+            out.append(LLMJudgeMetric(llm, passes=2 if name.endswith("2pass") else 1))
+        else:
+            out.append(get_metric(name))
+    return out
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    _err.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(code)
+
+
+@meta_app.command("human")
+def human(
+    file: Path = typer.Argument(..., help="plain CSV (id, reference, candidate, rater_1..k) or ReXVal's "
+                                          "50_samples_gt_and_candidates.csv with --rexval-ratings"),
+    rexval_ratings: Optional[Path] = typer.Option(None, help="ReXVal's 6_valid_raters_per_rater_error_categories.csv"),
+    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", help=_METRIC_HELP),
+    runs: int = typer.Option(1, min=1, help="repeated runs (stochastic metrics): mean +- sd of tau"),
+    resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the CI of tau-b"),
+    seed: int = typer.Option(0),
+    significance: str = typer.Option("all", help="ReXVal: all, significant or insignificant errors"),
+    by_category: bool = typer.Option(True, help="also correlate per error category where the file has them"),
+    id_col: str = typer.Option("id"), reference_col: str = typer.Option("reference"),
+    candidate_col: str = typer.Option("candidate"), rater_prefix: str = typer.Option("rater_"),
+    rexval_columns: Optional[str] = typer.Option(None, help="JSON object overriding ReXVal column names"),
+    out: Optional[Path] = typer.Option(None, help="write the alignment as JSON"),
+    llm_config: Optional[Path] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
+    model: Optional[str] = typer.Option(None), local_only: bool = typer.Option(False),
+    cache: Optional[Path] = typer.Option(None), temperature: Optional[float] = typer.Option(None),
+) -> None:
+    """Kendall tau-b and Spearman between each metric and the mean rater error count."""
+    from cxreval.meta.human import RatingsFormatError, RexvalColumns, human_alignment, read_plain_ratings, read_rexval
+
+    try:
+        if rexval_ratings is not None:
+            cols = RexvalColumns(**json.loads(rexval_columns)) if rexval_columns else RexvalColumns()
+            ratings = read_rexval(file, rexval_ratings, columns=cols, significance=significance)
+        else:
+            ratings = read_plain_ratings(file, id_col=id_col, reference_col=reference_col,
+                                         candidate_col=candidate_col, rater_prefix=rater_prefix)
+    except (RatingsFormatError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
+    results = []
+    cats = None if by_category else ["total"]
+    for m in build_metrics(metric, llm):
+        a = human_alignment(m, ratings, runs=runs, categories=cats, resamples=resamples, seed=seed)
+        results.append(a)
+        typer.echo(f"{a.metric}  ({len(ratings.ids)} pairs, {len(ratings.raters)} raters; scores oriented "
+                   f"higher = more errors)")
+        for c in a.correlations:
+            tau = "n/a" if c.tau_b is None else f"{c.tau_b:.3f}"
+            ci = "" if c.tau_b_ci[0] is None else f" [{c.tau_b_ci[0]:.3f}, {c.tau_b_ci[1]:.3f}]"
+            rho = "n/a" if c.spearman is None else f"{c.spearman:.3f}"
+            sd = f"  runs: {c.tau_b_mean:.3f} +- {c.tau_b_sd:.3f}" if c.tau_b_sd is not None else ""
+            typer.echo(f"  {c.category:32s} tau-b {tau}{ci}  spearman {rho}{sd}")
+        typer.echo(f"  signature: {a.signature}")
+    if out is not None:
+        out.write_text(json.dumps([a.model_dump() for a in results], indent=2) + "\n", encoding="utf-8")
+
+
+@meta_app.command("perturb")
+def perturb(
+    out: Path = typer.Option(..., help="suite file: .jsonl or .csv"),
+    refs: Optional[Path] = typer.Option(None, help="CSV of references (id, reference) instead of IU X-ray"),
+    id_col: str = typer.Option("id"), reference_col: str = typer.Option("reference"),
+    data_dir: Optional[Path] = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
+    split: str = typer.Option("val,test", help="IU X-ray splits, comma separated"),
+    seed: int = typer.Option(0), per_type: int = typer.Option(1, min=1, help="variants per report and type"),
+    types: Optional[str] = typer.Option(None, help="comma-separated perturbation types (default: all)"),
+) -> None:
+    """Turn reference reports into labelled (reference, candidate) pairs."""
+    from cxreval.meta.perturb import ALL_TYPES, PerturbationSuite, suite_summary, write_suite
+
+    chosen = tuple(t.strip() for t in types.split(",")) if types else ALL_TYPES
+    try:
+        suite = PerturbationSuite(seed=seed, per_type=per_type, types=chosen)  # type: ignore[arg-type]
+    except ValueError as exc:
+        _fail(str(exc))
+    if refs is not None:
+        with refs.open(encoding="utf-8-sig", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        missing = [c for c in (id_col, reference_col) if rows and c not in rows[0]]
+        if missing:
+            _fail(f"{refs}: no column(s) {missing}")
+        reports = [(r[id_col], r[reference_col]) for r in rows]
+    else:
+        from cxreval.datasets.iu_xray import load_iu_gold
+
+        try:
+            gold = load_iu_gold(data_dir, splits=[s.strip() for s in split.split(",")])  # type: ignore[misc]
+        except FileNotFoundError as exc:
+            _fail(str(exc))
+        reports = [(g.uid, g.text) for g in gold]
+    pairs = suite.build(reports)
+    write_suite(pairs, out)
+    counts = suite_summary(pairs)
+    typer.echo(f"{len(pairs)} pairs from {len(reports)} references -> {out}  ({suite.signature})")
+    for t, n in counts.items():
+        typer.echo(f"  {t:20s} {n}")
+
+
+@meta_app.command("score")
+def score(
+    suite_file: Path = typer.Argument(..., help="suite from `cxreval meta perturb`"),
+    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", help=_METRIC_HELP),
+    html: Optional[Path] = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
+    out: Optional[Path] = typer.Option(None, help="write the report as JSON"),
+    failures_out: Optional[Path] = typer.Option(None, help="JSONL of the variants each metric got wrong"),
+    llm_config: Optional[Path] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
+    model: Optional[str] = typer.Option(None), local_only: bool = typer.Option(False),
+    cache: Optional[Path] = typer.Option(None), temperature: Optional[float] = typer.Option(None),
+) -> None:
+    """Discrimination and robustness of each metric, per perturbation type."""
+    from cxreval.meta.perturb import read_suite
+    from cxreval.meta.report import write_page
+    from cxreval.meta.robustness import failures, format_table, score_suite
+
+    pairs = read_suite(suite_file)
+    llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
+    report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
+    typer.echo(format_table(report))
+    typer.echo("cells: discrimination (right entity) for significant types, robustness for insignificant ones")
+    if out is not None:
+        out.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if html is not None:
+        write_page(report, html)
+        typer.echo(f"HTML -> {html}")
+    if failures_out is not None:
+        with failures_out.open("w", encoding="utf-8") as fh:
+            for run in runs:
+                for p in failures(run, pairs):
+                    fh.write(json.dumps({"metric": run.metric, **p.model_dump()}) + "\n")
+
+
+meta_app.command("robustness", hidden=True)(score)

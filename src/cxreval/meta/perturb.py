@@ -1,0 +1,818 @@
+"""A seeded perturbation suite: reference reports -> (reference, candidate) pairs with a known verdict.
+
+Clinically *significant* variants change what the report says about one finding (the target
+entity): omit it, add a false one, negate it, flip its side, change its severity, or claim a
+change from a prior study that the reference does not make. Clinically *insignificant* variants
+change only the wording or the layout: sentence order, ontology synonyms, paraphrased normal
+statements, case, punctuation, line breaks, merged or split sentences, section titles.
+
+The generators locate findings with the rule engine's mentions (character spans) and take
+synonyms from the ontology; every variant records what changed (``before`` -> ``after``) and the
+judgement a correct metric should give. The random choices are seeded per (seed, report, type),
+so a suite is reproducible and a report's variants do not depend on which other reports are in
+it. Report text is never stored in the repository: suites are generated at run time.
+
+Known limit: the targets are found with the rule engine, so a finding the engine does not read
+cannot be targeted (and is not removed by ``omit``); a plain lexical check refuses an omission or
+negation that leaves any name of the target in the candidate.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from cxreval.extract.models import Extraction, Mention
+from cxreval.extract.rules import RuleExtractor, build_entity_trie
+from cxreval.extract.text import SECTION_TITLES, term_tokens, tokenize
+from cxreval.ontology import Ontology, load_ontology
+from cxreval.ontology.attributes import attribute_vocabulary
+
+SUITE_VERSION = "1"
+
+PerturbationType = Literal[
+    "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
+    "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
+    "merge_split", "section_headers",
+]
+SIGNIFICANT: tuple[PerturbationType, ...] = (
+    "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
+)
+INSIGNIFICANT: tuple[PerturbationType, ...] = (
+    "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
+    "merge_split", "section_headers",
+)
+ALL_TYPES: tuple[PerturbationType, ...] = SIGNIFICANT + INSIGNIFICANT
+
+#: What a correct entity-level judge says about the target entity, per significant type.
+EXPECTED: dict[str, str] = {
+    "omit_finding": "FN",
+    "add_finding": "FP",
+    "negate_finding": "FN",
+    "flip_laterality": "location not-aligned",
+    "change_severity": "severity not-aligned",
+    "false_change": "adding-unmentioned-comparison",
+}
+NO_ERROR = "no error"
+
+
+class PerturbedPair(BaseModel):
+    """One labelled pair of the suite."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pair_id: str
+    source_uid: str
+    perturbation: PerturbationType
+    significant: bool
+    target_entity: str | None = None
+    expected: str
+    description: str
+    before: str = ""
+    after: str = ""
+    reference: str
+    candidate: str
+
+
+# ------------------------------------------------------------------------------------------
+# Reading a report into sections and sentences
+# ------------------------------------------------------------------------------------------
+
+_HEADER_RE = re.compile(
+    r"(?:^|(?<=[\s.;]))(" + "|".join(sorted((re.escape(t) for t in SECTION_TITLES), key=len, reverse=True))
+    + r")\s*:\s*",
+    re.IGNORECASE,
+)
+# A sentence ends at . ! ? followed by white space or the end; "1." list markers do not end one.
+_END_RE = re.compile(r"[.!?]+(?=\s|$)")
+_MARKER_RE = re.compile(r"^\s*\d{1,2}[.)]\s+")
+_ANAPHORA = ("this ", "these ", "it ", "they ", "again ", "otherwise", "specifically", "also ", "however",
+             "there has been no change", "unchanged", "stable")
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Sentence(Span):
+    section: int
+    marker: str = ""  # a list marker such as "1. " at its start (part of the span)
+
+
+@dataclass(frozen=True)
+class Header(Span):
+    title: str  # as written, e.g. "Impression"
+
+
+class Layout:
+    """Section titles and sentence spans of one report (the text itself is not changed)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.headers: list[Header] = []
+        self.sentences: list[Sentence] = []
+        bounds: list[tuple[int, int]] = []
+        pos = 0
+        for m in _HEADER_RE.finditer(text):
+            bounds.append((pos, m.start()))
+            self.headers.append(Header(m.start(), m.end(), m.group(1)))
+            pos = m.end()
+        bounds.append((pos, len(text)))
+        for section, (a, b) in enumerate(bounds):
+            self._split(a, b, section)
+
+    def _split(self, a: int, b: int, section: int) -> None:
+        chunk = self.text[a:b]
+        start = 0
+        for m in _END_RE.finditer(chunk):
+            piece = chunk[start : m.end()]
+            if _MARKER_RE.fullmatch(piece + " ") or not re.search(r"[A-Za-z]", piece):
+                continue  # "1." alone: a list marker, stays with the next sentence
+            self._add(a + start, a + m.end(), section)
+            start = m.end()
+        if chunk[start:].strip():
+            self._add(a + start, b, section)
+
+    def _add(self, s: int, e: int, section: int) -> None:
+        while s < e and self.text[s].isspace():
+            s += 1
+        while e > s and self.text[e - 1].isspace():
+            e -= 1
+        if s < e:
+            mk = _MARKER_RE.match(self.text[s:e])
+            self.sentences.append(Sentence(s, e, section, mk.group(0) if mk else ""))
+
+    def sentence_of(self, pos: int) -> Sentence | None:
+        return next((s for s in self.sentences if s.start <= pos < s.end), None)
+
+    def section_sentences(self) -> dict[int, list[Sentence]]:
+        out: dict[int, list[Sentence]] = {}
+        for s in self.sentences:
+            out.setdefault(s.section, []).append(s)
+        return out
+
+    def body(self, s: Sentence) -> str:
+        """The sentence without its list marker."""
+        return self.text[s.start + len(s.marker) : s.end]
+
+
+def replace_spans(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
+    """Apply non-overlapping (start, end, replacement) edits; whitespace left doubled is collapsed."""
+    out, pos = [], 0
+    for a, b, rep in sorted(edits):
+        if a < pos:
+            raise ValueError("overlapping edits")
+        out.append(text[pos:a])
+        out.append(rep)
+        pos = b
+    out.append(text[pos:])
+    joined = "".join(out)
+    return re.sub(r"[ \t]{2,}", " ", joined).strip()
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _lower_first(s: str) -> str:
+    first = s.split(" ", 1)[0]
+    if len(first) > 1 and first.isupper():  # an acronym or XXXX stays as written
+        return s
+    return s[:1].lower() + s[1:]
+
+
+def _same_case(word: str, like: str) -> str:
+    if like.isupper() and len(like) > 1:
+        return word.upper()
+    if like[:1].isupper():
+        return _cap(word)
+    return word
+
+
+# ------------------------------------------------------------------------------------------
+# Word lists (tuned on IU X-ray train references only)
+# ------------------------------------------------------------------------------------------
+
+#: False findings to add: entity -> sentences that state it (present, unhedged).
+FALSE_FINDINGS: dict[str, tuple[str, ...]] = {
+    "pleural_effusion": ("There is a small right pleural effusion.", "Moderate left pleural effusion."),
+    "pneumothorax": ("There is a small left apical pneumothorax.", "Small right pneumothorax."),
+    "consolidation": ("There is right lower lobe consolidation.", "Consolidation in the left lower lobe."),
+    "pulmonary_edema": ("There is mild pulmonary edema.", "Moderate interstitial pulmonary edema."),
+    "atelectasis": ("There is left basilar atelectasis.", "Right lower lobe atelectasis."),
+    "lung_nodule": ("There is a 1 cm nodule in the right upper lobe.", "A pulmonary nodule projects over the left midlung."),
+    "lung_mass": ("There is a 3 cm mass in the left upper lobe.", "A right hilar mass is present."),
+    "cardiomegaly": ("The heart is enlarged.", "Moderate cardiomegaly."),
+    "rib_fracture": ("There is a displaced fracture of the right 6th rib.", "Acute left rib fracture."),
+    "pneumoperitoneum": ("There is free air under the right hemidiaphragm.",),
+    "hiatal_hernia": ("There is a large hiatal hernia.",),
+    "emphysema": ("There is emphysema.", "The lungs show emphysema."),
+    "widened_mediastinum": ("The mediastinum is widened.",),
+    "lymphadenopathy": ("There is right hilar lymphadenopathy.",),
+}
+
+#: Severity word -> replacement in another bucket (adjectives to adjectives, adverbs to adverbs).
+SEVERITY_SWAP: dict[str, str] = {
+    "small": "large", "tiny": "large", "trace": "large", "minimal": "marked", "mild": "severe",
+    "slight": "marked", "subtle": "marked", "borderline": "marked",
+    "mildly": "markedly", "minimally": "markedly", "slightly": "markedly",
+    "moderate": "mild", "moderately": "mildly", "medium": "small",
+    "large": "small", "severe": "mild", "marked": "mild", "extensive": "minimal", "massive": "small",
+    "markedly": "mildly", "severely": "mildly", "huge": "small",
+}
+
+#: Clauses that claim a change from a prior study (appended to the target's sentence).
+FALSE_CHANGES: tuple[tuple[str, str], ...] = (
+    ("new", "new since the prior examination"),
+    ("increased", "increased compared with the prior study"),
+    ("decreased", "decreased compared with the prior study"),
+    ("increased", "worse than on the prior radiograph"),
+)
+
+#: Categories whose entities do not get a false change claim (devices, post-treatment, exam quality).
+_NO_CHANGE = frozenset({"devices", "post_treatment", "exam_quality"})
+
+#: Groups of normal statements that say the same thing; one is swapped for another.
+NORMAL_PARAPHRASES: tuple[tuple[str, ...], ...] = (
+    ("No acute cardiopulmonary abnormality", "No acute cardiopulmonary process", "No acute cardiopulmonary disease",
+     "No acute cardiopulmonary findings", "No acute cardiopulmonary abnormalities",
+     "No acute cardiopulmonary abnormality identified", "No acute radiographic cardiopulmonary process"),
+    ("The lungs are clear", "Lungs are clear", "Clear lungs", "The lungs are clear bilaterally"),
+    ("Heart size normal", "The heart is normal in size", "Heart size is normal", "Heart size within normal limits",
+     "Normal heart size", "The heart size is normal"),
+    ("No pneumothorax or pleural effusion", "No pleural effusion or pneumothorax",
+     "There is no pleural effusion or pneumothorax", "There is no pneumothorax or pleural effusion",
+     "No pleural effusion or pneumothorax is seen", "No pleural effusions or pneumothoraces"),
+    ("The mediastinum is unremarkable", "The mediastinal contour is normal", "Mediastinal contour within normal limits"),
+    ("The cardiomediastinal silhouette is normal in size and contour", "Cardiomediastinal silhouette is within normal limits",
+     "The cardiomediastinal silhouette is within normal limits", "Normal cardiomediastinal silhouette",
+     "Cardio mediastinal silhouette is unremarkable"),
+    ("No acute bony abnormality", "No acute bony abnormalities", "There are no acute bony findings",
+     "No acute osseous abnormality"),
+    ("No active disease", "No evidence of active disease", "No acute disease"),
+    ("Pulmonary vascularity is within normal limits", "Pulmonary vascularity is normal",
+     "The pulmonary vasculature is normal"),
+    ("No pneumothorax", "There is no pneumothorax", "No evidence of pneumothorax", "No pneumothorax is seen"),
+    ("No pleural effusion", "There is no pleural effusion", "No pleural effusions", "No evidence of pleural effusion"),
+    ("No focal consolidation", "There is no focal consolidation", "No focal airspace consolidation",
+     "No focal air space consolidation"),
+)
+
+# Words that make a synonym more specific than the plain name (never swapped in or out).
+_QUALIFIERS = frozenset(
+    "healed healing old remote chronic acute subsegmental platelike plate like discoid linear layering tension "
+    "calcified noncalcified non interstitial focal diffuse patchy streaky nodular cavitary cystic apical basilar "
+    "bibasilar central peripheral apparent possible probable no normal not without is are appears seen "
+    "of the in with and or a an hilar perihilar parenchymal thoracic cervical lumbar spine spinal lung lungs "
+    "pulmonary alveolar air airspace space bilateral right left upper lower middle lobe".split()
+)
+_VERB_RE = re.compile(r"\b(is|are|was|were|appears?|seen|noted|has|have)\b")
+
+
+def _norm_text(text: str) -> str:
+    return " " + " ".join(t.text for t in tokenize(text)) + " "
+
+
+# ------------------------------------------------------------------------------------------
+# The generator
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Variant:
+    candidate: str
+    description: str
+    target: str | None = None
+    before: str = ""
+    after: str = ""
+
+
+Generator = Callable[["_Report", random.Random], list[_Variant]]
+
+
+class _Report:
+    """One reference with its layout and rule-engine mentions."""
+
+    def __init__(self, uid: str, text: str, extraction: Extraction) -> None:
+        self.uid = uid
+        self.text = text
+        self.layout = Layout(text)
+        self.mentions = [m for m in extraction.mentions if m.start >= 0]
+        self.states = extraction.states()
+
+    @cached_property
+    def positives(self) -> list[str]:
+        """Entities the report states as present (no hedge), in order of first mention."""
+        seen: dict[str, None] = {}
+        for m in self.mentions:
+            if m.status == "present" and not m.historical and not m.implied:
+                st = self.states.get(m.entity)
+                if st is not None and st.status == "present":
+                    seen.setdefault(m.entity, None)
+        return list(seen)
+
+    def mentions_of(self, entity: str, positive_only: bool = True) -> list[Mention]:
+        return [m for m in self.mentions if m.entity == entity and not m.implied
+                and (not positive_only or m.status in ("present", "uncertain"))]
+
+    def target_sentences(self, entity: str) -> list[Sentence] | None:
+        """Sentences with a positive mention of ``entity``, if none of them affirms another entity."""
+        sents: dict[int, Sentence] = {}
+        for m in self.mentions_of(entity):
+            s = self.layout.sentence_of(m.start)
+            if s is None:
+                return None
+            sents[s.start] = s
+        if not sents:
+            return None
+        for m in self.mentions:
+            if m.entity != entity and m.status in ("present", "uncertain") and not m.implied:
+                if any(s.start <= m.start < s.end for s in sents.values()):
+                    return None
+        return [sents[k] for k in sorted(sents)]
+
+
+class PerturbationSuite:
+    """Builds labelled pairs from reference reports.
+
+    >>> suite = PerturbationSuite(seed=0)
+    >>> pairs = suite.perturb("r1", "Findings: Small left pleural effusion. Impression: No pneumothorax.")
+    >>> sorted({p.perturbation for p in pairs if p.significant})[:3]
+    ['add_finding', 'change_severity', 'false_change']
+    """
+
+    def __init__(self, ontology: Ontology | None = None, *, seed: int = 0, per_type: int = 1,
+                 types: Sequence[PerturbationType] = ALL_TYPES) -> None:
+        self.ontology = ontology or load_ontology()
+        self.extractor = RuleExtractor(self.ontology)
+        self.seed = seed
+        self.per_type = per_type
+        unknown = set(types) - set(ALL_TYPES)
+        if unknown:
+            raise ValueError(f"unknown perturbation types {sorted(unknown)}; known: {', '.join(ALL_TYPES)}")
+        self.types = tuple(types)
+        vocab = attribute_vocabulary()
+        phrases = [term_tokens(p) for kind in ("sides", "zones", "severity", "comparison") for p in getattr(vocab, kind)]
+        self._attr_words = {p[0] for p in phrases if len(p) == 1}
+        self._attr_phrases = [" ".join(p) for p in phrases if len(p) > 1]
+        self._severity_words = {p for p in vocab.severity if len(term_tokens(p)) == 1}
+        self._severity_bucket = dict(vocab.severity)
+        self._multi_severity = [p for p in vocab.severity if len(term_tokens(p)) > 1]
+        self._comparison_phrases = [" ".join(term_tokens(p)) for p in vocab.comparison] + ["prior", "previous"]
+        trie = build_entity_trie(self.ontology)
+        # term -> the entity that owns it after the ontology's precedence rules
+        self._owner = {t: trie.get(term_tokens(t)) for e in self.ontology.entities for t in e.terms}
+        self._generators: dict[str, Generator] = {
+            "omit_finding": self._omit, "add_finding": self._add, "negate_finding": self._negate,
+            "flip_laterality": self._flip, "change_severity": self._severity, "false_change": self._change,
+            "reorder_sentences": self._reorder, "synonym_swap": self._synonym, "paraphrase_normal": self._paraphrase,
+            "change_case": self._case, "punctuation": self._punctuation, "line_breaks": self._line_breaks,
+            "merge_split": self._merge_split, "section_headers": self._headers,
+        }
+
+    @property
+    def signature(self) -> str:
+        return f"perturb@{SUITE_VERSION}|seed:{self.seed}|per_type:{self.per_type}|ontology:{self.ontology.signature}"
+
+    # -- public ----------------------------------------------------------------------------
+    def perturb(self, uid: str, text: str) -> list[PerturbedPair]:
+        """Every variant of one reference report (at most ``per_type`` of each type)."""
+        report = _Report(uid, text, self.extractor.extract(text))
+        out: list[PerturbedPair] = []
+        for ptype in self.types:
+            rng = random.Random(f"{self.seed}:{uid}:{ptype}")
+            variants = self._generators[ptype](report, rng)
+            seen: set[str] = set()
+            k = 0
+            for v in variants:
+                if k >= self.per_type:
+                    break
+                cand = v.candidate
+                if cand == text or cand in seen or not cand.strip():
+                    continue
+                seen.add(cand)
+                k += 1
+                significant = ptype in SIGNIFICANT
+                out.append(PerturbedPair(
+                    pair_id=f"{uid}:{ptype}:{k}", source_uid=uid, perturbation=ptype, significant=significant,
+                    target_entity=v.target if significant else None,
+                    expected=EXPECTED[ptype] if significant else NO_ERROR,
+                    description=v.description, before=v.before, after=v.after, reference=text, candidate=cand,
+                ))
+        return out
+
+    def build(self, reports: Iterable[tuple[str, str]]) -> list[PerturbedPair]:
+        """The suite for (uid, text) references, in input order."""
+        return [p for uid, text in reports for p in self.perturb(uid, text)]
+
+    # -- helpers ---------------------------------------------------------------------------
+    def phrase(self, entity: str, surface: str = "") -> str:
+        """A plain noun phrase naming ``entity``: the mention's own words when they are a bare term."""
+        terms = self.ontology.entity(entity).terms
+        norm = " ".join(term_tokens(surface))
+        if norm in terms and self._bare(norm):
+            return surface.lower()
+        for t in terms:
+            if self._bare(t):
+                return t
+        return terms[0]
+
+    def _bare(self, term: str) -> bool:
+        toks = term_tokens(term)
+        padded = f" {' '.join(toks)} "
+        return bool(toks) and not _VERB_RE.search(term) and not (set(toks) & self._attr_words) \
+            and not any(f" {p} " in padded for p in self._attr_phrases) \
+            and not (set(toks) & {"no", "not", "without", "normal"})
+
+    def _names_remaining(self, entity: str, candidate: str) -> bool:
+        hay = _norm_text(candidate)
+        return any(f" {' '.join(term_tokens(t))} " in hay for t in self.ontology.entity(entity).terms)
+
+    def _remove_sentences(self, report: _Report, sents: Sequence[Sentence]) -> str:
+        edits = [(s.start, s.end, "") for s in sents]
+        # A section left with no sentence loses its title too.
+        by_section = report.layout.section_sentences()
+        gone = {(s.start, s.end) for s in sents}
+        for sec, members in by_section.items():
+            if sec > 0 and all((m.start, m.end) in gone for m in members):
+                h = report.layout.headers[sec - 1]
+                edits.append((h.start, h.end, ""))
+        return replace_spans(report.text, edits)
+
+    # -- significant ----------------------------------------------------------------------
+    def _targets(self, report: _Report, rng: random.Random) -> list[str]:
+        ents = list(report.positives)
+        rng.shuffle(ents)
+        return ents
+
+    def _omit(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        for e in self._targets(report, rng):
+            sents = report.target_sentences(e)
+            if not sents:
+                continue
+            cand = self._remove_sentences(report, sents)
+            if not Layout(cand).sentences or self._names_remaining(e, cand):
+                continue
+            removed = " ".join(report.text[s.start:s.end] for s in sents)
+            out.append(_Variant(cand, f"removed the {len(sents)} sentence(s) stating {e}", e, removed, ""))
+        return out
+
+    def _negate(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        for e in self._targets(report, rng):
+            sents = report.target_sentences(e)
+            if not sents:
+                continue
+            surface = next((report.text[m.start:m.end] for m in report.mentions_of(e)), "")
+            negation = f"No {self.phrase(e, surface)}."
+            edits = [(s.start, s.end, s.marker + negation) for s in sents]
+            cand = replace_spans(report.text, edits)
+            rest = replace_spans(report.text, [(s.start, s.end, "") for s in sents])
+            if self._names_remaining(e, rest):
+                continue
+            before = " ".join(report.text[s.start:s.end] for s in sents)
+            out.append(_Variant(cand, f"replaced the {len(sents)} sentence(s) stating {e} by '{negation}'",
+                                e, before, negation))
+        return out
+
+    def _add(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        mentioned = {m.entity for m in report.mentions}
+        options = [e for e in FALSE_FINDINGS if e not in mentioned and e in self.ontology.entity_ids]
+        rng.shuffle(options)
+        out = []
+        sections = report.layout.section_sentences()
+        for e in options:
+            sentence = rng.choice(FALSE_FINDINGS[e])
+            first = min(sections) if sections else 0
+            members = sections.get(first, [])
+            pos = members[-1].end if members else len(report.text)
+            cand = replace_spans(report.text, [(pos, pos, " " + sentence + (" " if pos < len(report.text) else ""))])
+            out.append(_Variant(cand, f"added the false finding '{sentence}'", e, "", sentence))
+        return out
+
+    def _flip(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        for e in self._targets(report, rng):
+            st = report.states[e]
+            if st.side not in ("left", "right") or "location" not in self.ontology.entity(e).attributes:
+                continue
+            sents = report.target_sentences(e)
+            if not sents:
+                continue
+            edits = []
+            words = set()
+            for s in sents:
+                seg = report.text[s.start:s.end]
+                if re.search(r"\b(bilateral(ly)?|both|bibasilar|bibasal|biapical)\b", seg, re.I):
+                    edits = []
+                    break
+                for m in re.finditer(r"\b(left|right)\b", seg, re.I):
+                    words.add(m.group(1).lower())
+                    new = "right" if m.group(1).lower() == "left" else "left"
+                    edits.append((s.start + m.start(), s.start + m.end(), _same_case(new, m.group(1))))
+            if not edits or len(words) != 1:
+                continue
+            cand = replace_spans(report.text, edits)
+            flipped = "right" if st.side == "left" else "left"
+            out.append(_Variant(cand, f"{e}: side {st.side} -> {flipped}", e, st.side or "", flipped))
+        return out
+
+    def _severity(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        for e in self._targets(report, rng):
+            st = report.states[e]
+            if st.severity is None or "severity" not in self.ontology.entity(e).attributes:
+                continue
+            sents = report.target_sentences(e)
+            if not sents:
+                continue
+            edits, found = [], []
+            for s in sents:
+                seg = report.text[s.start:s.end]
+                norm = _norm_text(seg)
+                if any(f" {' '.join(term_tokens(p))} " in norm for p in self._multi_severity):
+                    found = []
+                    break
+                for m in re.finditer(r"[A-Za-z]+", seg):
+                    w = m.group().lower()
+                    if w in self._severity_words and w in SEVERITY_SWAP:
+                        if re.match(r"\s*([.,;:]|$)", seg[m.end():]):
+                            found = []  # predicative ("the heart is large"): a new degree word would misread
+                            break
+                        found.append(w)
+                        edits.append((s.start + m.start(), s.start + m.end(), _same_case(SEVERITY_SWAP[w], m.group())))
+                else:
+                    continue
+                break
+            # every degree word of the finding must move to the same new bucket
+            if not found or len({self._severity_bucket[SEVERITY_SWAP[w]] for w in found}) != 1:
+                continue
+            cand = replace_spans(report.text, edits)
+            news = [SEVERITY_SWAP[w] for w in found]
+            out.append(_Variant(cand, f"{e}: severity {st.severity} -> {self._severity_bucket[news[0]]} "
+                                      f"({', '.join(f'{a} -> {b}' for a, b in zip(found, news))})", e,
+                                ", ".join(found), ", ".join(news)))
+        return out
+
+    def _change(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        for e in self._targets(report, rng):
+            st = report.states[e]
+            ent = self.ontology.entity(e)
+            # a device or a post-operative change does not "worsen": only findings get a false change
+            if st.comparison is not None or "comparison" not in ent.attributes or ent.category in _NO_CHANGE:
+                continue
+            sents = report.target_sentences(e)
+            if not sents:
+                continue
+            if any(f" {c} " in _norm_text(report.text[s.start:s.end]) for s in sents for c in self._comparison_phrases):
+                continue
+            _, clause = rng.choice(FALSE_CHANGES)
+            surface = next((report.text[m.start:m.end] for m in report.mentions_of(e)), "")
+            clause_form = rng.random() < 0.5 and not any(
+                re.search(r"\b(but|however|although|with)\b|;", report.text[s.start:s.end], re.I) for s in sents)
+            if clause_form:  # "..., increased compared with the prior study."
+                edits = [(s.start, s.end, f"{report.text[s.start:s.end].rstrip('.!? ')}, {clause}.") for s in sents]
+                how = f"appended ', {clause}' to its sentence(s)"
+                added = clause
+            else:  # a sentence of its own after the first one: "The effusion is new since ..."
+                added = f"The {self.phrase(e, surface)} is {clause}."
+                edits = [(sents[0].end, sents[0].end, " " + added)]
+                how = f"added the sentence '{added}'"
+            cand = replace_spans(report.text, edits)
+            out.append(_Variant(cand, f"{e}: false change from a prior, {how}", e, "", added))
+        return out
+
+    # -- insignificant --------------------------------------------------------------------
+    def _reorder(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        edits = []
+        for sec, members in report.layout.section_sentences().items():
+            if len(members) < 2 or any(m.marker for m in members):
+                continue
+            if any(report.text[m.start:m.end].lower().startswith(_ANAPHORA) for m in members):
+                continue
+            order = list(range(len(members)))
+            for _ in range(10):
+                rng.shuffle(order)
+                if order != sorted(order):
+                    break
+            if order == sorted(order):
+                continue
+            for slot, src in zip(members, order):
+                edits.append((slot.start, slot.end, report.text[members[src].start:members[src].end]))
+        if not edits:
+            return []
+        return [_Variant(replace_spans(report.text, edits), "sentences reordered within their sections")]
+
+    def _synonym(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        mentions = [m for m in report.mentions if not m.implied]
+        rng.shuffle(mentions)
+        for m in mentions:
+            surface = report.text[m.start:m.end]
+            norm = " ".join(term_tokens(surface))
+            terms = self.ontology.entity(m.entity).terms
+            if norm not in terms or not self._swappable(norm):
+                continue
+            options = [t for t in terms if t != norm and self._swappable(t) and self._owner.get(t) == m.entity
+                       and len(t) > 3 and _plural(t) == _plural(norm)]
+            if not options:
+                continue
+            new = _same_case(rng.choice(options), surface)
+            cand = replace_spans(report.text, [(m.start, m.end, new)])
+            out.append(_Variant(cand, f"{m.entity}: '{surface}' -> '{new}' (ontology synonym)", None, surface, new))
+        return out
+
+    def _swappable(self, term: str) -> bool:
+        toks = term_tokens(term)
+        # short noun phrases only: "pleural fluid", "heart enlargement"; not adjectival heads
+        # ("tortuous aortic") nor descriptions ("enlarged heart size")
+        return self._bare(term) and not (set(toks) & _QUALIFIERS) and len(toks) <= 2 \
+            and not (len(toks) > 1 and toks[-1].endswith(("ic", "al", "ed", "ous")))
+
+    def _paraphrase(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        sents = list(report.layout.sentences)
+        rng.shuffle(sents)
+        for s in sents:
+            body = report.layout.body(s)
+            key = body.rstrip(". ").strip().lower()
+            for group in NORMAL_PARAPHRASES:
+                lowered = [g.lower() for g in group]
+                if key in lowered:
+                    new = rng.choice([g for g in group if g.lower() != key])
+                    cand = replace_spans(report.text, [(s.start, s.end, s.marker + new + ".")])
+                    out.append(_Variant(cand, f"normal statement '{body}' -> '{new}.'", None, body, new + "."))
+                    break
+        return out
+
+    def _case(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        ops = [("lower", report.text.lower()), ("upper", report.text.upper())]
+        rng.shuffle(ops)
+        return [_Variant(c, f"whole report in {name} case", None, "", name) for name, c in ops]
+
+    def _punctuation(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        spaced = re.sub(r"\s*([.,;:])(?=\s|$)", r" \1", report.text)  # tokenised style: "effusion ."
+        no_final = re.sub(r"[.!?]+\s*$", "", report.text)
+        doubled = re.sub(r"([.,])(?=\s|$)", r"\1\1", report.text).replace(",,", ",")
+        ops = [("space before punctuation", spaced), ("no final full stop", no_final),
+               ("doubled full stops", doubled)]
+        rng.shuffle(ops)
+        return [_Variant(c, name, None, "", name) for name, c in ops]
+
+    def _line_breaks(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        edits = []
+        text = report.text
+        for a in report.layout.sentences[:-1]:
+            gap = re.match(r"\s*", text[a.end:])
+            edits.append((a.end, a.end + (gap.end() if gap else 0), "\n"))
+        for h in report.layout.headers:
+            if h.start > 0:
+                edits.append((h.start, h.start, "\n"))
+        edits = _merge_insertions(report.text, edits)
+        if not edits:
+            return []
+        cand = _apply_raw(report.text, edits)
+        return [_Variant(cand, "one sentence per line, a blank line before each section title", None, "", "\\n")]
+
+    def _merge_split(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        out = []
+        # split at a semicolon that joins two clauses
+        for s in report.layout.sentences:
+            seg = report.text[s.start:s.end]
+            m = re.search(r";\s+(?=[A-Za-z])", seg)
+            if m:
+                rest = seg[m.end():]
+                new = seg[: m.start()] + ". " + _cap(rest)
+                out.append(_Variant(replace_spans(report.text, [(s.start, s.end, new)]),
+                                    "split a sentence at its semicolon", None, seg, new))
+        pairs = []
+        for sec, members in report.layout.section_sentences().items():
+            for a, b in zip(members, members[1:]):
+                if not a.marker and not b.marker and report.text[a.end - 1] == ".":
+                    pairs.append((a, b))
+        rng.shuffle(pairs)
+        for a, b in pairs:
+            first = report.text[a.start:a.end - 1]
+            second = _lower_first(report.text[b.start:b.end])
+            new = f"{first}; {second}"
+            out.append(_Variant(replace_spans(report.text, [(a.start, b.end, new)]),
+                                "merged two sentences with a semicolon", None,
+                                report.text[a.start:b.end], new))
+        return out
+
+    def _headers(self, report: _Report, rng: random.Random) -> list[_Variant]:
+        heads = report.layout.headers
+        out = []
+        if heads:
+            ops = []
+            for h in heads:
+                title = report.text[h.start:h.end].strip()
+                ops.append((f"dropped '{title}'", title, [(h.start, h.end, "")]))
+            if len(heads) > 1:
+                ops.append(("dropped every section title", " ".join(report.text[h.start:h.end].strip() for h in heads),
+                            [(h.start, h.end, "") for h in heads]))
+            rng.shuffle(ops)
+            out.extend(_Variant(replace_spans(report.text, e), d, None, before, "") for d, before, e in ops)
+        by_sec = report.layout.section_sentences()
+        if len(by_sec) == 1:
+            # one section: add the other title (findings before its last sentence, or a leading one)
+            members = next(iter(by_sec.values()))
+            titles = {h.title.lower() for h in heads}
+            if not heads:
+                out.append(_Variant("Findings: " + report.text, "added 'Findings:'", None, "", "Findings:"))
+            elif len(members) >= 2 and titles <= {"impression", "impressions"}:
+                h = heads[0]
+                cand = replace_spans(report.text, [(h.start, h.end, "Findings: "),
+                                                   (members[-1].start, members[-1].start, "Impression: ")])
+                out.append(_Variant(cand, "added 'Findings:' (all but the last sentence)", None, "", "Findings:"))
+            elif len(members) >= 2 and titles <= {"findings", "finding"}:
+                cand = replace_spans(report.text, [(members[-1].start, members[-1].start, "Impression: ")])
+                out.append(_Variant(cand, "added 'Impression:' before the last sentence", None, "", "Impression:"))
+        rng.shuffle(out)
+        return out
+
+
+def _plural(term: str) -> bool:
+    last = term.split()[-1]
+    return last.endswith("s") and not last.endswith(("ss", "is", "us"))
+
+
+def _merge_insertions(text: str, edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    merged: dict[tuple[int, int], str] = {}
+    for a, b, rep in edits:
+        merged[(a, b)] = merged.get((a, b), "") + rep
+    return [(a, b, r) for (a, b), r in sorted(merged.items())]
+
+
+def _apply_raw(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """Like :func:`replace_spans` but keeps white space as given (for line breaks)."""
+    out, pos = [], 0
+    for a, b, rep in sorted(edits):
+        if a < pos:
+            a = pos
+        out.append(text[pos:a])
+        out.append(rep)
+        pos = max(b, a)
+    out.append(text[pos:])
+    return re.sub(r"[ \t]*\n[ \t]*", "\n", "".join(out)).strip()
+
+
+# ------------------------------------------------------------------------------------------
+# Files
+# ------------------------------------------------------------------------------------------
+
+
+def write_suite(pairs: Sequence[PerturbedPair], path: str | Path) -> Path:
+    """Write a suite as JSONL (``.jsonl``) or CSV (anything else)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".jsonl":
+        with out.open("w", encoding="utf-8") as fh:
+            for p in pairs:
+                fh.write(p.model_dump_json() + "\n")
+        return out
+    fields = list(PerturbedPair.model_fields)
+    with out.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        for p in pairs:
+            w.writerow({k: ("" if v is None else v) for k, v in p.model_dump().items()})
+    return out
+
+
+def read_suite(path: str | Path) -> list[PerturbedPair]:
+    """Read a suite written by :func:`write_suite`."""
+    p = Path(path)
+    if p.suffix == ".jsonl":
+        return [PerturbedPair.model_validate_json(line) for line in p.read_text("utf-8").splitlines() if line.strip()]
+    with p.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [PerturbedPair.model_validate({**r, "significant": r["significant"] in ("True", "true", "1"),
+                                          "target_entity": r["target_entity"] or None}) for r in rows]
+
+
+def suite_summary(pairs: Sequence[PerturbedPair]) -> dict[str, int]:
+    """Number of pairs per perturbation type."""
+    counts: dict[str, int] = {t: 0 for t in ALL_TYPES}
+    for p in pairs:
+        counts[p.perturbation] += 1
+    return counts
+
+
+__all__ = [
+    "ALL_TYPES", "EXPECTED", "INSIGNIFICANT", "SIGNIFICANT", "Layout", "PerturbationSuite", "PerturbationType",
+    "PerturbedPair", "read_suite", "suite_summary", "write_suite",
+]
