@@ -1,4 +1,4 @@
-"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree`` and ``bench``.
+"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree``, ``bench`` and ``meta``.
 
 Exit codes: 0 done (pairs whose LLM answer stayed invalid are listed in ``failures.jsonl``),
 2 bad input or settings, 3 an LLM run stopped early (``--max-cost`` reached, or the endpoint
@@ -20,6 +20,7 @@ from rich.markup import escape
 from cxreval._version import __version__
 from cxreval.agree import agree
 from cxreval.bench.cli import bench
+from cxreval.meta.cli import meta_app
 from cxreval.io import InputError, read_pair_files, read_pairs
 from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
@@ -326,3 +327,4 @@ def cache_cmd(
 # `cxreval agree` lives with its readers and tables in cxreval.agree.
 app.command("agree")(agree)
 app.command("bench")(bench)
+app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
