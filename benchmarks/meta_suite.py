@@ -12,24 +12,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
-import sys
 import time
 from pathlib import Path
+
+from _data import data_dir
 
 from cxreval.datasets.iu_xray import load_iu_gold
 from cxreval.meta.perturb import PerturbationSuite, suite_summary, write_suite
 from cxreval.meta.report import write_page
 from cxreval.meta.robustness import EvaluatorMetric, failures, format_table, score_suite
 from cxreval.metrics import MetricUnavailable, available_metrics, get_metric
-
-
-def data_dir() -> Path:
-    env = os.environ.get("CXREVAL_DATA_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    if not path.is_dir():
-        sys.exit(f"shared data not found at {path}; set CXREVAL_DATA_DIR")
-    return path
 
 
 def main() -> None:
