@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cxreval.io import InputError, InputProblem, _check_columns, _id_of, _load_table, _Table
+from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
 from cxreval.scores.labels import UncertainLabel, binarize
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson, cohens_kappa_table, fleiss_kappa_counts
@@ -82,13 +82,13 @@ def parse_label_value(raw: Any) -> float | None:
     return None
 
 
-def _table_of(path: Path, format: str | None) -> _Table:
+def _table_of(path: Path, format: str | None) -> RecordTable:
     wanted: list[str] = []
     if (format or path.suffix.lower().lstrip(".")) == "parquet" and path.exists():
         import pyarrow.parquet as pq
 
         wanted = list(pq.ParquetFile(path).schema_arrow.names)
-    return _load_table(path, format, wanted, None)
+    return load_table(path, format, wanted, None)
 
 
 def read_labels(
@@ -109,11 +109,11 @@ def read_labels(
     long = set(table.columns) == {id_col, label_col, value_col}
     names = [label_col, value_col] if long else (list(labels) if labels is not None
                                                  else [c for c in table.columns if c != id_col])
-    present = _check_columns(table, [id_col, *names])
+    present = check_columns(table, [id_col, *names])
     problems = table.problems
     cells: dict[str, dict[str, float]] = {}
     for rec in table.records:
-        ident = _id_of(table, rec, id_col, present)
+        ident = record_id(table, rec, id_col, present)
         if ident is None:
             continue
         rec.ident = ident
@@ -139,7 +139,7 @@ def read_labels(
     return frame
 
 
-def _value(table: _Table, rec: Any, col: str, problems: list[InputProblem]) -> float:
+def _value(table: RecordTable, rec: Any, col: str, problems: list[InputProblem]) -> float:
     raw = rec.values.get(col)
     value = parse_label_value(raw)
     if value is None:

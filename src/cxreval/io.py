@@ -165,7 +165,7 @@ class _Record:
 
 
 @dataclass
-class _Table:
+class RecordTable:
     file: str
     unit: Unit
     columns: list[str]  # names present (header / union of object keys), in first-seen order
@@ -266,14 +266,14 @@ def _json_type(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Format readers: each returns a _Table with structural problems collected, never raising for
+# Format readers: each returns a RecordTable with structural problems collected, never raising for
 # row-level trouble (only for problems that stop the whole file being parsed).
 # --------------------------------------------------------------------------------------------
 
 
-def _read_delimited(text: str, file: str, delimiter: str) -> _Table:
+def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
     """CSV/TSV via the csv module; records carry the line they start on."""
-    table = _Table(file=file, unit="line", columns=[], records=[])
+    table = RecordTable(file=file, unit="line", columns=[], records=[])
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: list[str] | None = None
     start = 1
@@ -338,7 +338,7 @@ def _read_delimited(text: str, file: str, delimiter: str) -> _Table:
     return table
 
 
-def _add_object_records(table: _Table, items: Iterable[tuple[int, Any]], kind: str) -> None:
+def _add_object_records(table: RecordTable, items: Iterable[tuple[int, Any]], kind: str) -> None:
     """Add JSON objects as records; non-objects are problems. ``kind`` names the container."""
     seen: dict[str, None] = dict.fromkeys(table.columns)
     for pos, obj in items:
@@ -352,9 +352,9 @@ def _add_object_records(table: _Table, items: Iterable[tuple[int, Any]], kind: s
     table.columns = list(seen)
 
 
-def _read_jsonl(text: str, file: str) -> _Table:
+def _read_jsonl(text: str, file: str) -> RecordTable:
     """JSON Lines: one object per line, line numbers as positions, blank lines ignored."""
-    table = _Table(file=file, unit="line", columns=[], records=[])
+    table = RecordTable(file=file, unit="line", columns=[], records=[])
     parsed: list[tuple[int, Any]] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -387,14 +387,14 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Obj:
     return obj
 
 
-def _read_json(text: str, file: str, section_field: str | None) -> _Table:
+def _read_json(text: str, file: str, section_field: str | None) -> RecordTable:
     """A ``.json`` file: a list of objects, or (when ``section_field`` is given) the ReXrank layout."""
     try:
         doc = json.loads(text, object_pairs_hook=_pairs_hook)
     except json.JSONDecodeError as exc:
         raise _file_error(file, f"not valid JSON: {exc.msg} (column {exc.colno})", row=exc.lineno) from None
     if isinstance(doc, list):
-        table = _Table(file=file, unit="item", columns=[], records=[])
+        table = RecordTable(file=file, unit="item", columns=[], records=[])
         _add_object_records(table, enumerate(doc, start=1), "item")
         return table
     if not isinstance(doc, dict):
@@ -407,7 +407,7 @@ def _read_json(text: str, file: str, section_field: str | None) -> _Table:
             "this JSON is an object keyed by id (ReXrank layout), which holds one report per id; "
             "read it with read_reports() or read_pair_files(), or give a list of objects",
         )
-    table = _Table(file=file, unit="item", columns=[], records=[], keyed=True)
+    table = RecordTable(file=file, unit="item", columns=[], records=[], keyed=True)
     for key in getattr(doc, "duplicates", []):
         table.problems.append(table.problem("study id appears more than once in the file", id=key))
     seen: dict[str, None] = {}
@@ -423,7 +423,7 @@ def _read_json(text: str, file: str, section_field: str | None) -> _Table:
     return table
 
 
-def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> _Table:
+def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
     """Parquet via pyarrow; only the wanted columns are converted, keeping their Python types."""
     import pyarrow.parquet as pq
 
@@ -439,10 +439,15 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> _Table:
     except Exception as exc:  # pyarrow raises several types (ArrowInvalid, OSError, ...)
         raise _file_error(file, f"cannot read as Parquet: {exc}") from None
     records = [_Record(pos=i + 1, values={c: data[c][i] for c in present}) for i in range(n_rows)]
-    return _Table(file=file, unit="row", columns=columns, records=records)
+    return RecordTable(file=file, unit="row", columns=columns, records=records)
 
 
-def _load_table(path: PathLike, format: str | None, wanted: Sequence[str], section_field: str | None) -> _Table:
+def load_table(path: PathLike, format: str | None, wanted: Sequence[str], section_field: str | None) -> RecordTable:
+    """Read any supported file into records, collecting (not raising) every problem found.
+
+    Public for readers of other tables (``cxreval agree`` reads label files with it) so that
+    every input error in cxreval looks the same.
+    """
     file = os.fspath(path)
     p = Path(path)
     fmt = _resolve_format(p, file, format)
@@ -465,7 +470,7 @@ def _load_table(path: PathLike, format: str | None, wanted: Sequence[str], secti
 # --------------------------------------------------------------------------------------------
 
 
-def _missing_column(table: _Table, name: str, what: str = "column") -> InputProblem:
+def _missing_column(table: RecordTable, name: str, what: str = "column") -> InputProblem:
     present = ", ".join(repr(c) for c in table.columns) or "(none)"
     close = difflib.get_close_matches(name, table.columns, n=3, cutoff=0.6)
     if not close:  # catch case-only differences too ("ID" vs "id")
@@ -476,7 +481,7 @@ def _missing_column(table: _Table, name: str, what: str = "column") -> InputProb
     )
 
 
-def _check_columns(table: _Table, names: Iterable[str]) -> set[str]:
+def check_columns(table: RecordTable, names: Iterable[str]) -> set[str]:
     """Report wanted columns that no record has; return the set of those that are present."""
     present: set[str] = set()
     what = "field" if table.keyed else "column"
@@ -488,7 +493,7 @@ def _check_columns(table: _Table, names: Iterable[str]) -> set[str]:
     return present
 
 
-def _get(table: _Table, rec: _Record, name: str) -> Any:
+def _get(table: RecordTable, rec: _Record, name: str) -> Any:
     """Field value, or _ABSENT after reporting it (unless a short CSV record already was)."""
     value = rec.values.get(name, _ABSENT)
     if value is _ABSENT and not rec.short:
@@ -496,7 +501,7 @@ def _get(table: _Table, rec: _Record, name: str) -> Any:
     return value
 
 
-def _id_of(table: _Table, rec: _Record, id_col: str, present: set[str]) -> str | None:
+def record_id(table: RecordTable, rec: _Record, id_col: str, present: set[str]) -> str | None:
     """Normalised id of a record (stripped string), or None after reporting why there is none."""
     if table.keyed:
         raw: Any = rec.key
@@ -523,7 +528,7 @@ def _id_of(table: _Table, rec: _Record, id_col: str, present: set[str]) -> str |
     return ident
 
 
-def _text_of(table: _Table, rec: _Record, col: str, present: set[str]) -> str | None:
+def _text_of(table: RecordTable, rec: _Record, col: str, present: set[str]) -> str | None:
     """Stripped report text, or None after reporting why it cannot be used."""
     if col not in present:
         return None
@@ -542,7 +547,7 @@ def _text_of(table: _Table, rec: _Record, col: str, present: set[str]) -> str | 
     return text
 
 
-def _meta_of(table: _Table, rec: _Record, col: str, present: set[str]) -> str | None:
+def _meta_of(table: RecordTable, rec: _Record, col: str, present: set[str]) -> str | None:
     """A kept extra column as text: strings stripped, numbers/booleans as text, null as ''."""
     if col not in present:
         return None
@@ -570,21 +575,21 @@ class _Row:
 
 
 def _extract(
-    table: _Table, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = ()
+    table: RecordTable, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = ()
 ) -> list[_Row]:
     """Validate every record; problems go to ``table.problems``, complete rows are returned."""
     if not table.records:
         # Header-only CSV/Parquet: missing columns are still worth naming; JSON has no header.
         if table.columns:
-            _check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+            check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
         if not table.problems:
             table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
         return []
-    present = _check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+    present = check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
     rows: list[_Row] = []
     first_seen: dict[str, _Record] = {}
     for rec in table.records:
-        ident = rec.ident = _id_of(table, rec, id_col, present)
+        ident = rec.ident = record_id(table, rec, id_col, present)
         texts = {c: _text_of(table, rec, c, present) for c in text_cols}
         meta = {c: _meta_of(table, rec, c, present) for c in meta_cols}
         if ident is not None:
@@ -628,7 +633,7 @@ def read_pairs(
     order. Raises :class:`InputError` listing every problem in the file.
     """
     wanted = [id_col, reference_col, candidate_col, *meta_cols]
-    table = _load_table(path, format, wanted, section_field=None)
+    table = load_table(path, format, wanted, section_field=None)
     rows = _extract(table, id_col, [reference_col, candidate_col], meta_cols)
     if table.problems:
         raise InputError(table.problems)
@@ -640,9 +645,9 @@ def read_pairs(
 
 def _reports_table(
     path: PathLike, id_col: str, text_col: str, format: str | None, section: str
-) -> tuple[_Table, list[_Row], str]:
+) -> tuple[RecordTable, list[_Row], str]:
     section_field = _section_field(section)
-    table = _load_table(path, format, [id_col, text_col], section_field=section_field)
+    table = load_table(path, format, [id_col, text_col], section_field=section_field)
     col = section_field if table.keyed else text_col
     return table, _extract(table, id_col, [col]), col
 
