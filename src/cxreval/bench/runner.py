@@ -248,15 +248,7 @@ class Runner:
 
     def judge(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
         """Fill ``SystemRun.judgements`` from the cache, judging only the missing pairs."""
-        sig = self.engine_signature
-        keyed: list[tuple[SystemRun, list[str]]] = []
-        texts: dict[str, tuple[str, str]] = {}
-        for d in runs:
-            for s in d.systems:
-                keys = [pair_key(sig, r, c) for r, c in zip(d.references, s.candidates)]
-                keyed.append((s, keys))
-                for k, r, c in zip(keys, d.references, s.candidates):
-                    texts.setdefault(k, (r, c))
+        keyed, texts = _keyed_pairs(self.engine_signature, runs)
         self.stats.pairs += sum(len(k) for _, k in keyed)
         stored = cache.get_judgements(list(texts))
         missing = [(k, *texts[k]) for k in texts if k not in stored]
@@ -307,15 +299,7 @@ class Runner:
                 continue
             t0 = time.perf_counter()
             metric = self.metric(name)
-            sig = str(metric.signature)
-            keyed = []
-            texts: dict[str, tuple[str, str]] = {}
-            for d in runs:
-                for s in d.systems:
-                    keys = [pair_key(sig, r, c) for r, c in zip(d.references, s.candidates)]
-                    keyed.append((s, keys))
-                    for k, r, c in zip(keys, d.references, s.candidates):
-                        texts.setdefault(k, (r, c))
+            keyed, texts = _keyed_pairs(str(metric.signature), runs)
             stored = cache.get_values(list(texts))
             missing = [k for k in texts if k not in stored]
             self.stats.metric_hits[name] = self.stats.metric_hits.get(name, 0) + len(texts) - len(missing)
@@ -372,3 +356,18 @@ def run_benchmark(config: BenchConfig, out: str | Path | None = None, log: Log |
 
 
 __all__ = ["DatasetRun", "RunStats", "Runner", "SystemRun", "run_benchmark"]
+
+
+def _keyed_pairs(
+    signature: str, runs: Sequence[DatasetRun]
+) -> tuple[list[tuple[SystemRun, list[str]]], dict[str, tuple[str, str]]]:
+    """Cache keys of every system's pairs under ``signature``, and the distinct (ref, cand) per key."""
+    keyed: list[tuple[SystemRun, list[str]]] = []
+    texts: dict[str, tuple[str, str]] = {}
+    for d in runs:
+        for s in d.systems:
+            keys = [pair_key(signature, r, c) for r, c in zip(d.references, s.candidates)]
+            keyed.append((s, keys))
+            for k, r, c in zip(keys, d.references, s.candidates):
+                texts.setdefault(k, (r, c))
+    return keyed, texts
