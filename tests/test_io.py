@@ -295,7 +295,7 @@ def test_json_top_level_scalar(tmp_path: Path) -> None:
 
 def test_read_pairs_rejects_keyed_layout(tmp_path: Path) -> None:
     path = write(tmp_path / "rex.json", json.dumps(rexrank_doc()))
-    with pytest.raises(InputError, match="read_reports"):
+    with pytest.raises(InputError, match="give it as --refs or --cands"):
         read_pairs(path)
 
 
@@ -575,7 +575,7 @@ def test_rexrank_duplicate_and_empty_keys(tmp_path: Path) -> None:
         ' "b": {"report": "Four."}, "": {"report": "Five."}}',
     )
     with pytest.raises(InputError) as exc:
-        read_reports(path)
+        read_reports(path, section="report")
     probs = problems_of(exc)
     assert "more than once" in find(probs, id="a").message
     assert "duplicate id 'b'" in find(probs, id="b").message

@@ -88,7 +88,7 @@ def _table_of(path: Path, format: str | None) -> RecordTable:
         import pyarrow.parquet as pq
 
         wanted = list(pq.ParquetFile(path).schema_arrow.names)
-    return load_table(path, format, wanted, None)
+    return load_table(path, format, wanted, keyed_ok=False)
 
 
 def read_labels(
@@ -433,14 +433,14 @@ def _check_ids(pred: pd.DataFrame, gold: Sequence[pd.DataFrame], files: Sequence
 
 def agree(
     predictions: Annotated[Path, typer.Argument(help="Predicted labels (CSV, TSV, JSONL, JSON list, Parquet).")],
-    gold: Annotated[list[Path], typer.Option("--gold", "-g", help="Gold labels; give several times for several annotators (majority vote).")],
+    gold: Annotated[list[Path], typer.Option("--gold", "-g", metavar="FILE", help="Gold labels; give several times for several annotators (majority vote).")],
     id_col: Annotated[str, typer.Option("--id-col", help="Id column.")] = "id",
     labels: Annotated[Optional[str], typer.Option("--labels", help="Comma-separated label columns to compare, in this order (default: all columns of the predictions file).")] = None,
     labelset: Annotated[Optional[str], typer.Option("--labelset", help="Take the labels from this ontology label set (ran21, chexpert14, chestxray14, or your own).")] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Ontology YAML for --labelset (default: the packaged one).")] = None,
     uncertain: Annotated[UncertainChoice, typer.Option("--uncertain", help="Uncertain (-1) labels count as negative, positive, or are excluded.")] = UncertainChoice.negative,
     tie: Annotated[TieChoice, typer.Option("--tie", help="Annotator ties: exclude the item, or call it positive / negative.")] = TieChoice.exclude,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, help="Confidence level of the Clopper-Pearson interval.")] = 0.95,
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the Clopper-Pearson interval.")] = 0.95,
     format: Annotated[AgreeFormat, typer.Option("--format", "-f", help="table (terminal), json, csv or latex.")] = AgreeFormat.table,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the output to this file instead of standard output.")] = None,
 ) -> None:

@@ -6,7 +6,8 @@ file fails early with *every* problem listed (file, position, field, what is wro
 failing half-way through a scoring run or, worse, silently scoring fewer reports than were given.
 No row is ever skipped or repaired; any problem raises :class:`InputError`.
 
-Formats (chosen from the suffix unless ``format=`` is given):
+Formats (chosen from the suffix unless ``format=`` / ``--format`` is given; ``-`` reads standard
+input and needs the format named):
 
 ``csv`` / ``tsv``
     Header row required. Parsed with the standard :mod:`csv` module, so every value stays a
@@ -21,7 +22,10 @@ Formats (chosen from the suffix unless ``format=`` is given):
 ``json``
     Either a list of objects (read like JSONL; positions are **item N**, the 1-based list
     index) or the ReXrank layout: an object keyed by study id whose values hold ``report``,
-    ``section_findings``, ``section_impression``, ... (problems name the study **id**).
+    ``section_findings``, ``section_impression``, ... (problems name the study **id**). The field
+    read is the one the caller names (``text_col``); with none named, references read the field
+    of ``section`` and candidates read ``model_prediction``, the field ReXrank's prediction
+    files use. A named field is never replaced by another one.
 
 JSON values keep their types (the :mod:`json` module is used rather than pandas, which would
 coerce numbers and dates), so a number, null or list where a report is expected is reported.
@@ -38,6 +42,9 @@ import difflib
 import io
 import json
 import os
+import re
+import sys
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,12 +56,14 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "FORMATS",
     "SECTIONS",
+    "CopiedCandidatesWarning",
     "InputError",
     "InputProblem",
     "ReportPair",
     "read_pair_files",
     "read_pairs",
     "read_reports",
+    "warn_if_copied",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -77,6 +86,15 @@ SECTIONS: dict[str, str] = {
     "impression": "section_impression",
 }
 
+#: The field a ReXrank-layout *candidates* file holds the generated report in.
+PREDICTION_FIELD = "model_prediction"
+
+#: Above this share of candidates identical to their reference, readers warn loudly.
+COPIED_WARN_SHARE = 0.5
+
+#: The path that means standard input.
+STDIN = "-"
+
 #: How many problems ``str(InputError)`` lists before summarising the rest.
 MAX_LISTED_PROBLEMS = 20
 
@@ -93,6 +111,8 @@ class ReportPair(BaseModel):
     candidate: str
     meta: dict[str, str] = Field(default_factory=dict)
     """Extra columns the caller asked to keep (model, dataset, site, ...), as text."""
+    system: str | None = None
+    """The system (model) that wrote the candidate, for long-format input with a system column."""
 
 
 class InputProblem(BaseModel):
@@ -146,6 +166,31 @@ class InputError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep the exception picklable (e.g. across multiprocessing) despite the custom __init__.
         return (type(self), (self.problems,))
+
+
+class CopiedCandidatesWarning(UserWarning):
+    """Most candidates are identical to their reference: probably the wrong column was read."""
+
+
+def warn_if_copied(references: Sequence[str], candidates: Sequence[str], *, source: str) -> float:
+    """Share of candidates identical to their reference; warns above :data:`COPIED_WARN_SHARE`.
+
+    A candidate column that silently holds the reference text scores perfectly, so readers call
+    this on every input and the CLI prints the warning loudly.
+    """
+    n = len(candidates)
+    if n == 0:
+        return 0.0
+    same = sum(r == c for r, c in zip(references, candidates, strict=True))
+    share = same / n
+    if share > COPIED_WARN_SHARE:
+        warnings.warn(
+            f"{same} of {n} candidates ({share:.0%}) in {source} are identical to their reference: "
+            "is the candidate column really the generated report?",
+            CopiedCandidatesWarning,
+            stacklevel=2,
+        )
+    return share
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,17 +251,21 @@ def _resolve_format(path: Path, file: str, format: str | None) -> str:
         if fmt not in FORMATS:
             raise _file_error(file, f"unknown format {format!r}; accepted formats: {accepted}")
         return fmt
+    if file == STDIN:
+        raise _file_error(file, f"standard input has no suffix: name its format with --format (format= in Python); accepted formats: {accepted}")
     fmt_from_suffix = _SUFFIX_TO_FORMAT.get(path.suffix.lower())
     if fmt_from_suffix is None:
         raise _file_error(
             file,
             f"cannot tell the format from suffix {path.suffix or '(none)'!r}; accepted formats: "
-            f"{accepted}; or pass format=",
+            f"{accepted}; name one with --format (format= in Python)",
         )
     return fmt_from_suffix
 
 
 def _read_bytes(path: Path, file: str) -> bytes:
+    if file == STDIN:
+        return sys.stdin.buffer.read()
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -271,8 +320,20 @@ def _json_type(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _allow_long_fields() -> None:
+    """Lift the csv module's 128 KB field limit: a long report is a report, not an error."""
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            return
+        except OverflowError:  # C long is 32 bits on some platforms
+            limit //= 2
+
+
 def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
     """CSV/TSV via the csv module; records carry the line they start on."""
+    _allow_long_fields()
     table = RecordTable(file=file, unit="line", columns=[], records=[])
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header: list[str] | None = None
@@ -387,8 +448,8 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> _Obj:
     return obj
 
 
-def _read_json(text: str, file: str, section_field: str | None) -> RecordTable:
-    """A ``.json`` file: a list of objects, or (when ``section_field`` is given) the ReXrank layout."""
+def _read_json(text: str, file: str, keyed_ok: bool) -> RecordTable:
+    """A ``.json`` file: a list of objects, or (when ``keyed_ok``) the ReXrank layout."""
     try:
         doc = json.loads(text, object_pairs_hook=_pairs_hook)
     except json.JSONDecodeError as exc:
@@ -401,11 +462,11 @@ def _read_json(text: str, file: str, section_field: str | None) -> RecordTable:
         raise _file_error(
             file, f"top level must be a list of objects or an object keyed by id (got {_json_type(doc)})"
         )
-    if section_field is None:
+    if not keyed_ok:
         raise _file_error(
             file,
             "this JSON is an object keyed by id (ReXrank layout), which holds one report per id; "
-            "read it with read_reports() or read_pair_files(), or give a list of objects",
+            "give it as --refs or --cands (read_pair_files() in Python), or give a list of objects",
         )
     table = RecordTable(file=file, unit="item", columns=[], records=[], keyed=True)
     for key in getattr(doc, "duplicates", []):
@@ -428,7 +489,7 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()) if file == STDIN else path)
         columns = list(pf.schema_arrow.names)
         present = [c for c in dict.fromkeys(wanted) if c in columns]
         arrow = pf.read(columns=present) if present else None
@@ -442,9 +503,10 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
     return RecordTable(file=file, unit="row", columns=columns, records=records)
 
 
-def load_table(path: PathLike, format: str | None, wanted: Sequence[str], section_field: str | None) -> RecordTable:
+def load_table(path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool) -> RecordTable:
     """Read any supported file into records, collecting (not raising) every problem found.
 
+    ``keyed_ok`` accepts the ReXrank layout (a JSON object keyed by id). ``-`` is standard input.
     Public for readers of other tables (``cxreval agree`` reads label files with it) so that
     every input error in cxreval looks the same.
     """
@@ -452,7 +514,7 @@ def load_table(path: PathLike, format: str | None, wanted: Sequence[str], sectio
     p = Path(path)
     fmt = _resolve_format(p, file, format)
     if fmt == "parquet":
-        if not p.exists():
+        if file != STDIN and not p.exists():
             raise _file_error(file, "file not found")
         return _read_parquet(p, file, wanted)
     text = _decode(_read_bytes(p, file), file)
@@ -462,7 +524,7 @@ def load_table(path: PathLike, format: str | None, wanted: Sequence[str], sectio
         return _read_delimited(text, file, "\t")
     if fmt == "jsonl":
         return _read_jsonl(text, file)
-    return _read_json(text, file, section_field)
+    return _read_json(text, file, keyed_ok)
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,9 +538,23 @@ def _missing_column(table: RecordTable, name: str, what: str = "column") -> Inpu
     if not close:  # catch case-only differences too ("ID" vs "id")
         close = [c for c in table.columns if c.lower() == name.lower()]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint += _delimiter_hint(table)
     return InputProblem(
         file=table.file, field=name, unit=table.unit, message=f"missing {what}; {what}s present: {present}{hint}"
     )
+
+
+def _delimiter_hint(table: RecordTable) -> str:
+    """A one-column header holding ``;`` or a tab: the file is not delimited the way we read it."""
+    if len(table.columns) != 1 or table.unit != "line":
+        return ""
+    header = table.columns[0]
+    if "\t" in header:
+        return "; the header is one column holding tabs: the file looks tab-separated (give --format tsv)"
+    if ";" in header:
+        return ("; the header is one column holding ';': the file looks semicolon-separated "
+                "(save it comma- or tab-separated; tabs: --format tsv)")
+    return ""
 
 
 def check_columns(table: RecordTable, names: Iterable[str]) -> set[str]:
@@ -575,32 +651,47 @@ class _Row:
 
 
 def _extract(
-    table: RecordTable, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = ()
+    table: RecordTable,
+    id_col: str,
+    text_cols: Sequence[str],
+    meta_cols: Sequence[str] = (),
+    system_col: str | None = None,
 ) -> list[_Row]:
-    """Validate every record; problems go to ``table.problems``, complete rows are returned."""
+    """Validate every record; problems go to ``table.problems``, complete rows are returned.
+
+    Ids must be unique, or unique within each system when ``system_col`` is given (long format:
+    one row per study and system).
+    """
+    extra = [*meta_cols, *([system_col] if system_col else [])]
     if not table.records:
         # Header-only CSV/Parquet: missing columns are still worth naming; JSON has no header.
         if table.columns:
-            check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+            check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *extra])
         if not table.problems:
             table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
         return []
-    present = check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *meta_cols])
+    present = check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *extra])
     rows: list[_Row] = []
-    first_seen: dict[str, _Record] = {}
+    first_seen: dict[tuple[str | None, str], _Record] = {}
     for rec in table.records:
         ident = rec.ident = record_id(table, rec, id_col, present)
         texts = {c: _text_of(table, rec, c, present) for c in text_cols}
-        meta = {c: _meta_of(table, rec, c, present) for c in meta_cols}
+        meta = {c: _meta_of(table, rec, c, present) for c in extra}
+        system = meta.get(system_col) if system_col else None
+        if system_col and system == "":
+            table.problems.append(table.problem("empty system name", rec, system_col))
+            continue
         if ident is not None:
-            if ident in first_seen:
-                first = first_seen[ident]
+            key = (system, ident)
+            if key in first_seen:
+                first = first_seen[key]
                 where = "earlier in the file" if first.pos is None else f"first at {table.unit} {first.pos}"
+                of = f" for system {system!r}" if system_col else ""
                 table.problems.append(
-                    table.problem(f"duplicate id {ident!r} ({where})", rec, None if table.keyed else id_col)
+                    table.problem(f"duplicate id {ident!r}{of} ({where})", rec, None if table.keyed else id_col)
                 )
                 continue
-            first_seen[ident] = rec
+            first_seen[key] = rec
         if ident is None or any(v is None for v in texts.values()) or any(v is None for v in meta.values()):
             continue
         rows.append(_Row(ident, rec, texts, meta))  # type: ignore[arg-type]
@@ -611,6 +702,38 @@ def _section_field(section: str) -> str:
     if section not in SECTIONS:
         raise ValueError(f"section must be one of {', '.join(map(repr, SECTIONS))}, got {section!r}")
     return SECTIONS[section]
+
+
+def _text_field(table: RecordTable, text_col: str | None, section: str | None, default: str,
+                keyed_default: str | None) -> str | None:
+    """The field a table's report text is read from: the one named, or the layout's default.
+
+    Tabular files read ``text_col`` (or ``default``). A ReXrank-layout file reads ``text_col``
+    when named, else ``section``'s field, else ``keyed_default``; with none of these it records a
+    problem (returns ``None``) rather than guess, because the layout holds several texts.
+    """
+    if not table.keyed:
+        return text_col or default
+    if text_col is not None and section is not None:
+        table.problems.append(InputProblem(
+            file=table.file, unit=table.unit, field=text_col,
+            message=f"name the field either as a column ({text_col!r}) or as a section ({section!r}), not both"))
+        return None
+    if text_col is not None:
+        return text_col
+    if section is not None:
+        return _section_field(section)
+    if keyed_default is not None:
+        return keyed_default
+    table.problems.append(InputProblem(
+        file=table.file, unit=table.unit,
+        message="a ReXrank-layout file holds several texts per study; name the field to read "
+                f"(fields present: {', '.join(map(repr, table.columns)) or '(none)'})"))
+    return None
+
+
+def _meta_dict(row: _Row, meta_cols: Sequence[str]) -> dict[str, str]:
+    return {c: row.meta[c] for c in meta_cols}
 
 
 # --------------------------------------------------------------------------------------------
@@ -625,53 +748,81 @@ def read_pairs(
     reference_col: str = "reference",
     candidate_col: str = "candidate",
     meta_cols: Sequence[str] = (),
+    system_col: str | None = None,
     format: str | None = None,
 ) -> list[ReportPair]:
     """Read one file holding an id, a reference and a candidate report per record.
 
-    ``meta_cols`` are extra columns to keep in :attr:`ReportPair.meta`. Pairs come back in file
-    order. Raises :class:`InputError` listing every problem in the file.
+    ``meta_cols`` are extra columns to keep in :attr:`ReportPair.meta`. With ``system_col`` the
+    file is in long format (one row per study and system; ids unique within a system) and each
+    pair carries its :attr:`ReportPair.system`. Pairs come back in file order. ``path`` may be
+    ``-`` for standard input (then ``format`` is needed). Raises :class:`InputError` listing every
+    problem in the file; warns (:class:`CopiedCandidatesWarning`) when most candidates equal
+    their reference.
     """
-    wanted = [id_col, reference_col, candidate_col, *meta_cols]
-    table = load_table(path, format, wanted, section_field=None)
-    rows = _extract(table, id_col, [reference_col, candidate_col], meta_cols)
+    wanted = [id_col, reference_col, candidate_col, *meta_cols, *([system_col] if system_col else [])]
+    table = load_table(path, format, wanted, keyed_ok=False)
+    rows = _extract(table, id_col, [reference_col, candidate_col], meta_cols, system_col)
     if table.problems:
         raise InputError(table.problems)
-    return [
-        ReportPair(pair_id=r.ident, reference=r.texts[reference_col], candidate=r.texts[candidate_col], meta=r.meta)
+    pairs = [
+        ReportPair(pair_id=r.ident, reference=r.texts[reference_col], candidate=r.texts[candidate_col],
+                   meta=_meta_dict(r, meta_cols), system=r.meta[system_col] if system_col else None)
         for r in rows
     ]
+    warn_if_copied([p.reference for p in pairs], [p.candidate for p in pairs],
+                   source=f"{table.file} (column {candidate_col!r})")
+    return pairs
 
 
-def _reports_table(
-    path: PathLike, id_col: str, text_col: str, format: str | None, section: str
-) -> tuple[RecordTable, list[_Row], str]:
-    section_field = _section_field(section)
-    table = load_table(path, format, [id_col, text_col], section_field=section_field)
-    col = section_field if table.keyed else text_col
-    return table, _extract(table, id_col, [col]), col
+def _reports_rows(
+    table: RecordTable,
+    id_col: str,
+    text_col: str | None,
+    section: str | None,
+    *,
+    default: str,
+    keyed_default: str | None,
+    meta_cols: Sequence[str] = (),
+    system_col: str | None = None,
+) -> tuple[list[_Row], str | None]:
+    """Validated rows of a one-text-per-id table and the text field they were read from."""
+    col = _text_field(table, text_col, section, default, keyed_default)
+    if col is None:
+        return [], None
+    return _extract(table, id_col, [col], meta_cols, system_col), col
 
 
 def read_reports(
     path: PathLike,
     *,
     id_col: str = "id",
-    text_col: str = "report",
+    text_col: str | None = None,
     format: str | None = None,
-    section: str = "report",
+    section: str | None = None,
 ) -> dict[str, str]:
-    """Read one report text per id (for two-file input), in file order.
+    """Read one report text per id, in file order.
 
-    Tabular files (CSV, TSV, JSONL, Parquet, JSON list) use ``id_col`` and ``text_col`` and
-    ignore ``section``. A
-    ReXrank-layout JSON (object keyed by study id) ignores both: the key is the id and
-    ``section`` picks the field: ``report`` (full "Findings: ... Impression: ..." text),
-    ``findings`` (``section_findings``) or ``impression`` (``section_impression``).
+    Tabular files (CSV, TSV, JSONL, Parquet, JSON list) read ``id_col`` and ``text_col``
+    (default ``report``); ``section`` does not apply to them. A ReXrank-layout JSON (object keyed
+    by study id) reads the field named by ``text_col``, or else the one ``section`` picks:
+    ``report`` (full "Findings: ... Impression: ..." text), ``findings`` (``section_findings``) or
+    ``impression`` (``section_impression``); naming neither is an error, never a guess.
     """
-    table, rows, col = _reports_table(path, id_col, text_col, format, section)
+    if section is not None:
+        _section_field(section)  # an unknown section is a programming error, raised at once
+    table = load_table(path, format, [id_col, text_col or "report"], keyed_ok=True)
+    rows, col = _reports_rows(table, id_col, text_col, section, default="report", keyed_default=None)
     if table.problems:
         raise InputError(table.problems)
+    assert col is not None
     return {r.ident: r.texts[col] for r in rows}
+
+
+def _loose_id(ident: str) -> str:
+    """An id with the differences spreadsheets introduce removed: leading zeros and a ``.0``."""
+    m = re.fullmatch(r"0*(\d+)(?:\.0+)?", ident)
+    return (m.group(1) or "0") if m else ident
 
 
 def read_pair_files(
@@ -679,35 +830,87 @@ def read_pair_files(
     cands_path: PathLike,
     *,
     id_col: str = "id",
-    reference_col: str = "reference",
-    candidate_col: str = "candidate",
+    ref_id_col: str | None = None,
+    cand_id_col: str | None = None,
+    reference_col: str | None = None,
+    candidate_col: str | None = None,
     reference_format: str | None = None,
     candidate_format: str | None = None,
-    section: str = "report",
+    section: str | None = None,
+    meta_cols: Sequence[str] = (),
+    system_col: str | None = None,
 ) -> list[ReportPair]:
     """Join a references file and a candidates file on id, in candidate-file order.
 
-    Each file is read as by :func:`read_reports` (``reference_col`` / ``candidate_col`` are the
-    text columns; ``section`` applies to a file in ReXrank layout). Problems in both files are
-    collected and raised together; only when both files are clean are the ids matched, and then
-    every id present in one file only is a problem, in both directions.
+    The text read is the column named: ``reference_col`` (default ``reference``) and
+    ``candidate_col`` (default ``candidate``) in tabular files. In a ReXrank-layout JSON the
+    references read ``reference_col`` if named, else the field of ``section`` (default
+    ``report``); candidates read ``candidate_col`` if named, else ``model_prediction``.
+    ``section`` applies to a ReXrank-layout references file only; naming it for a tabular one is
+    an error. ``ref_id_col`` / ``cand_id_col`` default to ``id_col``. ``meta_cols`` are read from
+    the candidates file when it has them, else from the references file. With ``system_col`` the
+    candidates file is in long format (one row per study and system) and every system must
+    cover every reference.
+
+    Problems in both files are collected and raised together; only when both files are clean
+    are the ids matched, and then every id present in one file only is a problem, in both
+    directions (with a hint when the ids differ only by leading zeros or ``.0``).
     """
-    refs, ref_rows, ref_col = _reports_table(refs_path, id_col, reference_col, reference_format, section)
-    cands, cand_rows, cand_col = _reports_table(cands_path, id_col, candidate_col, candidate_format, section)
+    if section is not None:
+        _section_field(section)  # an unknown section is a programming error, raised at once
+    ref_id = ref_id_col or id_col
+    cand_id = cand_id_col or id_col
+    system = [system_col] if system_col else []
+    refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
+    cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system],
+                       keyed_ok=True)
+    cand_meta = [c for c in meta_cols if c in cands.columns or c not in refs.columns]
+    ref_meta = [c for c in meta_cols if c not in cand_meta]
+    ref_rows, ref_col = _reports_rows(refs, ref_id, reference_col, section, default="reference",
+                                      keyed_default=SECTIONS["report"], meta_cols=ref_meta)
+    cand_rows, cand_col = _reports_rows(cands, cand_id, candidate_col, None, default="candidate",
+                                        keyed_default=PREDICTION_FIELD, meta_cols=cand_meta, system_col=system_col)
+    if section is not None and not refs.keyed:
+        refs.problems.append(InputProblem(
+            file=refs.file, unit=refs.unit,
+            message=f"--section {section} applies to a references file in ReXrank JSON layout; this file is "
+                    "tabular: name its text column with --reference-col"))
     problems = [*refs.problems, *cands.problems]
     if problems:
         raise InputError(problems)
+    assert ref_col is not None and cand_col is not None
     ref_by_id = {r.ident: r for r in ref_rows}
-    cand_ids = {r.ident for r in cand_rows}
+    by_system: dict[str | None, set[str]] = {}
     for r in cand_rows:
+        system = r.meta[system_col] if system_col else None
+        by_system.setdefault(system, set()).add(r.ident)
         if r.ident not in ref_by_id:
             problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
-    for r in ref_rows:
-        if r.ident not in cand_ids:
-            problems.append(refs.problem(f"id has no candidate in {cands.file}", r.rec, id=r.ident))
+    for system, ids in by_system.items():
+        of = f" from system {system!r}" if system_col else ""
+        for r in ref_rows:
+            if r.ident not in ids:
+                problems.append(refs.problem(f"id has no candidate{of} in {cands.file}", r.rec, id=r.ident))
     if problems:
+        loose_refs = {_loose_id(i) for i in ref_by_id}
+        near = [(r.ident, i) for r in cand_rows if r.ident not in ref_by_id
+                for i in [_loose_id(r.ident)] if i in loose_refs]
+        if near:
+            by_loose = {_loose_id(i): i for i in ref_by_id}
+            cid, loose = near[0]
+            problems.append(InputProblem(
+                file=cands.file, field=cand_id, unit=cands.unit,
+                message=f"{len(near)} candidate ids match a reference id only when leading zeros or '.0' are "
+                        f"ignored (e.g. {cid!r} vs {by_loose[loose]!r}); write the ids the same way in both files"))
         raise InputError(problems)
-    return [
-        ReportPair(pair_id=r.ident, reference=ref_by_id[r.ident].texts[ref_col], candidate=r.texts[cand_col])
+    pairs = [
+        ReportPair(
+            pair_id=r.ident, reference=ref_by_id[r.ident].texts[ref_col], candidate=r.texts[cand_col],
+            meta={c: (r.meta[c] if c in cand_meta else ref_by_id[r.ident].meta[c]) for c in meta_cols},
+            system=r.meta[system_col] if system_col else None,
+        )
         for r in cand_rows
     ]
+    warn_if_copied([p.reference for p in pairs], [p.candidate for p in pairs],
+                   source=f"{cands.file} (field {cand_col!r})")
+    return pairs
