@@ -120,7 +120,7 @@ def test_cli_example(tmp_path):
 
 
 def test_cli_json_summary(tmp_path):
-    proc = run_cli("evaluate", "--example", "--out", str(tmp_path), "--format", "json")
+    proc = run_cli("evaluate", "--example", "--out", str(tmp_path), "--json")
     assert proc.returncode == 0, proc.stderr
     metrics = json.loads(proc.stdout)
     assert {m["name"] for m in metrics} >= {"presence_macro_f1", "errors_per_report_mean"}
@@ -161,7 +161,7 @@ def test_cli_rexrank_references_against_themselves(tmp_path):
         for sid, study in studies.items():
             fh.write(json.dumps({"id": sid, "candidate": study["section_findings"]}) + "\n")
     proc = run_cli("evaluate", "--refs", str(refs), "--cands", str(cands), "--section", "findings",
-                   "--out", str(tmp_path / "o"), "--format", "json")
+                   "--out", str(tmp_path / "o"), "--json")
     assert proc.returncode == 0, proc.stderr
     scores = json.loads((tmp_path / "o" / "scores.json").read_text())
     assert scores["n_pairs"] == 590

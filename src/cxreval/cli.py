@@ -1,17 +1,20 @@
 """Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree``, ``bench`` and ``meta``.
 
-Exit codes: 0 done (pairs whose LLM answer stayed invalid are listed in ``failures.jsonl``),
-2 bad input or settings, 3 an LLM run stopped early (``--max-cost`` reached, or the endpoint
-refused the run); what was finished is saved and cached, and rerunning resumes.
+Exit codes (docs/cli.md): 0 done; 2 bad input or settings; 3 an LLM run stopped early
+(``--max-cost`` reached, or the endpoint refused the run); 4 more pairs left unscored (listed in
+``failures.jsonl``) than ``--allow-failures`` accepts; 130 interrupted. What was finished is
+saved and cached, and rerunning resumes.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -21,14 +24,20 @@ from cxreval._version import __version__
 from cxreval.agree import agree
 from cxreval.bench.cli import bench
 from cxreval.meta.cli import meta_app
-from cxreval.io import InputError, read_pair_files, read_pairs
+from cxreval.io import CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
+
+if TYPE_CHECKING:
+    from cxreval.evaluate import EvaluationResult
 
 app = typer.Typer(
     help="Entity-level evaluation of generated chest X-ray reports (offline rule engine by default).",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    # click's plain help: no <bool> metavars, choices never broken mid-word, [default: x] kept
+    rich_markup_mode=None,
 )
 out_console = Console()
 if not out_console.is_terminal:
@@ -47,8 +56,11 @@ class Section(str, Enum):
     impression = "impression"
 
 
-class OutputFormat(str, Enum):
-    text = "text"
+class InputFormat(str, Enum):
+    csv = "csv"
+    tsv = "tsv"
+    jsonl = "jsonl"
+    parquet = "parquet"
     json = "json"
 
 
@@ -76,6 +88,12 @@ class SchemaStyle(str, Enum):
 
 
 LLM = "LLM engines"
+INPUT = "Input"
+
+EXIT_INPUT = 2
+EXIT_STOPPED = 3
+EXIT_UNSCORED = 4
+EXIT_INTERRUPTED = 130
 
 
 def example_path() -> Path:
@@ -83,7 +101,7 @@ def example_path() -> Path:
     return Path(str(resources.files("cxreval.examples") / "example_pairs.csv"))
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = EXIT_INPUT) -> None:
     # soft_wrap: never break a path or a line number across lines; escape: messages may hold "[".
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -106,28 +124,33 @@ def main(
 
 @app.command()
 def evaluate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for judgements.jsonl, errors.csv, scores.json.")],
-    pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns (CSV, TSV, JSONL, Parquet, JSON).")] = None,
-    refs: Annotated[Optional[Path], typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.")] = None,
-    cands: Annotated[Optional[Path], typer.Option("--cands", help="Candidates file, joined on id with --refs.")] = None,
-    example: Annotated[bool, typer.Option("--example", help="Score the small example shipped with the package.")] = False,
-    id_col: Annotated[str, typer.Option("--id-col", help="Id column.")] = "id",
-    reference_col: Annotated[str, typer.Option("--reference-col", help="Reference text column.")] = "reference",
-    candidate_col: Annotated[str, typer.Option("--candidate-col", help="Candidate text column.")] = "candidate",
-    meta_col: Annotated[Optional[list[str]], typer.Option("--meta-col", help="Extra column to keep (repeatable).")] = None,
-    section: Annotated[Section, typer.Option("--section", help="Which text of a ReXrank JSON file to use.")] = Section.report,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl, errors.csv, scores.json (checked before any work).")],
+    pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
+    refs: Annotated[Optional[Path], typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
+    cands: Annotated[Optional[Path], typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
+    example: Annotated[bool, typer.Option("--example", help="Score the small example shipped with the package.", rich_help_panel=INPUT)] = False,
+    input_format: Annotated[Optional[InputFormat], typer.Option("--format", help="Format of every input file, when the suffix does not tell (needed for -).", rich_help_panel=INPUT)] = None,
+    id_col: Annotated[str, typer.Option("--id-col", help="Id column.", rich_help_panel=INPUT)] = "id",
+    ref_id_col: Annotated[Optional[str], typer.Option("--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
+    cand_id_col: Annotated[Optional[str], typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
+    reference_col: Annotated[Optional[str], typer.Option("--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT)] = None,
+    candidate_col: Annotated[Optional[str], typer.Option("--candidate-col", help="Candidate text column [default: candidate; ReXrank JSON: model_prediction].", rich_help_panel=INPUT)] = None,
+    system_col: Annotated[Optional[str], typer.Option("--system-col", help="Long format: the column naming the system; every system is scored, one folder each.", rich_help_panel=INPUT)] = None,
+    meta_col: Annotated[Optional[list[str]], typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
+    section: Annotated[Optional[Section], typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
     uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive or negative.")] = Uncertain.positive,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on for long inputs in a terminal).")] = None,
-    top: Annotated[int, typer.Option("--top", help="Entities to list in the summary (by reference support).")] = 15,
-    fmt: Annotated[OutputFormat, typer.Option("--format", help="Summary on stdout as a text table or JSON.")] = OutputFormat.text,
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
+    top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
+    allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
     engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report) or llm-pairwise (SPEC-CXR, one call per pair).")] = Engine.rules,
     llm_config: Annotated[Optional[Path], typer.Option("--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).", rich_help_panel=LLM)] = None,
     provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM)] = None,
     model: Annotated[Optional[str], typer.Option("--model", help="Model name as the server knows it.", rich_help_panel=LLM)] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", rich_help_panel=LLM)] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM)] = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call.", rich_help_panel=LLM)] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request.", rich_help_panel=LLM)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
@@ -138,45 +161,61 @@ def evaluate(
     price_input: Annotated[Optional[float], typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)] = None,
     price_output: Annotated[Optional[float], typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
-    runs: Annotated[int, typer.Option("--runs", min=1, help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
+    runs: Annotated[int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
     local_only: Annotated[Optional[bool], typer.Option("--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM)] = None,
     cache: Annotated[Optional[Path], typer.Option("--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM)] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)] = False,
 ) -> None:
-    """Score candidate reports against references, entity by entity (SPEC-CXR)."""
+    """Score candidate reports against references, entity by entity (SPEC-CXR).
+
+    Exit codes: 0 every pair scored; 2 bad input or settings; 3 an LLM run stopped early
+    (--max-cost, or the endpoint refused); 4 more pairs unscored than --allow-failures lets
+    through; 130 interrupted (what was finished is kept; rerun to resume).
+    """
     from cxreval.evaluate import Evaluator
     from cxreval.llm.config import LLMConfig, LLMConfigError
+    from cxreval.outputs import OutputError, check_out_dir
 
     sources = sum([pairs is not None, refs is not None or cands is not None, example])
     if sources != 1:
         _fail("give exactly one input: --pairs FILE, or --refs FILE --cands FILE, or --example")
     if (refs is None) != (cands is None):
         _fail("--refs and --cands go together")
+    if (ref_id_col or cand_id_col or section) and refs is None:
+        _fail("--ref-id-col, --cand-id-col and --section apply to two-file input (--refs, --cands)")
+    if str(refs) == "-" and str(cands) == "-":
+        _fail("only one of --refs and --cands can be - (standard input)")
+    try:
+        check_out_dir(out)
+    except OutputError as exc:
+        _fail(str(exc))
+    fmt = input_format.value if input_format else None
     try:
         onto = load_ontology(ontology)
-        if example or pairs is not None:
-            source = example_path() if example else pairs
-            assert source is not None
-            loaded = read_pairs(
-                source,
-                id_col=id_col,
-                reference_col=reference_col,
-                candidate_col=candidate_col,
-                meta_cols=meta_col or [],
-            )
-        else:
-            assert refs is not None and cands is not None
-            loaded = read_pair_files(
-                refs,
-                cands,
-                id_col=id_col,
-                reference_col=reference_col,
-                candidate_col=candidate_col,
-                section=section.value,
-            )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CopiedCandidatesWarning)
+            if example or pairs is not None:
+                source = example_path() if example else pairs
+                assert source is not None
+                loaded = read_pairs(
+                    source, id_col=id_col, reference_col=reference_col or "reference",
+                    candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
+                    system_col=system_col, format=fmt,
+                )
+            else:
+                assert refs is not None and cands is not None
+                loaded = read_pair_files(
+                    refs, cands, id_col=id_col, ref_id_col=ref_id_col, cand_id_col=cand_id_col,
+                    reference_col=reference_col, candidate_col=candidate_col, reference_format=fmt,
+                    candidate_format=fmt, section=section.value if section else None,
+                    meta_cols=meta_col or [], system_col=system_col,
+                )
     except (InputError, OntologyError) as exc:
         _fail(str(exc))
         return
+    for w in caught:
+        if issubclass(w.category, CopiedCandidatesWarning):
+            err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     if not loaded:
         _fail("the input holds no pairs")
     llm = None
@@ -192,43 +231,194 @@ def evaluate(
             )
             if llm.max_cost is not None and llm.price_input == 0 and llm.price_output == 0:
                 _fail("--max-cost needs prices: give --price-input and --price-output (USD per million tokens)")
+            from cxreval.llm.cache import check_answer_store
+
+            check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
         evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed)
     except (LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         return
-    results = evaluator.evaluate_runs(loaded, runs=runs, progress=progress)
-    stopped = next((r.usage.stopped for r in results if r.usage is not None and r.usage.stopped), None)
-    if runs == 1:
-        result = results[0]
-        paths = result.save(out)
-        if fmt is OutputFormat.json:
-            out_console.print_json(json.dumps(result.to_dict()["metrics"]))
-        else:
-            print_summary(result, out_console, top=top)
-            out_console.print(
-                "wrote " + ", ".join(str(p) for p in paths.values()), style="dim", highlight=False
-            )
+    groups = _by_system(loaded) if system_col else {None: loaded}
+    try:
+        folders = _system_folders(out, groups)
+    except ValueError as exc:
+        _fail(str(exc))
+        return
+    outcomes: list[tuple[str | None, list[EvaluationResult]]] = []
+    try:
+        for system, group in groups.items():
+            results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
+            _save_runs(results, folders[system])
+            outcomes.append((system, results))
+    except KeyboardInterrupt:
+        done = f"results of {len(outcomes)} of {len(groups)} systems are in {out}; " if system_col and outcomes else ""
+        kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
+                if llm is not None else "rerun the same command to score again")
+        err_console.print(f"[bold yellow]interrupted:[/] {escape(done + kept)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if system_col:
+        _print_systems(outcomes, out, as_json)
     else:
-        from cxreval.evaluate import summarize_runs
-        from cxreval.summary import print_runs
-
-        summary = summarize_runs(results)
-        out.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            r.save(out / f"run-{r.run}")
-        (out / "runs.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        if fmt is OutputFormat.json:
-            out_console.print_json(json.dumps(summary["metrics"]))
-        else:
-            print_runs(results, summary, out_console)
-            out_console.print(f"wrote {out / 'runs.json'} and {out}/run-1 ... run-{runs}", style="dim", highlight=False)
+        _print_results(outcomes[0][1], out, as_json, top)
+    all_results = [r for _, results in outcomes for r in results]
+    stopped = next((r.usage.stopped for r in all_results if r.usage is not None and r.usage.stopped), None)
     if stopped:
         err_console.print(
             f"[bold yellow]stopped early:[/] {escape(stopped)}. Pairs not judged are listed in failures.jsonl; "
             "finished calls are cached, so rerunning the same command resumes.",
             highlight=False, soft_wrap=True,
         )
-        raise typer.Exit(3)
+        raise typer.Exit(EXIT_STOPPED)
+    n_total = len(loaded)
+    # the worst run decides: a pair unscored in any run is a hole in that run's numbers
+    n_failed = max(sum(results[i].n_failed for _, results in outcomes) for i in range(runs))
+    if n_failed and (n_failed > allow_failures * n_total or n_failed == n_total):
+        err_console.print(
+            f"[bold red]unscored:[/] {n_failed} of {n_total} pairs were not scored (failures.jsonl lists why); "
+            f"--allow-failures {allow_failures:g} accepts at most {int(allow_failures * n_total)}. "
+            "Rerun with --retry-failed to ask again.",
+            highlight=False, soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_UNSCORED)
+
+
+def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
+    """Long-format pairs grouped by system, systems in order of first appearance."""
+    groups: dict[str | None, list[ReportPair]] = {}
+    for p in pairs:
+        groups.setdefault(p.system, []).append(p)
+    return groups
+
+
+def _system_folders(out: Path, groups: dict[str | None, list[ReportPair]]) -> dict[str | None, Path]:
+    """One output folder per system (``out`` itself without a system column); names must not clash."""
+    if list(groups) == [None]:
+        return {None: out}
+    folders: dict[str | None, Path] = {}
+    seen: dict[str, str] = {}
+    for system in groups:
+        assert system is not None
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("._") or "system"
+        if name in seen:
+            raise ValueError(f"systems {seen[name]!r} and {system!r} would share the output folder {out / name}; rename one")
+        seen[name] = system
+        folders[system] = out / name
+    return folders
+
+
+def _save_runs(results: list[EvaluationResult], folder: Path) -> None:
+    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. Stale files go."""
+    from cxreval.evaluate import summarize_runs
+    from cxreval.outputs import atomic_write_text, remove_stale
+
+    if len(results) == 1:
+        results[0].save(folder)
+        remove_stale(folder, ["runs.json"])
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    remove_stale(folder, ["scores.json", "judgements.jsonl", "errors.csv", "failures.jsonl", "runs.json"])
+    for r in results:
+        r.save(folder / f"run-{r.run}")
+    atomic_write_text(folder / "runs.json", json.dumps(summarize_runs(results), indent=2) + "\n")
+
+
+def _print_results(results: list[EvaluationResult], out: Path, as_json: bool, top: int) -> None:
+    from cxreval.evaluate import summarize_runs
+    from cxreval.summary import print_runs
+
+    if len(results) == 1:
+        result = results[0]
+        if as_json:
+            out_console.print_json(json.dumps(result.to_dict()["metrics"]))
+            return
+        print_summary(result, out_console, top=top)
+        out_console.print(f"wrote {out}/: judgements.jsonl, errors.csv, scores.json"
+                          + (", failures.jsonl" if result.usage is not None or result.failures else ""),
+                          style="dim", highlight=False, soft_wrap=True)
+        return
+    summary = summarize_runs(results)
+    if as_json:
+        out_console.print_json(json.dumps(summary["metrics"]))
+        return
+    print_runs(results, summary, out_console)
+    out_console.print(f"wrote {out / 'runs.json'} and {out}/run-1 ... run-{len(results)}", style="dim",
+                      highlight=False, soft_wrap=True)
+
+
+def _print_systems(outcomes: list[tuple[str | None, list[EvaluationResult]]], out: Path, as_json: bool) -> None:
+    from cxreval.evaluate import systems_frame
+    from cxreval.outputs import atomic_writer
+    from cxreval.summary import print_systems
+
+    frame = systems_frame({str(s): results[0] for s, results in outcomes})
+    with atomic_writer(out / "systems.csv", newline="") as fh:
+        frame.to_csv(fh)
+    if as_json:
+        out_console.print_json(frame.reset_index().to_json(orient="records"))
+        return
+    print_systems(frame, out_console, signature=str(outcomes[0][1][0].signature))
+    out_console.print(f"wrote {out / 'systems.csv'} and one folder per system in {out}", style="dim",
+                      highlight=False, soft_wrap=True)
+
+
+class CIMethodChoice(str, Enum):
+    bca = "bca"
+    percentile = "percentile"
+
+
+@app.command()
+def compare(
+    a_dir: Annotated[Path, typer.Argument(metavar="A_DIR", help="Results folder of system A (from cxreval evaluate).")],
+    b_dir: Annotated[Path, typer.Argument(metavar="B_DIR", help="Results folder of system B, same pairs, same signature.")],
+    resamples: Annotated[int, typer.Option("--resamples", min=1, metavar="N", help="Paired bootstrap resamples.")] = 1000,
+    permutations: Annotated[int, typer.Option("--permutations", min=1, metavar="N", help="Approximate-randomisation permutations.")] = 1000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resamples and permutations.")] = 0,
+    method: Annotated[CIMethodChoice, typer.Option("--method", help="Bootstrap interval of the difference.")] = CIMethodChoice.bca,
+    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the interval.")] = 0.95,
+    all_scores: Annotated[bool, typer.Option("--all", help="Every score (each entity's P/R/F1 too), not only the overall ones.")] = False,
+    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="The ontology YAML both runs used, if not the packaged one.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+) -> None:
+    """Paired test of two evaluations on the same pairs: A - B with its CI and p-values.
+
+    Refuses results whose signatures differ (other engine, ontology, policy or model).
+    """
+    from cxreval.evaluate import ResultsError, load_result
+    from cxreval.scores import SignatureMismatch
+    from cxreval.scores.bootstrap import compare_evaluations
+
+    try:
+        onto = load_ontology(ontology)
+        a = load_result(a_dir, onto)
+        b = load_result(b_dir, onto)
+        result = compare_evaluations(a, b, resamples=resamples, permutations=permutations, seed=seed,
+                                     method=method.value, confidence=confidence)
+    except (ResultsError, OntologyError, SignatureMismatch, ValueError) as exc:
+        _fail(str(exc))
+        return
+    entity_ids = {e.id for e in onto.entities}
+    tests = [t for t in result.tests if all_scores or t.name.split("/", 1)[0] not in entity_ids]
+    if as_json:
+        doc = {**result.model_dump(mode="json"), "tests": [t.model_dump() for t in tests],
+               "signature": str(result.signature)}
+        out_console.print_json(json.dumps(doc))
+        return
+    from cxreval.summary import Column, fitted_table, print_signature
+
+    def f(v: float | None, digits: int = 3) -> str:
+        return "n/a" if v is None else f"{v:.{digits}f}"
+
+    out_console.print(f"[bold]A[/] {escape(str(a_dir))}  vs  [bold]B[/] {escape(str(b_dir))}: "
+                      f"{result.n_pairs} paired reports", highlight=False, soft_wrap=True)
+    ci = f"{confidence:.0%} CI"
+    out_console.print(fitted_table(
+        out_console, f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
+        [Column("score", "left"), Column("A", keep=5), Column("B", keep=5), Column("A-B", keep=7),
+         Column(ci, keep=6), Column("p boot", keep=3), Column("p rand", keep=4)],
+        [(t.name, f(t.a), f(t.b), f(t.difference), f"[{f(t.low)}, {f(t.high)}]", f(t.p_bootstrap),
+          f(t.p_randomization)) for t in tests],
+    ))
+    print_signature(str(result.signature), out_console)
 
 
 @app.command()
@@ -301,13 +491,17 @@ def cache_cmd(
     """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
     from rich.table import Table
 
-    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.cache import AnswerCache, NotAnAnswerStore, check_answer_store
     from cxreval.llm.config import default_cache_path
 
     target = path or default_cache_path()
     if not target.exists():
         out_console.print(f"{target}: no cache yet", highlight=False)
         return
+    try:
+        check_answer_store(target)
+    except NotAnAnswerStore as exc:
+        _fail(str(exc))
     with AnswerCache(target) as store:
         if clear:
             n = store.clear(model=model, status="failed" if failed else None)

@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +34,7 @@ from cxreval.extract.rules import RuleExtractor
 from cxreval.io import ReportPair
 from cxreval.judge import EntityJudgement, UncertainPolicy, compare_extractions
 from cxreval.ontology import Ontology, load_ontology
+from cxreval.outputs import atomic_writer, remove_stale
 from cxreval.scores import (
     Averages,
     EntityScore,
@@ -93,6 +94,8 @@ class EvaluationResult:
     failures: list[Failure] = field(default_factory=list)
     usage: "Usage | None" = None
     run: int = 1
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
 
     @property
     def n_pairs(self) -> int:
@@ -143,11 +146,22 @@ class EvaluationResult:
             **({"usage": self.usage.model_dump()} if self.usage is not None else {}),
         }
 
+    def errors_table(self) -> pd.DataFrame:
+        """``errors.csv``: error counts per pair, then the kept input columns (``--meta-col``)."""
+        if not self.meta:
+            return self.errors
+        meta = pd.DataFrame.from_dict(self.meta, orient="index").reindex(self.errors.index)
+        clash = [c for c in meta.columns if c in self.errors.columns]
+        return self.errors.join(meta.rename(columns={c: f"meta_{c}" for c in clash}))
+
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
 
         LLM engines (and any result with failures) also write ``failures.jsonl``, one line per
-        pair that was not scored, empty when every pair was.
+        pair that was not scored, empty when every pair was; a ``failures.jsonl`` left by an
+        earlier run of another engine is removed. Each file is written to a temporary file and
+        renamed; the previous ``scores.json`` is removed first and the new one is written last,
+        so a folder holding a ``scores.json`` always holds that run's other files.
         """
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -156,16 +170,21 @@ class EvaluationResult:
             "errors": out / "errors.csv",
             "scores": out / "scores.json",
         }
+        remove_stale(out, ["scores.json"])
         if self.usage is not None or self.failures:
             paths["failures"] = out / "failures.jsonl"
-            with paths["failures"].open("w", encoding="utf-8") as fh:
+            with atomic_writer(paths["failures"]) as fh:
                 for failure in self.failures:
                     fh.write(failure.model_dump_json() + "\n")
-        with paths["judgements"].open("w", encoding="utf-8") as fh:
+        else:
+            remove_stale(out, ["failures.jsonl"])
+        with atomic_writer(paths["judgements"]) as fh:
             for row in self.judgements:
                 fh.write(row.model_dump_json() + "\n")
-        self.errors.to_csv(paths["errors"])
-        paths["scores"].write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        with atomic_writer(paths["errors"], newline="") as fh:
+            self.errors_table().to_csv(fh)
+        with atomic_writer(paths["scores"]) as fh:
+            fh.write(json.dumps(self.to_dict(), indent=2) + "\n")
         return paths
 
 
@@ -272,7 +291,9 @@ class Evaluator:
         rows: list[EntityJudgement] = []
         for pair in _progress(pairs, progress):
             rows.extend(self.judge(pair))
-        return self.score(rows, [p.pair_id for p in pairs])
+        result = self.score(rows, [p.pair_id for p in pairs])
+        result.meta = _pair_meta(pairs)
+        return result
 
     def evaluate_runs(
         self, pairs: Iterable[ReportPair], *, runs: int = 1, progress: bool | None = None
@@ -360,24 +381,74 @@ class Evaluator:
         result.failures = failures
         result.usage = usage
         result.run = run + 1
+        done = set(scored)
+        result.meta = _pair_meta([p for p in pairs if p.pair_id in done])
         return result
 
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
         """Scores from an existing judgement table (any engine's)."""
-        frame = judgement_frame(rows)
-        ents = entity_scores(frame, self.ontology, len(pair_ids))
-        errors = pair_errors(frame, pair_ids)
-        return EvaluationResult(
-            signature=self.signature,
-            pair_ids=list(pair_ids),
-            judgements=list(rows),
-            entities=ents,
-            groups=group_scores(ents, self.ontology),
-            averages=averages(ents),
-            errors=errors,
-            error_summary=error_distribution(errors),
-            ontology=self.ontology,
-        )
+        return score_judgements(rows, pair_ids, self.ontology, self.signature)
+
+
+def score_judgements(
+    rows: Sequence[EntityJudgement], pair_ids: Sequence[str], ontology: Ontology, signature: Signature
+) -> EvaluationResult:
+    """Every score of a judgement table: the one place an :class:`EvaluationResult` is computed."""
+    frame = judgement_frame(rows)
+    ents = entity_scores(frame, ontology, len(pair_ids))
+    errors = pair_errors(frame, pair_ids)
+    return EvaluationResult(
+        signature=signature,
+        pair_ids=list(pair_ids),
+        judgements=list(rows),
+        entities=ents,
+        groups=group_scores(ents, ontology),
+        averages=averages(ents),
+        errors=errors,
+        error_summary=error_distribution(errors),
+        ontology=ontology,
+    )
+
+
+class ResultsError(ValueError):
+    """A results folder that cannot be read back (missing or damaged files, unknown ontology)."""
+
+
+def load_result(folder: str | Path, ontology: Ontology | str | Path | None = None) -> EvaluationResult:
+    """Read back what :meth:`EvaluationResult.save` wrote, re-scored from its judgement table.
+
+    The scores are recomputed from ``judgements.jsonl`` and the pair list of ``errors.csv``
+    (never copied from ``scores.json``), and signed with the signature the run wrote. The
+    ontology must be the one the run used: the packaged one by default, or ``ontology``.
+    """
+    folder = Path(folder)
+    paths = {n: folder / n for n in ("scores.json", "judgements.jsonl", "errors.csv")}
+    missing = [n for n, p in paths.items() if not p.is_file()]
+    if missing:
+        raise ResultsError(f"{folder}: not a finished cxreval evaluate folder (missing {', '.join(missing)})")
+    try:
+        scores = json.loads(paths["scores.json"].read_text(encoding="utf-8"))
+        signature = Signature.parse(scores["signature"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ResultsError(f"{paths['scores.json']}: cannot read the signature ({exc})") from None
+    onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
+    if onto.signature != signature.ontology:
+        raise ResultsError(f"{folder} was scored with ontology {signature.ontology}, not {onto.signature}; "
+                           "give the ontology it used (--ontology FILE)")
+    rows = []
+    with paths["judgements.jsonl"].open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                rows.append(EntityJudgement.model_validate_json(line))
+            except ValueError as exc:
+                raise ResultsError(f"{paths['judgements.jsonl']}, line {lineno}: not a judgement ({exc})") from None
+    pair_ids = pd.read_csv(paths["errors.csv"], usecols=["pair_id"], dtype=str, keep_default_na=False)["pair_id"]
+    return score_judgements(rows, list(pair_ids), onto, signature)
+
+
+def _pair_meta(pairs: Sequence[ReportPair]) -> dict[str, dict[str, str]]:
+    """The kept input columns per pair id (empty when no pair keeps any)."""
+    return {p.pair_id: dict(p.meta) for p in pairs} if any(p.meta for p in pairs) else {}
 
 
 def _progress(pairs: list[ReportPair], show: bool) -> Iterable[ReportPair]:
@@ -408,6 +479,17 @@ def evaluate(
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
     return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm).evaluate(pairs, progress=progress)
+
+
+def systems_frame(results: Mapping[str, EvaluationResult]) -> pd.DataFrame:
+    """One row per system: pairs scored and failed, then each headline metric of :meth:`EvaluationResult.metrics`."""
+    rows = {
+        system: {"n_pairs": r.n_pairs, "n_failed": r.n_failed, **{m["name"]: m["value"] for m in r.metrics()}}
+        for system, r in results.items()
+    }
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = "system"
+    return frame
 
 
 def summarize_runs(results: Sequence[EvaluationResult]) -> dict[str, Any]:

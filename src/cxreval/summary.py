@@ -2,16 +2,70 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from typing import Any
 
+    import pandas as pd
+
     from cxreval.evaluate import EvaluationResult
     from cxreval.scores import AttributeScore
+
+#: A table's first column may be cut to this many characters (with "…") before others are dropped.
+MIN_NAME_WIDTH = 18
+
+
+@dataclass(frozen=True)
+class Column:
+    """A summary table column; when the console is too narrow the lowest ``keep`` goes first."""
+
+    header: str
+    justify: Literal["left", "right", "center"] = "right"
+    keep: int = 0
+
+
+def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
+    """A table that fits the console: columns are dropped by priority, never squeezed to ``0.…``.
+
+    Every kept column shows its values in full; the first (name) column is cut with an ellipsis
+    down to :data:`MIN_NAME_WIDTH` first. Dropped columns are named in the caption.
+    """
+    widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    kept = list(range(len(columns)))
+
+    def total(idx: list[int], first: int) -> int:  # box edges + " x " per column
+        return 1 + sum((first if i == 0 else widths[i]) + 3 for i in idx)
+
+    first = widths[0]
+    if total(kept, first) > console.width:
+        first = max(min(widths[0], MIN_NAME_WIDTH), widths[0] - (total(kept, widths[0]) - console.width))
+    for i in sorted(kept[1:], key=lambda i: (columns[i].keep, -i)):
+        if total(kept, first) <= console.width:
+            break
+        kept.remove(i)
+    dropped = [columns[i].header for i in range(len(columns)) if i not in kept]
+    caption = f"not shown at this width: {', '.join(dropped)} (all in scores.json)" if dropped else None
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    for i in kept:
+        c = columns[i]
+        table.add_column(c.header, justify=c.justify, no_wrap=True,
+                         **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": widths[i]}))
+    for r in rows:
+        table.add_row(*(Text(r[i]) for i in kept))  # Text: a "[" in a name is never markup
+    return table
+
+
+def print_signature(signature: str, console: Console) -> None:
+    """The signature on its own line, never wrapped, so it can be copied whole."""
+    console.print("signature:", style="dim", highlight=False)
+    console.print(signature, style="dim", highlight=False, soft_wrap=True, overflow="ignore", crop=False)
 
 
 def _f(value: float | None) -> str:
@@ -28,40 +82,42 @@ def print_summary(result: "EvaluationResult", console: Console, top: int = 15) -
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
-    overall = Table(title="Headline metrics", title_justify="left")
-    overall.add_column("metric")
-    overall.add_column("value", justify="right")
-    overall.add_column("better", justify="center")
-    for m in result.metrics():
-        overall.add_row(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓")
-    console.print(overall)
+    console.print(fitted_table(
+        console, "Headline metrics",
+        [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
+        [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
+    ))
 
-    groups = Table(title="By group (counts pooled over the group's entities)", title_justify="left")
-    groups.add_column("group", no_wrap=True, overflow="ellipsis", max_width=34)
-    for col in ("support", "P", "R", "F1", "loc", "sev", "cmp"):
-        groups.add_column(col, justify="right", no_wrap=True)
+    group_rows = []
     for g in result.groups:
         p = g.presence
         if p.tp + p.fp + p.fn == 0:
             continue
-        groups.add_row(g.name, str(p.support), _f(p.precision), _f(p.recall), _f(p.f1),
-                       _acc(g.location, False), _acc(g.severity, False), _acc(g.comparison, False))
-    console.print(groups)
+        group_rows.append((g.name, str(p.support), _f(p.precision), _f(p.recall), _f(p.f1),
+                           _acc(g.location, False), _acc(g.severity, False), _acc(g.comparison, False)))
+    console.print(fitted_table(
+        console, "By group (counts pooled over the group's entities)",
+        [Column("group", "left"), Column("support", keep=5), Column("P", keep=3), Column("R", keep=3),
+         Column("F1", keep=6), Column("loc", keep=2), Column("sev", keep=1), Column("cmp", keep=0)],
+        group_rows,
+    ))
 
     ranked = sorted(
         (e for e in result.entities if e.presence.tp + e.presence.fp + e.presence.fn > 0),
         key=lambda e: (-e.presence.support, -(e.presence.fp), e.entity),
     )
-    ents = Table(title=f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
-                 title_justify="left")
-    ents.add_column("entity", no_wrap=True, overflow="ellipsis", max_width=34)
-    for col in ("TP", "FP", "FN", "P", "R", "F1", "location", "severity"):
-        ents.add_column(col, justify="right", no_wrap=True)
+    entity_rows = []
     for e in ranked[:top]:
         p = e.presence
-        ents.add_row(e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1),
-                     _acc(e.location), _acc(e.severity))
-    console.print(ents)
+        entity_rows.append((e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1),
+                            _acc(e.location), _acc(e.severity)))
+    console.print(fitted_table(
+        console, f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
+        [Column("entity", "left"), Column("TP", keep=5), Column("FP", keep=5), Column("FN", keep=5),
+         Column("P", keep=3), Column("R", keep=3), Column("F1", keep=6), Column("location", keep=1),
+         Column("severity", keep=0)],
+        entity_rows,
+    ))
 
     d = result.error_summary
     console.print(
@@ -70,7 +126,7 @@ def print_summary(result: "EvaluationResult", console: Console, top: int = 15) -
         highlight=False,
     )
     console.print("  distribution: " + "  ".join(f"{k}:{v}" for k, v in d.histogram.items()), highlight=False)
-    console.print(f"[dim]signature: {result.signature}[/]", highlight=False)
+    print_signature(str(result.signature), console)
     print_llm_usage(result, console)
 
 
@@ -101,13 +157,52 @@ def print_runs(results: "list[EvaluationResult]", summary: "dict[str, Any]", con
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
     console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs",
                   highlight=False)
-    table = Table(title="Headline metrics, mean +- sd over runs", title_justify="left")
-    for col, just in (("metric", "left"), ("mean", "right"), ("sd", "right"), ("runs", "right"), ("better", "center")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for m in summary["metrics"]:
-        table.add_row(m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
-    console.print(table)
+    console.print(fitted_table(
+        console, "Headline metrics, mean +- sd over runs",
+        [Column("metric", "left"), Column("mean", keep=4), Column("sd", keep=3), Column("runs", keep=1),
+         Column("better", "center", keep=2)],
+        [(m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
+         for m in summary["metrics"]],
+    ))
     for r in results:
         if r.failures:
             console.print(f"run {r.run}: {r.n_failed} pair(s) not scored (run-{r.run}/failures.jsonl)", highlight=False)
-    console.print(f"[dim]signature: {summary['signature']}[/]", highlight=False)
+    print_signature(summary["signature"], console)
+
+
+#: Short headers for the systems table, in the order columns are kept when space runs out.
+SYSTEM_COLUMNS: dict[str, tuple[str, int]] = {
+    "n_pairs": ("pairs", 3),
+    "n_failed": ("failed", 2),
+    "presence_macro_f1": ("macro F1", 9),
+    "presence_micro_f1": ("micro F1", 7),
+    "presence_micro_precision": ("P", 4),
+    "presence_micro_recall": ("R", 4),
+    "location_accuracy": ("loc", 1),
+    "severity_accuracy": ("sev", 1),
+    "comparison_accuracy": ("cmp", 0),
+    "errors_per_report_mean": ("err/rep", 8),
+    "error_free_rate": ("err-free", 6),
+}
+
+
+def print_systems(frame: "pd.DataFrame", console: Console, *, signature: str) -> None:
+    """One row per system (``--system-col``): the headline metrics side by side."""
+    cols = [c for c in SYSTEM_COLUMNS if c in frame.columns]
+    rows = []
+    for system, row in frame.iterrows():
+        rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") else _f(_num(row[c])) for c in cols)))
+    console.print(fitted_table(
+        console, f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
+        [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
+        rows,
+    ))
+    print_signature(signature, console)
+
+
+def _num(value: object) -> float | None:
+    """A frame cell as a float, or None where the metric is undefined (NaN / None)."""
+    if value is None:
+        return None
+    v = float(value)  # type: ignore[arg-type]
+    return None if v != v else v

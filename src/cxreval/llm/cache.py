@@ -50,11 +50,48 @@ class CachedAnswer(BaseModel):
     created: float = 0.0
 
 
+class NotAnAnswerStore(ValueError):
+    """A file that is not cxreval's LLM answer store; it is never opened for writing."""
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_answer_store(path: str | Path) -> None:
+    """Raise :class:`NotAnAnswerStore` unless ``path`` is an answer store (or does not exist yet).
+
+    Checked before anything is written, so a bench cache or any other file given by mistake is
+    refused instead of gaining tables (or failing with a traceback).
+    """
+    p = Path(path)
+    if not p.exists() or (p.is_file() and p.stat().st_size == 0):
+        return
+    if not p.is_file():
+        raise NotAnAnswerStore(f"{p}: not a file")
+    with p.open("rb") as fh:
+        if fh.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+            raise NotAnAnswerStore(f"{p}: not an SQLite file, so not a cxreval LLM answer store")
+    try:
+        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            version = (db.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
+                       if "meta" in tables else None)
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise NotAnAnswerStore(f"{p}: cannot read as SQLite ({exc})") from None
+    if "answers" not in tables or version is None:
+        found = ", ".join(sorted(tables)) or "none"
+        raise NotAnAnswerStore(f"{p}: an SQLite file, but not a cxreval LLM answer store (tables: {found})")
+
+
 class AnswerCache:
     """SQLite store; use from one thread (the event loop's), any number of processes may read."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        check_answer_store(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")

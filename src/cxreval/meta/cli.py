@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -54,24 +54,34 @@ def _fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+# The LLM settings every meta command takes (used by LLM metrics only).
+LLMConfigOption = Annotated[Optional[Path], typer.Option(help="YAML file of LLM settings (LLM metrics only)")]
+BaseURLOption = Annotated[Optional[str], typer.Option(help="LLM endpoint, e.g. http://127.0.0.1:8000/v1")]
+ModelOption = Annotated[Optional[str], typer.Option(help="LLM model name as the server knows it")]
+LocalOnlyOption = Annotated[bool, typer.Option(help="refuse any LLM endpoint not on loopback")]
+CacheOption = Annotated[Optional[Path], typer.Option(help="SQLite LLM answer store")]
+TemperatureOption = Annotated[Optional[float], typer.Option(help="LLM sampling temperature")]
+
+
 @meta_app.command("human")
 def human(
     file: Path = typer.Argument(..., help="plain CSV (id, reference, candidate, rater_1..k) or ReXVal's "
                                           "50_samples_gt_and_candidates.csv with --rexval-ratings"),
     rexval_ratings: Optional[Path] = typer.Option(None, help="ReXVal's 6_valid_raters_per_rater_error_categories.csv"),
-    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", help=_METRIC_HELP),
-    runs: int = typer.Option(1, min=1, help="repeated runs (stochastic metrics): mean +- sd of tau"),
-    resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the CI of tau-b"),
-    seed: int = typer.Option(0),
+    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
+    runs: int = typer.Option(1, min=1, metavar="N", help="repeated runs (stochastic metrics): mean +- sd of tau"),
+    resamples: int = typer.Option(1000, min=0, metavar="N", help="bootstrap resamples for the CI of tau-b"),
+    seed: int = typer.Option(0, help="seed of the bootstrap resamples"),
     significance: str = typer.Option("all", help="ReXVal: all, significant or insignificant errors"),
     by_category: bool = typer.Option(True, help="also correlate per error category where the file has them"),
-    id_col: str = typer.Option("id"), reference_col: str = typer.Option("reference"),
-    candidate_col: str = typer.Option("candidate"), rater_prefix: str = typer.Option("rater_"),
+    id_col: str = typer.Option("id", help="id column of the ratings file"),
+    reference_col: str = typer.Option("reference", help="reference text column of the ratings file"),
+    candidate_col: str = typer.Option("candidate", help="candidate text column of the ratings file"),
+    rater_prefix: str = typer.Option("rater_", help="columns starting with this hold one rater's error count each"),
     rexval_columns: Optional[str] = typer.Option(None, help="JSON object overriding ReXVal column names"),
     out: Optional[Path] = typer.Option(None, help="write the alignment as JSON"),
-    llm_config: Optional[Path] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
-    model: Optional[str] = typer.Option(None), local_only: bool = typer.Option(False),
-    cache: Optional[Path] = typer.Option(None), temperature: Optional[float] = typer.Option(None),
+    llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
+    local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Kendall tau-b and Spearman between each metric and the mean rater error count."""
     from cxreval.meta.human import RatingsFormatError, RexvalColumns, human_alignment, read_plain_ratings, read_rexval
@@ -108,10 +118,11 @@ def human(
 def perturb(
     out: Path = typer.Option(..., help="suite file: .jsonl or .csv"),
     refs: Optional[Path] = typer.Option(None, help="CSV of references (id, reference) instead of IU X-ray"),
-    id_col: str = typer.Option("id"), reference_col: str = typer.Option("reference"),
+    id_col: str = typer.Option("id", help="id column of --refs"),
+    reference_col: str = typer.Option("reference", help="reference text column of --refs"),
     data_dir: Optional[Path] = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
     split: str = typer.Option("val,test", help="IU X-ray splits, comma separated"),
-    seed: int = typer.Option(0), per_type: int = typer.Option(1, min=1, help="variants per report and type"),
+    seed: int = typer.Option(0, help="seed of the perturbation draws"), per_type: int = typer.Option(1, min=1, metavar="N", help="variants per report and type"),
     types: Optional[str] = typer.Option(None, help="comma-separated perturbation types (default: all)"),
 ) -> None:
     """Turn reference reports into labelled (reference, candidate) pairs."""
@@ -148,13 +159,12 @@ def perturb(
 @meta_app.command("score")
 def score(
     suite_file: Path = typer.Argument(..., help="suite from `cxreval meta perturb`"),
-    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", help=_METRIC_HELP),
+    metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
     html: Optional[Path] = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
     out: Optional[Path] = typer.Option(None, help="write the report as JSON"),
     failures_out: Optional[Path] = typer.Option(None, help="JSONL of the variants each metric got wrong"),
-    llm_config: Optional[Path] = typer.Option(None), base_url: Optional[str] = typer.Option(None),
-    model: Optional[str] = typer.Option(None), local_only: bool = typer.Option(False),
-    cache: Optional[Path] = typer.Option(None), temperature: Optional[float] = typer.Option(None),
+    llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
+    local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
     from cxreval.meta.perturb import read_suite

@@ -36,6 +36,20 @@ class Signature(BaseModel):
         parts.append(f"version:{self.version}")
         return "|".join(parts)
 
+    @classmethod
+    def parse(cls, text: str) -> "Signature":
+        """The inverse of ``str(signature)``; raises ValueError on a malformed string."""
+        fields: dict[str, str] = {}
+        for part in text.strip().split("|"):
+            key, sep, value = part.partition(":")
+            if not sep or not key:
+                raise ValueError(f"not a cxreval signature: {text!r}")
+            fields[key] = value
+        named = {k: fields.pop(k) for k in ("metric", "ontology", "engine", "model", "prompt", "version") if k in fields}
+        if not {"metric", "ontology", "engine"} <= named.keys():
+            raise ValueError(f"not a cxreval signature (needs metric, ontology, engine): {text!r}")
+        return cls(**named, options=fields)
+
     def with_metric(self, metric: str) -> "Signature":
         return self.model_copy(update={"metric": metric})
 
