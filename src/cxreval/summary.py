@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from cxreval.scores import AttributeScore
 
 #: A table's first column may be cut to this many characters (with "…") before others are dropped.
-MIN_NAME_WIDTH = 18
+MIN_NAME_WIDTH = 22
 
 
 @dataclass(frozen=True)
