@@ -349,3 +349,25 @@ def test_cache_refuses_foreign_files(tmp_path: Path) -> None:
                           "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--cache", str(bench),
                           env={"OPENAI_API_KEY": "x"})
     assert refused.returncode == 2 and "not a cxreval LLM answer store" in refused.stderr
+
+
+def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
+    cache = tmp_path / "c.sqlite"
+    env = {**os.environ, "OPENAI_API_KEY": ""}
+    with LoopbackServer(latency=0.2) as srv:
+        args = [sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path / "o"),
+                *_llm_args(srv, cache), "--concurrency", "1"]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while srv.answered < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None and srv.answered >= 3
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and f"kept in {cache}" in lines[0] and "Traceback" not in err, err
+        asked_before = srv.answered
+        rerun = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+        assert rerun.returncode == 0, rerun.stderr
+        assert srv.answered - asked_before <= 20 - 3  # the finished answers were not asked again

@@ -8,13 +8,15 @@ saved and cached, and rerunning resumes.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import warnings
+from collections.abc import Callable
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, ParamSpec
 
 import typer
 from rich.console import Console
@@ -94,6 +96,7 @@ EXIT_INPUT = 2
 EXIT_STOPPED = 3
 EXIT_UNSCORED = 4
 EXIT_INTERRUPTED = 130
+P = ParamSpec("P")
 
 
 def example_path() -> Path:
@@ -122,7 +125,23 @@ def main(
     """cxreval: which clinical findings does a report generator get wrong?"""
 
 
+def _interrupt_exits_130(command: Callable[P, None]) -> Callable[P, None]:
+    """Ctrl-C anywhere in ``command`` (outside its own, more precise handler) ends in one line and exit 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            command(*args, **kwargs)
+        except KeyboardInterrupt:
+            err_console.print("[bold yellow]interrupted:[/] before any result was written; rerun the same command",
+                              highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return wrapper
+
+
 @app.command()
+@_interrupt_exits_130
 def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl, errors.csv, scores.json (checked before any work).")],
     pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
@@ -367,6 +386,7 @@ class CIMethodChoice(str, Enum):
 
 
 @app.command()
+@_interrupt_exits_130
 def compare(
     a_dir: Annotated[Path, typer.Argument(metavar="A_DIR", help="Results folder of system A (from cxreval evaluate).")],
     b_dir: Annotated[Path, typer.Argument(metavar="B_DIR", help="Results folder of system B, same pairs, same signature.")],
