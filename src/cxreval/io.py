@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "FORMATS",
     "SECTIONS",
+    "PREDICTION_FIELD",
     "CopiedCandidatesWarning",
     "InputError",
     "InputProblem",
@@ -800,6 +801,7 @@ def read_reports(
     text_col: str | None = None,
     format: str | None = None,
     section: str | None = None,
+    keyed_default: str | None = None,
 ) -> dict[str, str]:
     """Read one report text per id, in file order.
 
@@ -807,12 +809,14 @@ def read_reports(
     (default ``report``); ``section`` does not apply to them. A ReXrank-layout JSON (object keyed
     by study id) reads the field named by ``text_col``, or else the one ``section`` picks:
     ``report`` (full "Findings: ... Impression: ..." text), ``findings`` (``section_findings``) or
-    ``impression`` (``section_impression``); naming neither is an error, never a guess.
+    ``impression`` (``section_impression``), or else ``keyed_default`` (for example
+    :data:`PREDICTION_FIELD` for a file of generated reports); naming none is an error, never a
+    guess.
     """
     if section is not None:
         _section_field(section)  # an unknown section is a programming error, raised at once
     table = load_table(path, format, [id_col, text_col or "report"], keyed_ok=True)
-    rows, col = _reports_rows(table, id_col, text_col, section, default="report", keyed_default=None)
+    rows, col = _reports_rows(table, id_col, text_col, section, default="report", keyed_default=keyed_default)
     if table.problems:
         raise InputError(table.problems)
     assert col is not None

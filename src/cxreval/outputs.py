@@ -51,6 +51,7 @@ def atomic_writer(path: str | os.PathLike[str], *, newline: str | None = None) -
     """Open a text file for writing that replaces ``path`` only when the block ends cleanly."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
             yield fh
@@ -61,6 +62,12 @@ def atomic_writer(path: str | os.PathLike[str], *, newline: str | None = None) -
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

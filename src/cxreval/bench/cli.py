@@ -1,21 +1,34 @@
 """``cxreval bench CONFIG.yaml``: run a benchmark and write the page, JSON, CSV and LaTeX tables.
 
 Register with ``app.command("bench")(bench)`` in ``cxreval.cli``. Exit codes: 0 done, 2 bad
-input or settings (every problem listed).
+input or settings (every problem listed, before any judging), 130 interrupted (Ctrl-C; what was
+judged is cached and a rerun resumes).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from cxreval.bench.models import BenchmarkResult, Leaderboard
+
+if TYPE_CHECKING:
+    from cxreval.bench.runner import RunStats
 
 _out = Console()
 if not _out.is_terminal:
@@ -52,31 +65,94 @@ def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console
     console.print(table)
 
 
+class _Bars:
+    """Rich progress bars on stderr, one per runner stage ("judging", "metric bleu2"), fed by
+    ``Runner(progress=...)``; a no-op unless ``show`` (forced onto a pipe when asked for).
+    Messages go through ``console`` so that they print above the bars."""
+
+    def __init__(self, show: bool) -> None:
+        self.console = Console(stderr=True, force_terminal=True) if show and not _err.is_terminal else _err
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True,
+                            disable=not show)
+        self.tasks: dict[str, TaskID] = {}
+
+    def log(self, message: str) -> None:
+        self.console.print(escape(message))
+
+    def warn(self, message: str) -> None:
+        """A warning the user must not miss (e.g. a system whose reports are the references)."""
+        self.console.print(f"[bold yellow]warning: {escape(message)}[/bold yellow]", soft_wrap=True, highlight=False)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(stage, total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+
+def _interrupted(exc: KeyboardInterrupt, cache: Path | None) -> None:
+    """The one line Ctrl-C prints: what is kept and how to resume."""
+    from cxreval.bench.cache import BenchCache
+    from cxreval.bench.runner import Interrupted
+
+    if isinstance(exc, Interrupted):
+        cache, cached = exc.cache, exc.cached
+    elif cache is not None and cache.is_file():
+        with BenchCache(cache) as db:
+            cached = db.count()
+    else:
+        _err.print("interrupted before any pair was judged; nothing was cached")
+        return
+    _err.print(f"interrupted: {cached} judged pairs are cached in {escape(str(cache))}; "
+               "rerun the same command to resume", soft_wrap=True)
+
+
 def bench(
-    config: Annotated[Path, typer.Argument(help="benchmark YAML (datasets, systems, metrics, engine)")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="output folder (default: the config's out)")] = None,
-    resamples: Annotated[Optional[int], typer.Option("--resamples", min=0, help="bootstrap resamples (override)")] = None,
+    config: Annotated[Path, typer.Argument(metavar="CONFIG", help="benchmark YAML (datasets, systems, metrics, engine)")],
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="output folder (default: the config's out)")] = None,
+    resamples: Annotated[Optional[int], typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="write report.html")] = True,
+    progress: Annotated[Optional[bool], typer.Option(
+        "--progress/--no-progress", help="progress bars on stderr (default: when stderr is a terminal)")] = None,
 ) -> None:
     """Score systems on datasets, rank them with bootstrap intervals, and write the report."""
     from cxreval.bench.config import load_config
-    from cxreval.bench.runner import run_benchmark
-    from cxreval.bench.tables import write_tables
+    from cxreval.bench.runner import SetupError, run_benchmark
     from cxreval.io import InputError
     from cxreval.metrics import MetricUnavailable, UnknownMetric
 
+    bars = _Bars(_err.is_terminal if progress is None else progress)
+    cache: Path | None = None
     try:
-        cfg = load_config(config)
-        if resamples is not None:
-            cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": resamples})})
-        out_dir = out if out is not None else cfg.out
-        result, stats = run_benchmark(cfg, out_dir, log=lambda m: _err.print(escape(m)))
-    except InputError as exc:
-        _err.print(escape(str(exc)))
-        raise typer.Exit(2) from None
-    except (UnknownMetric, MetricUnavailable, ValueError) as exc:
-        _err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        try:
+            cfg = load_config(config)
+            if resamples is not None:
+                cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": resamples})})
+            out_dir = Path(out if out is not None else cfg.out)
+            cache = out_dir / "cache.sqlite"
+            with bars.bar:
+                result, stats = run_benchmark(cfg, out, log=bars.log, warn=bars.warn, progress=bars)
+        except InputError as exc:
+            _err.print(escape(str(exc)), soft_wrap=True)
+            raise typer.Exit(2) from None
+        except SetupError as exc:
+            for line in exc.problems:
+                _err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        except (UnknownMetric, MetricUnavailable, ValueError) as exc:
+            _err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        _write_outputs(result, stats, out_dir, html)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc, cache)
+        raise typer.Exit(130) from None
+
+
+def _write_outputs(result: BenchmarkResult, stats: "RunStats", out_dir: Path, html: bool) -> None:
+    """Tables, the terminal leaderboards and the page; every file is written atomically."""
+    from cxreval.bench.tables import write_tables
+    from cxreval.outputs import atomic_write_text
+
     paths = write_tables(result, out_dir)
     for d in result.datasets:
         try:
@@ -86,11 +162,12 @@ def bench(
     if html:
         t = time.perf_counter()
         try:
-            from cxreval.report import write_html
+            from cxreval.report import render_html
         except ImportError:
             _err.print("report.html skipped: cxreval.report is not available")
         else:
-            page = write_html(result, Path(out_dir) / "report.html")
+            page = out_dir / "report.html"
+            atomic_write_text(page, render_html(result))
             _out.print(f"page: {page} ({time.perf_counter() - t:.1f} s)")
     _out.print(
         f"{stats.pairs:,} pairs: {stats.judged:,} judged now, {stats.judgement_hits:,} from the cache"

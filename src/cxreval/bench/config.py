@@ -2,7 +2,9 @@
 
 Relative input paths are resolved against the config file's folder; ``{data_dir}`` in a path is
 replaced by ``data_dir`` (itself relative to the config file; the environment variable
-``CXREVAL_DATA_DIR`` overrides it). ``out`` is relative to the working directory.
+``CXREVAL_DATA_DIR`` overrides it). ``out`` is relative to the working directory. Metric names,
+``metric_options`` keys and ``rank_by`` are checked here (unknown names get a close-match hint);
+a system whose reports mostly equal their references is flagged by the runner.
 
 ```yaml
 name: rexrank-iu-test
@@ -19,6 +21,8 @@ datasets:
     metadata: {path: meta.csv, id_col: id, site_col: site, normal_col: normal}   # optional
 systems:
   - {name: MoERad, path: "{data_dir}/iu-gen-moerad/preds.csv", id_col: study_id, text_col: report}
+  # a ReXrank-layout JSON reads text_col, else section, else model_prediction (the generated report)
+  - {name: MoERad-json, path: "{data_dir}/iu-gen-moerad/MoERad.json", text_col: model_prediction}
   - {name: normal-template, baseline: normal-template}
   - {name: copy-reference, baseline: copy-reference}
 ```
@@ -26,7 +30,9 @@ systems:
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cxreval.io import InputError, InputProblem
+from cxreval.metrics import available_metrics
 
 DATA_DIR_ENV = "CXREVAL_DATA_DIR"
 Baseline = Literal["normal-template", "copy-reference"]
@@ -48,14 +55,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+Section = Literal["report", "findings", "impression"]
+#: The field of a ReXrank-layout prediction file that holds the generated report.
+PREDICTION_FIELD = "model_prediction"
+
+
 class ReferencesConfig(_Model):
-    """Where a dataset's reference reports are (any format ``cxreval.io.read_reports`` reads)."""
+    """Where a dataset's reference reports are (any format ``cxreval.io.read_reports`` reads).
+
+    A tabular file reads ``text_col`` (default ``report``). A ReXrank-layout file reads
+    ``text_col`` when it is given, else the field of ``section`` (default ``findings``).
+    """
 
     path: Path
     format: str | None = None
     id_col: str = "id"
-    text_col: str = "report"
-    section: Literal["report", "findings", "impression"] = "findings"
+    text_col: str | None = None
+    section: Section = "findings"
 
 
 class MetadataConfig(_Model):
@@ -82,14 +98,19 @@ class DatasetConfig(_Model):
 
 
 class SystemConfig(_Model):
-    """A system: a prediction file, or a built-in baseline (``normal-template``, ``copy-reference``)."""
+    """A system: a prediction file, or a built-in baseline (``normal-template``, ``copy-reference``).
+
+    A tabular file reads ``text_col`` (default ``report``). A ReXrank-layout file reads
+    ``text_col`` when given, else the field of ``section`` when given, else ``model_prediction``
+    (never the reference fields unless asked: a system that reads its reference ranks first).
+    """
 
     name: str = Field(..., min_length=1)
     path: Path | None = None
     format: str | None = None
     id_col: str = "id"
-    text_col: str = "report"
-    section: Literal["report", "findings", "impression"] = "report"
+    text_col: str | None = None
+    section: Section | None = None
     datasets: list[str] | None = None  # None: every dataset
     baseline: Baseline | None = None
     text: str | None = None  # the normal-template text
@@ -100,6 +121,9 @@ class SystemConfig(_Model):
             raise ValueError(f"system {self.name!r}: give exactly one of path or baseline")
         if self.text is not None and self.baseline != "normal-template":
             raise ValueError(f"system {self.name!r}: text applies to baseline: normal-template only")
+        if self.text_col is not None and self.section is not None:
+            raise ValueError(f"system {self.name!r}: give text_col or section, not both "
+                             "(text_col names the field; section picks a ReXrank report section)")
         return self
 
     @property
@@ -148,14 +172,24 @@ class BenchConfig(_Model):
             for d in s.datasets or []:
                 if d not in known:
                     problems.append(f"system {s.name!r} names unknown dataset {d!r}")
+        registered = available_metrics()
+        for name in dict.fromkeys(self.metrics):
+            if name not in registered:
+                problems.append(f"unknown metric {name!r}{did_you_mean(name, registered)}; "
+                                f"known: {', '.join(registered)}")
         if JUDGEMENT_METRIC not in self.metrics:
             problems.append(f"metrics must include {JUDGEMENT_METRIC!r} (the judgement-based metric)")
         if len(set(self.metrics)) != len(self.metrics):
             problems.append("metrics are listed twice")
+        for name in self.metric_options:
+            if name not in self.metrics:
+                problems.append(f"metric_options names {name!r}, which is not among metrics {self.metrics}")
         if self.rank_by not in self.metrics and self.rank_by not in DERIVED_METRICS:
-            problems.append(f"rank_by {self.rank_by!r} is not among metrics {self.metrics} or {list(DERIVED_METRICS)}")
+            rankable = [*self.metrics, *DERIVED_METRICS]
+            problems.append(f"rank_by {self.rank_by!r} is not one of the metrics{did_you_mean(self.rank_by, rankable)}; "
+                            f"choose from {', '.join(rankable)}")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("\n".join(problems))  # one line each: load_config lists them apart
         return self
 
     def systems_for(self, dataset: str) -> list[SystemConfig]:
@@ -169,6 +203,13 @@ DERIVED_METRICS: dict[str, tuple[str, bool]] = {
     "error-free": ("Error-free rate", True),
     "critical-error-free": ("Critical error-free rate", True),
 }
+
+
+def did_you_mean(name: str, choices: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest choice (case-insensitive too), else ``""``."""
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    close = close or [c for c in choices if c.lower() == name.lower()]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _resolve(path: Path, base: Path, data_dir: Path | None) -> Path:
@@ -202,6 +243,12 @@ def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
                                      "data_dir": data_dir})
 
 
+def _messages(err: Any) -> list[str]:
+    """A pydantic error's message(s): a validator's own problems one per line, unprefixed."""
+    cause = err.get("ctx", {}).get("error") if err["type"] == "value_error" else None
+    return str(cause).splitlines() if isinstance(cause, ValueError) else [err["msg"]]
+
+
 def load_config(path: str | Path) -> BenchConfig:
     """Read, validate and resolve a benchmark YAML; problems raise :class:`InputError`."""
     p = Path(path)
@@ -218,8 +265,8 @@ def load_config(path: str | Path) -> BenchConfig:
         return resolve_paths(config, p.resolve().parent)
     except ValidationError as exc:
         raise InputError([
-            InputProblem(file=str(p), field=".".join(str(x) for x in err["loc"]) or None, message=err["msg"])
-            for err in exc.errors()
+            InputProblem(file=str(p), field=".".join(str(x) for x in err["loc"]) or None, message=line)
+            for err in exc.errors() for line in _messages(err)
         ]) from None
     except ValueError as exc:
         raise InputError([InputProblem(file=str(p), message=str(exc))]) from None

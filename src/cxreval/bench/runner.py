@@ -6,6 +6,11 @@ The rule engine judges the pairs that are not in the cache in worker processes (
 sorted by reference so that a reference shared by many systems is mostly read once. LLM engines
 go through ``Evaluator.evaluate`` (their own answer cache applies); a pair whose LLM answer
 stayed unusable is not stored and counts as failed.
+
+Judged pairs and metric values are stored chunk by chunk as they finish, so Ctrl-C loses at
+most the chunks in flight: :class:`Interrupted` says how many judged pairs are kept, and a rerun
+judges only the rest. Worker processes ignore SIGINT; the parent terminates them. Everything that
+can fail without judging (output folder, metric names, extras and options) is checked first.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ import json
 import math
 import multiprocessing as mp
 import os
+import re
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,13 +33,38 @@ from typing import Any
 import numpy as np
 
 from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
-from cxreval.bench.config import JUDGEMENT_METRIC, BenchConfig, DatasetConfig, SystemConfig
+from cxreval.bench.config import JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig, DatasetConfig, SystemConfig
 from cxreval.bench.models import BenchmarkResult
-from cxreval.io import InputError, InputProblem, ReportPair, read_reports
-from cxreval.metrics import ReportMetric, get_metric
+from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
+from cxreval.metrics import MetricUnavailable, ReportMetric, UnknownMetric, get_metric
+from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
+#: Most pairs a judging or metric chunk holds: the unit of caching (and of work lost to Ctrl-C).
+CHUNK_PAIRS = 1000
 Log = Callable[[str], None]
+#: ``progress(stage, done, total)``: a stage ("judging", "metric bleu2") advanced to ``done`` of
+#: ``total`` pairs; called with ``done=0`` when the stage starts and after every chunk.
+Progress = Callable[[str, int, int], None]
+
+
+class SetupError(ValueError):
+    """Settings that would fail the run after the judging (output folder, metric extras or options).
+
+    ``problems`` holds every problem found, one line each.
+    """
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during judging or scoring; ``cached`` judged pairs are kept in ``cache``."""
+
+    def __init__(self, cache: Path, cached: int) -> None:
+        super().__init__(f"{cached} judged pairs are cached in {cache}")
+        self.cache, self.cached = cache, cached
 
 
 @dataclass
@@ -65,6 +99,7 @@ class RunStats:
     metric_computed: dict[str, int] = field(default_factory=dict)
     metric_hits: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # e.g. a system whose reports copy the reference
 
 
 # ------------------------------------------------------------------------------------------
@@ -84,7 +119,8 @@ _FALSE = {"0", "false", "no", "n", "abnormal", "f"}
 def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | None, np.ndarray | None]:
     """ids, reference texts, sites (or None) and metadata normal flags (or None), in file order."""
     ref = cfg.references
-    refs = read_reports(ref.path, id_col=ref.id_col, text_col=ref.text_col, format=ref.format, section=ref.section)
+    refs = read_reports(ref.path, id_col=ref.id_col, text_col=ref.text_col, format=ref.format,
+                        section=ref.section if ref.text_col is None else None)
     ids = list(refs)
     sites: list[str] | None = None
     normal: np.ndarray | None = None
@@ -115,13 +151,17 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
 
 
 def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[str], dataset: str) -> list[str]:
-    """The system's candidate per study of the dataset; every study needs exactly one."""
+    """The system's candidate per study of the dataset; every study needs exactly one.
+
+    A ReXrank-layout file with neither ``text_col`` nor ``section`` reads ``model_prediction``.
+    """
     if cfg.baseline == "copy-reference":
         return list(references)
     if cfg.baseline == "normal-template":
         return [cfg.template] * len(ids)
     assert cfg.path is not None
-    cands = read_reports(cfg.path, id_col=cfg.id_col, text_col=cfg.text_col, format=cfg.format, section=cfg.section)
+    cands = read_reports(cfg.path, id_col=cfg.id_col, text_col=cfg.text_col, format=cfg.format, section=cfg.section,
+                         keyed_default=PREDICTION_FIELD)
     missing = [i for i in ids if i not in cands]
     if missing:
         raise InputError([InputProblem(
@@ -139,8 +179,10 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(ontology: str | None, uncertain: str) -> None:
+    """A worker ignores Ctrl-C (the parent stops it), so an interrupt prints no worker tracebacks."""
     from cxreval.evaluate import Evaluator
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain)  # type: ignore[arg-type]
 
 
@@ -165,7 +207,8 @@ def _judge_chunk(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]
     return out
 
 
-def _metric_chunk(name: str, options: dict[str, Any], refs: Sequence[str], cands: Sequence[str]) -> list[Any]:
+def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]) -> list[Any]:
+    name, options, refs, cands = task
     metrics = _WORKER.setdefault("metrics", {})
     metric = metrics.get(name)
     if metric is None:
@@ -180,24 +223,58 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
 
 
 def _pool(workers: int, ontology: str | None, uncertain: str) -> Any:
+    """Worker processes; they are started with SIGINT ignored (before their initializer runs too)."""
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    return mp.get_context(method).Pool(workers, initializer=_init_worker, initargs=(ontology, uncertain))
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        return mp.get_context(method).Pool(workers, initializer=_init_worker, initargs=(ontology, uncertain))
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
-def _chunked(items: Sequence[Any], n_chunks: int) -> list[Sequence[Any]]:
-    size = max(1, math.ceil(len(items) / max(1, n_chunks)))
+def _chunked(items: Sequence[Any], workers: int) -> list[Sequence[Any]]:
+    """At least four chunks per worker, at most :data:`CHUNK_PAIRS` items each."""
+    size = max(1, min(CHUNK_PAIRS, math.ceil(len(items) / (4 * max(1, workers)))))
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _missing_extra(metric: str) -> list[str]:
+    """The packages of cxreval's optional extra named like ``metric`` (``cxreval[bertscore]``)
+    that are not installed (empty: no such extra, or all of it is there)."""
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    try:
+        reqs = requires("cxreval") or []
+    except PackageNotFoundError:
+        return []
+    missing = []
+    for req in reqs:
+        if re.search(rf"extra\s*==\s*['\"]{re.escape(metric)}['\"]", req):
+            dist = re.split(r"[\s;<>=!~\[]", req, maxsplit=1)[0]
+            try:
+                version(dist)
+            except PackageNotFoundError:
+                missing.append(dist)
+    return missing
 
 
 class Runner:
     """Runs one benchmark config; ``stats`` says what was computed and what came from the cache."""
 
-    def __init__(self, config: BenchConfig, out: str | Path | None = None, log: Log | None = None) -> None:
+    def __init__(self, config: BenchConfig, out: str | Path | None = None, log: Log | None = None, *,
+                 warn: Log | None = None, progress: Progress | None = None) -> None:
+        """``log`` gets progress messages, ``warn`` warnings (default: a Python warning),
+        ``progress`` the advance of every stage (see :data:`Progress`)."""
         from cxreval.evaluate import Evaluator
 
         self.config = config
+        self.out_flag = "out" if out is None else "--out"
         self.out = Path(out) if out is not None else Path(config.out)
         self.log: Log = log or (lambda msg: None)
+        self.warn: Log = warn or (lambda msg: warnings.warn(msg, CopiedCandidatesWarning, stacklevel=3))
+        self.progress: Progress = progress or (lambda stage, done, total: None)
         eng = config.engine
         llm = None
         if eng.name != "rules":
@@ -221,6 +298,32 @@ class Runner:
             self._metrics[name] = get_metric(name, **self.config.metric_options.get(name, {}))
         return self._metrics[name]
 
+    def check(self) -> None:
+        """Raise :class:`SetupError` for everything that would fail after the judging: an output
+        folder that is a file or cannot be written, a metric that is unknown, whose optional extra
+        is not installed, or whose options it does not take. Builds (and keeps) every metric."""
+        problems: list[str] = []
+        try:
+            check_out_dir(self.out, flag=self.out_flag)
+        except OutputError as exc:
+            problems.append(str(exc))
+        for name in self.config.metrics:
+            if name == JUDGEMENT_METRIC:
+                continue
+            try:
+                self.metric(name)
+            except UnknownMetric as exc:
+                problems.append(str(exc.args[0]))
+            except MetricUnavailable as exc:
+                missing = _missing_extra(name)
+                problems.append(f"metric {name!r} needs the optional extra {name!r} (not installed: "
+                                f"{', '.join(missing)}): pip install 'cxreval[{name}]'"
+                                if missing else f"metric {name!r} cannot run here: {exc}")
+            except TypeError as exc:
+                problems.append(f"metric {name!r} does not take the metric_options given: {exc}")
+        if problems:
+            raise SetupError(problems)
+
     # -- the run -----------------------------------------------------------------------------
 
     def load(self) -> list[DatasetRun]:
@@ -240,11 +343,23 @@ class Runner:
                 except InputError as exc:
                     problems.extend(exc.problems)
                     continue
+                if s.baseline != "copy-reference":
+                    self._check_copied(s.name, d.name, refs, cands)
                 systems.append(SystemRun(s.name, s.baseline is not None, cands))
             runs.append(DatasetRun(d.name, ids, refs, sites, normal, systems))
         if problems:
             raise InputError(problems)
         return runs
+
+    def _check_copied(self, system: str, dataset: str, refs: Sequence[str], cands: Sequence[str]) -> None:
+        """Warn (through ``warn``, and in the result's notes) when most candidates are the reference."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CopiedCandidatesWarning)
+            warn_if_copied(refs, cands, source=f"system {system!r} on dataset {dataset!r}")
+        for w in caught:
+            if issubclass(w.category, CopiedCandidatesWarning):
+                self.stats.warnings.append(str(w.message))
+                self.warn(str(w.message))
 
     def judge(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
         """Fill ``SystemRun.judgements`` from the cache, judging only the missing pairs."""
@@ -255,10 +370,18 @@ class Runner:
         self.stats.judgement_hits += len(texts) - len(missing)
         if missing:
             self.log(f"judging {len(missing):,} new pairs ({len(texts) - len(missing):,} cached)")
-            new = self._judge_missing(missing)
-            cache.put_judgements(new.items())
-            self.stats.judged += len(new)
-            stored.update(new)
+            self.progress("judging", 0, len(missing))
+            done = 0
+
+            def store(part: list[tuple[str, str]]) -> None:
+                nonlocal done
+                cache.put_judgements(part)
+                stored.update(part)
+                self.stats.judged += len(part)
+                done += len(part)
+                self.progress("judging", done, len(missing))
+
+            self._judge_missing(missing, store)
         decoded: dict[str, list[list[str]]] = {}
         for s, keys in keyed:
             rows: list[list[list[str]] | None] = []
@@ -273,23 +396,31 @@ class Runner:
             s.judgements = rows
             self.stats.failed += sum(r is None for r in rows)
 
-    def _judge_missing(self, items: list[tuple[str, str, str]]) -> dict[str, str]:
+    def _judge_missing(self, items: list[tuple[str, str, str]], store: Callable[[list[tuple[str, str]]], None]) -> None:
+        """Judge ``(key, reference, candidate)`` items chunk by chunk, handing each finished
+        chunk's ``(key, compact rows JSON)`` to ``store`` at once (so Ctrl-C keeps them)."""
         eng = self.config.engine
         if eng.name != "rules":
-            pairs = [ReportPair(pair_id=k, reference=r, candidate=c) for k, r, c in items]
-            result = self.evaluator.evaluate(pairs, progress=None)
-            by_pair: dict[str, list[Any]] = {k: [] for k in result.pair_ids}
-            for row in result.judgements:
-                by_pair[row.pair_id].append(row)
-            return {k: dumps(compact_rows(rows)) for k, rows in by_pair.items()}
+            size = 8 * self.evaluator.llm.concurrency if self.evaluator.llm is not None else CHUNK_PAIRS
+            for start in range(0, len(items), size):
+                pairs = [ReportPair(pair_id=k, reference=r, candidate=c) for k, r, c in items[start : start + size]]
+                result = self.evaluator.evaluate(pairs, progress=False)
+                by_pair: dict[str, list[Any]] = {k: [] for k in result.pair_ids}
+                for row in result.judgements:
+                    by_pair[row.pair_id].append(row)
+                store([(k, dumps(compact_rows(rows))) for k, rows in by_pair.items()])
+            return
         items = sorted(items, key=lambda t: (t[1], t[2]))
         ontology = None if eng.ontology is None else str(eng.ontology)
+        chunks = _chunked(items, self.workers)
         if self.workers <= 1 or len(items) < PARALLEL_MIN_PAIRS:
             _WORKER["evaluator"] = self.evaluator
-            return dict(_judge_chunk(items))
+            for chunk in chunks:
+                store(_judge_chunk(chunk))
+            return
         with _pool(self.workers, ontology, eng.uncertain) as pool:
-            parts = pool.map(_judge_chunk, _chunked(items, max(self.workers * 4, len(items) // 5000)), chunksize=1)
-        return {k: v for part in parts for k, v in part}
+            for part in pool.imap_unordered(_judge_chunk, chunks):
+                store(part)
 
     def score_metrics(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
         """Fill ``SystemRun.metrics`` for every configured metric but the judgement-based one."""
@@ -304,22 +435,29 @@ class Runner:
             missing = [k for k in texts if k not in stored]
             self.stats.metric_hits[name] = self.stats.metric_hits.get(name, 0) + len(texts) - len(missing)
             if missing:
-                refs = [texts[k][0] for k in missing]
-                cands = [texts[k][1] for k in missing]
+                stage, done = f"metric {name}", 0
+                self.progress(stage, 0, len(missing))
+                chunks = _chunked(missing, self.workers)
+                tasks = [(name, self.config.metric_options.get(name, {}), [texts[k][0] for k in ch],
+                          [texts[k][1] for k in ch]) for ch in chunks]
+
+                def store(keys: Sequence[str], values: Sequence[Any]) -> None:
+                    nonlocal done
+                    new = [(k, dumps(v)) for k, v in zip(keys, values, strict=True)]
+                    cache.put_values(new)
+                    stored.update(new)
+                    done += len(new)
+                    self.progress(stage, done, len(missing))
+
                 parallel = getattr(metric, "parallel_safe", name in ("bleu2", "rouge-l", "bleu4-corpus"))
                 if parallel and self.workers > 1 and len(missing) >= PARALLEL_MIN_PAIRS:
-                    opts = self.config.metric_options.get(name, {})
                     ontology = None if eng.ontology is None else str(eng.ontology)
-                    idx = _chunked(list(range(len(missing))), self.workers * 2)
                     with _pool(self.workers, ontology, eng.uncertain) as pool:
-                        parts = pool.starmap(_metric_chunk, [(name, opts, [refs[i] for i in ch], [cands[i] for i in ch])
-                                                             for ch in idx])
-                    values = [v for part in parts for v in part]
+                        for keys, values in zip(chunks, pool.imap(_metric_chunk, tasks)):
+                            store(keys, values)
                 else:
-                    values = _metric_values(metric, refs, cands)
-                new = {k: dumps(v) for k, v in zip(missing, values)}
-                cache.put_values(new.items())
-                stored.update(new)
+                    for keys, (_, _, refs, cands) in zip(chunks, tasks):
+                        store(keys, _metric_values(metric, refs, cands))
             self.stats.metric_computed[name] = self.stats.metric_computed.get(name, 0) + len(missing)
             parsed: dict[str, Any] = {}
             for s, keys in keyed:
@@ -331,31 +469,40 @@ class Runner:
             self.stats.timings[f"metric:{name}"] = time.perf_counter() - t0
 
     def run(self) -> BenchmarkResult:
-        """The whole benchmark: load, judge, score, analyse."""
+        """The whole benchmark: check, load, judge, score, analyse.
+
+        Ctrl-C while judging or scoring raises :class:`Interrupted` (what finished is cached).
+        """
         from cxreval.bench.analysis import analyse
 
         t0 = time.perf_counter()
+        self.check()
         runs = self.load()
         self.stats.timings["load"] = time.perf_counter() - t0
         with BenchCache(self.out / "cache.sqlite") as cache:
-            t = time.perf_counter()
-            self.judge(cache, runs)
-            self.stats.timings["judge"] = time.perf_counter() - t
-            self.score_metrics(cache, runs)
+            try:
+                t = time.perf_counter()
+                self.judge(cache, runs)
+                self.stats.timings["judge"] = time.perf_counter() - t
+                self.score_metrics(cache, runs)
+            except KeyboardInterrupt:
+                raise Interrupted(cache.path, cache.count()) from None
         t = time.perf_counter()
         result = analyse(self.config, runs, self, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         self.stats.timings["analyse"] = time.perf_counter() - t
         self.stats.timings["total"] = time.perf_counter() - t0
-        return result.model_copy(update={"timings": dict(self.stats.timings)})
+        return result.model_copy(update={"timings": dict(self.stats.timings),
+                                         "notes": [*result.notes, *self.stats.warnings]})
 
 
-def run_benchmark(config: BenchConfig, out: str | Path | None = None, log: Log | None = None) -> tuple[BenchmarkResult, RunStats]:
+def run_benchmark(config: BenchConfig, out: str | Path | None = None, log: Log | None = None, *,
+                  warn: Log | None = None, progress: Progress | None = None) -> tuple[BenchmarkResult, RunStats]:
     """Run ``config``; returns the result and what was computed vs taken from the cache."""
-    runner = Runner(config, out, log)
+    runner = Runner(config, out, log, warn=warn, progress=progress)
     return runner.run(), runner.stats
 
 
-__all__ = ["DatasetRun", "RunStats", "Runner", "SystemRun", "run_benchmark"]
+__all__ = ["Interrupted", "DatasetRun", "RunStats", "Runner", "SetupError", "SystemRun", "run_benchmark"]
 
 
 def _keyed_pairs(

@@ -1,6 +1,7 @@
 """Tables from a :class:`BenchmarkResult`: JSON, CSV (long form), LaTeX and Markdown leaderboards.
 
-Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero).
+Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero). Every file
+is written atomically (``cxreval.outputs``), so Ctrl-C never leaves a truncated table.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
+from cxreval.outputs import atomic_write_text, atomic_writer
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -30,7 +32,7 @@ def _slug(text: str) -> str:
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_writer(path, newline="") as fh:
         w = csv.writer(fh)
         w.writerow(header)
         w.writerows(rows)
@@ -99,7 +101,7 @@ def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequenc
 
 def write_json(result: BenchmarkResult, path: str | Path) -> Path:
     p = Path(path)
-    p.write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(p, result.model_dump_json(indent=1) + "\n")
     return p
 
 
@@ -142,10 +144,10 @@ def write_tables(result: BenchmarkResult, out_dir: str | Path) -> dict[str, Path
     md = []
     for lb in result.leaderboards:
         p = tex / f"leaderboard_{_slug(lb.dataset)}_{_slug(lb.stratum)}.tex"
-        p.write_text(leaderboard_latex(result, lb), encoding="utf-8")
+        atomic_write_text(p, leaderboard_latex(result, lb))
         md.append(f"### {lb.dataset}: {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}\n\n"
                   + leaderboard_markdown(result, lb) + "\n")
     paths["latex"] = tex
     paths["markdown"] = out / "leaderboards.md"
-    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+    atomic_write_text(paths["markdown"], "\n".join(md))
     return paths
