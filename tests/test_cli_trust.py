@@ -371,3 +371,11 @@ def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
         rerun = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
         assert rerun.returncode == 0, rerun.stderr
         assert srv.answered - asked_before <= 20 - 3  # the finished answers were not asked again
+
+
+def test_outputs_get_the_ordinary_file_mode(tmp_path: Path) -> None:
+    from cxreval.outputs import atomic_write_text
+
+    atomic_write_text(tmp_path / "a.txt", "x")
+    (tmp_path / "b.txt").write_text("x")
+    assert (tmp_path / "a.txt").stat().st_mode == (tmp_path / "b.txt").stat().st_mode
