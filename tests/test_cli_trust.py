@@ -354,17 +354,17 @@ def test_cache_refuses_foreign_files(tmp_path: Path) -> None:
 def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
     cache = tmp_path / "c.sqlite"
     env = {**os.environ, "OPENAI_API_KEY": ""}
-    with LoopbackServer(latency=0.2) as srv:
+    with LoopbackServer(latency=0.4) as srv:
         args = [sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path / "o"),
                 *_llm_args(srv, cache), "--concurrency", "1"]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 60
         while srv.answered < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert proc.poll() is None and srv.answered >= 3
+        assert proc.poll() is None and srv.answered >= 3, proc.poll()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130
+        assert proc.returncode == 130, err
         lines = [x for x in err.splitlines() if x.strip()]
         assert len(lines) == 1 and f"kept in {cache}" in lines[0] and "Traceback" not in err, err
         asked_before = srv.answered

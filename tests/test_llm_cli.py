@@ -22,17 +22,17 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         # --max-cost without prices is refused before anything is sent
         bad = _cli("evaluate", "--out", str(tmp_path / "x"), "--engine", "llm-pairwise", *common, "--max-cost", "1")
         assert bad.returncode == 2 and "--price-input" in bad.stderr and not srv.log
-        # a small budget: stops early with exit code 3, saves what it has, lists the rest
+        # a small budget: stops early with exit code 3, saves what it has, lists the rest; a hard cap
         out = tmp_path / "budget"
         stopped = _cli("evaluate", "--out", str(out), "--engine", "llm-pairwise", *common, "--concurrency", "1",
-                       "--price-input", "0.25", "--price-output", "1", "--max-cost", "0.005")
+                       "--price-input", "0.25", "--price-output", "1", "--max-cost", "0.02")
         assert stopped.returncode == 3, stopped.stderr
         assert "--max-cost" in stopped.stderr and "rerunning the same command resumes" in stopped.stderr
         scores = json.loads((out / "scores.json").read_text())
         failures = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
         assert scores["n_pairs"] + scores["n_failed"] == 20 and scores["n_failed"] == len(failures) > 0
         assert {f["reason"] for f in failures} == {"budget"}
-        assert scores["usage"]["cost"] >= 0.005 and "engine:llm-pairwise@1" in scores["signature"]
+        assert 0 < scores["usage"]["cost"] <= 0.02 and "engine:llm-pairwise@" in scores["signature"]
         # --runs 2 with the extract engine: per-run outputs and a mean +- sd summary
         runs = _cli("evaluate", "--out", str(tmp_path / "runs"), "--engine", "llm-extract", *common, "--runs", "2",
                     "--temperature", "0.5", "--schema", "dense")

@@ -507,6 +507,7 @@ def cache_cmd(
     clear: Annotated[bool, typer.Option("--clear", help="Delete entries (all, or those chosen by --model / --failed).")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="Only this model's entries.")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only entries whose answer stayed invalid.")] = False,
+    reset_budget: Annotated[bool, typer.Option("--reset-budget", help="Start a new --max-cost budget for this store (answers are kept).")] = False,
 ) -> None:
     """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
     from rich.table import Table
@@ -523,11 +524,16 @@ def cache_cmd(
     except NotAnAnswerStore as exc:
         _fail(str(exc))
     with AnswerCache(target) as store:
+        if reset_budget:
+            spent = store.reset_budget()
+            out_console.print(f"{target}: new budget (the old one had spent {spent:.4f} USD)", highlight=False)
+            return
         if clear:
             n = store.clear(model=model, status="failed" if failed else None)
             out_console.print(f"{target}: deleted {n} entr{'y' if n == 1 else 'ies'}", highlight=False)
             return
         rows = [r for r in store.stats() if (model is None or r["model"] == model) and (not failed or r["status"] == "failed")]
+        budget_spent = store.spent()
     size = sum(p.stat().st_size for p in target.parent.glob(target.name + "*") if p.is_file())
     table = Table(title=f"{target} ({size / 1e6:.1f} MB)", title_justify="left")
     for col in ("kind", "engine", "model", "status", "entries", "calls", "input tokens", "output tokens", "cost USD"):
@@ -536,6 +542,8 @@ def cache_cmd(
         table.add_row(r["kind"], r["engine"], r["model"], r["status"], str(r["entries"]), str(r["calls"]),
                       f"{r['input_tokens']:,}", f"{r['output_tokens']:,}", f"{r['cost']:.4f}")
     out_console.print(table)
+    out_console.print(f"budget: {budget_spent:.4f} USD spent since the last --reset-budget (what --max-cost counts)",
+                      highlight=False)
 
 
 # `cxreval agree` lives with its readers and tables in cxreval.agree.

@@ -141,6 +141,9 @@ def print_llm_usage(result: "EvaluationResult", console: Console) -> None:
         f"cost {u.cost:.4f} USD, {u.seconds:.1f} s, response format {u.response_format}",
         highlight=False,
     )
+    if u.estimated:
+        console.print(f"[bold yellow]{u.estimated} answer(s) came without usable token usage[/]: their tokens and "
+                      "cost are estimated (1 token per 3 bytes)", highlight=False)
     if result.failures:
         reasons: dict[str, int] = {}
         for f in result.failures:

@@ -14,6 +14,15 @@ schema of a forced tool.
 
 Error text that leaves a backend passes through :meth:`redact`, so the key never reaches logs,
 caches or outputs, whatever a server echoes back.
+
+Answers are read as raw text and validated here, not trusted to the SDKs' models: an HTTP 200
+whose body is cut off, has no message, a non-string content or nonsensical usage is a
+:class:`TransientError` (retried, then listed as a failure), never a crash. Usage that is
+missing or not a non-negative integer is reported as ``None``, and the runner estimates it.
+
+No redirect is ever followed (the report text would be posted again to wherever it points), and
+a loopback endpoint or ``--local-only`` ignores proxy settings from the environment
+(``HTTP_PROXY``, ``ALL_PROXY``, ...), so no byte leaves the machine.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import json
 import logging
 import time
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -35,12 +45,48 @@ MAX_ERROR_CHARS = 500
 
 
 class ChatResponse(BaseModel):
-    """The text of one answer (JSON for both providers) and its token usage."""
+    """The text of one answer (JSON for both providers) and its token usage.
+
+    ``input_tokens`` / ``output_tokens`` are ``None`` when the server reported no usable usage.
+    """
 
     text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     finish_reason: str | None = None
+
+
+def _tokens(usage: Any, name: str) -> int | None:
+    """A usage count the server reported, if it is a non-negative integer (bools are not)."""
+    value = usage.get(name) if isinstance(usage, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+def _loads_object(body: str, what: str) -> dict[str, Any]:
+    """A response body as a JSON object, or a TransientError saying what is wrong with it."""
+    try:
+        value = json.loads(body)
+    except (TypeError, ValueError):
+        raise TransientError(f"malformed response: the {what} body is not complete JSON "
+                             f"({len(body)} characters)") from None
+    if not isinstance(value, dict):
+        raise TransientError(f"malformed response: the {what} body is not a JSON object")
+    return value
+
+
+def http_client(sdk_default: type, config: LLMConfig) -> Any:
+    """The HTTP client an SDK gets: never follows redirects; no proxies for local endpoints.
+
+    ``sdk_default`` is the SDK's ``DefaultAsyncHttpxClient``. For a loopback endpoint or
+    ``--local-only`` the plain client it derives from is used with ``trust_env=False``: the SDK
+    default reads proxies from the environment even then (seen in anthropic 2.12).
+    """
+    if config.local_only or config.is_local:
+        plain = next(c for c in sdk_default.__mro__[1:] if c.__name__ == "AsyncClient")
+        return plain(timeout=config.timeout, follow_redirects=False, trust_env=False)
+    return sdk_default(timeout=config.timeout, follow_redirects=False)
 
 
 class TransientError(Exception):
@@ -62,7 +108,7 @@ class Backend(Protocol):
 
     async def aclose(self) -> None: ...
 
-    def redact(self, text: str) -> str: ...
+    def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str: ...
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -99,13 +145,20 @@ class _Base:
         self.config = config
         self._key = config.api_key()
 
-    def redact(self, text: str) -> str:
+    def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
+        """``text`` with the key replaced (and cut to ``limit`` characters; None keeps it whole)."""
         text = str(text)
         if self._key and len(self._key) >= 4:
             text = text.replace(self._key, "[redacted]")
-        return text[:MAX_ERROR_CHARS]
+        return text if limit is None else text[:limit]
 
     def _status_error(self, status: int, body: str, headers: Any) -> Exception:
+        if 300 <= status < 400:
+            where = urlsplit(str(headers.get("location", "") if headers is not None else ""))
+            target = f"{where.scheme}://{where.hostname}" if where.hostname else "another address"
+            return FatalError(self.redact(
+                f"HTTP {status}: the endpoint redirected to {target}; redirects are never followed (the report "
+                "text would be sent again); give the final address as --base-url"))
         message = self.redact(f"HTTP {status}: {body}")
         if _status_transient(status):
             return TransientError(message, parse_retry_after(headers))
@@ -123,11 +176,9 @@ class OpenAIBackend(_Base):
 
         self._openai = openai
         self.client = openai.AsyncOpenAI(
-            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0
+            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0,
+            http_client=http_client(openai.DefaultAsyncHttpxClient, config),
         )
-        from openai.types.chat import ChatCompletion
-
-        self._completion_type = ChatCompletion
         self.format = "json_schema" if config.response_format == "auto" else config.response_format
         self._auto = config.response_format == "auto"
 
@@ -162,9 +213,7 @@ class OpenAIBackend(_Base):
                 # The SDK's documented request method for bodies sent as is: ``create`` would walk
                 # the whole schema and messages on every call (about 3 ms of CPU with 170 entity
                 # ids, the bottleneck at high concurrency), and json_object + schema is not OpenAI's.
-                completion = await self.client.post(
-                    "/chat/completions", body=kwargs, cast_to=self._completion_type
-                )
+                body_text = await self.client.post("/chat/completions", body=kwargs, cast_to=str)
             except oa.APIStatusError as exc:
                 body = _body_text(exc)
                 if self._auto and self._mentions_format(exc.status_code, body) and used != "none":
@@ -177,19 +226,30 @@ class OpenAIBackend(_Base):
                 raise TransientError(f"timed out after {self.config.timeout:g} s") from None
             except oa.APIConnectionError as exc:
                 raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
-            except oa.APIError as exc:  # e.g. a 200 whose body is not a completion
+            except oa.APIError as exc:
                 raise TransientError(self.redact(f"bad response: {exc}")) from None
-            choices = getattr(completion, "choices", None)
-            if not choices:
-                raise TransientError(self.redact(f"response without choices: {str(completion)[:200]}"))
-            choice = choices[0]
-            usage = completion.usage
-            return ChatResponse(
-                text=choice.message.content or "",
-                input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                finish_reason=choice.finish_reason,
-            )
+            return self._parse(body_text)
+
+    def _parse(self, body_text: str) -> ChatResponse:
+        """A chat completion read defensively: every malformed shape is a TransientError."""
+        doc = _loads_object(body_text, "chat completion")
+        choices = doc.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise TransientError("malformed response: no choices")
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise TransientError("malformed response: the choice has no message")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TransientError(f"malformed response: message content is a {type(content).__name__}, not text")
+        finish = choices[0].get("finish_reason")
+        usage = doc.get("usage")
+        return ChatResponse(
+            text=content or "",
+            input_tokens=_tokens(usage, "prompt_tokens"),
+            output_tokens=_tokens(usage, "completion_tokens"),
+            finish_reason=finish if isinstance(finish, str) else None,
+        )
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -207,11 +267,9 @@ class AnthropicBackend(_Base):
 
         self._anthropic = anthropic
         self.client = anthropic.AsyncAnthropic(
-            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0
+            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0,
+            http_client=http_client(anthropic.DefaultAsyncHttpxClient, config),
         )
-        import inspect
-
-        self._sdk_temperature = "temperature" in inspect.signature(self.client.messages.create).parameters
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str) -> ChatResponse:
         an = self._anthropic
@@ -226,12 +284,11 @@ class AnthropicBackend(_Base):
         }
         if system:
             kwargs["system"] = system
-        if self._sdk_temperature:
-            kwargs["temperature"] = self.config.temperature
-        else:  # recent SDKs dropped the keyword; the Messages API field is unchanged
-            kwargs["extra_body"] = {"temperature": self.config.temperature}
+        kwargs["temperature"] = self.config.temperature
         try:
-            message = await self.client.messages.create(**kwargs)
+            # the body as is, read back as text: the Messages API fields are stable, the SDK's
+            # keyword arguments are not (recent SDKs dropped ``temperature``)
+            body_text = await self.client.post("/v1/messages", body=kwargs, cast_to=str)
         except an.APIStatusError as exc:
             raise self._status_error(exc.status_code, _body_text(exc), exc.response.headers) from None
         except an.APITimeoutError:
@@ -240,19 +297,34 @@ class AnthropicBackend(_Base):
             raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
         except an.APIError as exc:
             raise TransientError(self.redact(f"bad response: {exc}")) from None
-        text = ""
-        for block in message.content:
-            if getattr(block, "type", None) == "tool_use":
-                text = json.dumps(block.input, ensure_ascii=False)
+        return self._parse(body_text)
+
+    def _parse(self, body_text: str) -> ChatResponse:
+        """A Message read defensively: the forced tool's input, else the first text block."""
+        doc = _loads_object(body_text, "message")
+        content = doc.get("content")
+        if not isinstance(content, list):
+            raise TransientError("malformed response: the message has no content list")
+        text: str | None = None
+        for block in content:
+            if not isinstance(block, dict):
+                raise TransientError("malformed response: a content block is not an object")
+            if block.get("type") == "tool_use":
+                if not isinstance(block.get("input"), dict):
+                    raise TransientError("malformed response: the tool input is not an object")
+                text = json.dumps(block["input"], ensure_ascii=False)
                 break
-            if getattr(block, "type", None) == "text" and not text:
-                text = block.text
-        usage = message.usage
+            if block.get("type") == "text" and text is None:
+                if not isinstance(block.get("text"), str):
+                    raise TransientError("malformed response: a text block holds no text")
+                text = block["text"]
+        stop = doc.get("stop_reason")
+        usage = doc.get("usage")
         return ChatResponse(
-            text=text,
-            input_tokens=getattr(usage, "input_tokens", 0) or 0,
-            output_tokens=getattr(usage, "output_tokens", 0) or 0,
-            finish_reason=message.stop_reason,
+            text=text or "",
+            input_tokens=_tokens(usage, "input_tokens"),
+            output_tokens=_tokens(usage, "output_tokens"),
+            finish_reason=stop if isinstance(stop, str) else None,
         )
 
     async def aclose(self) -> None:

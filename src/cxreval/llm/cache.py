@@ -7,21 +7,48 @@ answer parameters, the report texts, the run index), never of the endpoint URL o
 
 Answers that stayed invalid after the re-ask are stored too (``status='failed'``, with the raw
 answers), so a rerun does not pay for them again; ``retry_failed`` asks again. Transport
-failures (timeouts, 5xx after all retries) are not stored: the call did not finish.
+failures (timeouts, 5xx after all retries) are not stored: the call did not finish. A failure
+never replaces a valid answer, and of two valid answers the first stored stays, so processes
+sharing a store agree.
+
+Several processes may share one store. Before a call, a process takes a *lease* on the key
+(``claim``); another process that wants the same key waits for the answer instead of paying
+for it again. A lease whose process is gone (same host) or that has expired is taken over.
+
+The *ledger* records the cost of every answered request (cache hits cost nothing), so
+``--max-cost`` is a budget per store across reruns until ``reset_budget``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 1
+
+
+def _alive(owner: str) -> bool:
+    """Whether a lease owner may still be running: a process on this host must exist."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine: trust the expiry
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cache_key(parts: dict[str, Any]) -> str:
@@ -105,6 +132,14 @@ class AnswerCache:
         )
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)")
+        self._db.execute(
+            """CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
+                input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
+                cost REAL NOT NULL, created REAL NOT NULL)"""
+        )
+        #: this process's lease owner id: host, pid (to tell a dead owner) and a random part
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     def close(self) -> None:
         self._db.close()
@@ -125,11 +160,20 @@ class AnswerCache:
         data["raw"] = json.loads(data["raw"])
         return CachedAnswer.model_validate(data)
 
-    def put(self, answer: CachedAnswer) -> None:
-        """Insert or replace one answer; committed before returning (autocommit)."""
+    def put(self, answer: CachedAnswer) -> bool:
+        """Store one answer unless a valid one is already there; committed before returning.
+
+        Returns whether ``answer`` was stored: ``False`` means a valid answer (perhaps another
+        process's) was kept, and :meth:`get` returns it.
+        """
         a = answer
-        self._db.execute(
-            "INSERT OR REPLACE INTO answers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        cur = self._db.execute(
+            """INSERT INTO answers VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(key) DO UPDATE SET kind=excluded.kind, engine=excluded.engine, model=excluded.model,
+                 status=excluded.status, value=excluded.value, raw=excluded.raw, error=excluded.error,
+                 input_tokens=excluded.input_tokens, output_tokens=excluded.output_tokens, calls=excluded.calls,
+                 cost=excluded.cost, created=excluded.created
+               WHERE answers.status != 'ok'""",
             (
                 a.key, a.kind, a.engine, a.model, a.status,
                 None if a.value is None else json.dumps(a.value, ensure_ascii=False),
@@ -137,6 +181,46 @@ class AnswerCache:
                 a.calls, a.cost, a.created or time.time(),
             ),
         )
+        return cur.rowcount > 0
+
+    # -- leases: one process pays for a call, the others wait for its answer ---------------
+    def claim(self, key: str, ttl: float) -> bool:
+        """Take the lease on ``key`` for ``ttl`` seconds; False while another live owner holds it."""
+        now = time.time()
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self._db.execute("SELECT owner, expires FROM leases WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] != self.owner and row[1] > now and _alive(row[0]):
+                return False
+            self._db.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)", (key, self.owner, now + ttl))
+            return True
+        finally:
+            self._db.execute("COMMIT")
+
+    def release(self, key: str | None = None) -> None:
+        """Give back one lease of this process (or all of them)."""
+        if key is None:
+            self._db.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+        else:
+            self._db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self.owner))
+
+    # -- ledger: what was spent, for the budget -------------------------------------------
+    def record_spend(self, key: str, model: str, input_tokens: int, output_tokens: int, estimated: bool,
+                     cost: float) -> None:
+        """Append one answered request's cost to the ledger (committed at once)."""
+        self._db.execute("INSERT INTO ledger (key, model, input_tokens, output_tokens, estimated, cost, created) "
+                         "VALUES (?,?,?,?,?,?,?)", (key, model, input_tokens, output_tokens, int(estimated), cost,
+                                                    time.time()))
+
+    def spent(self) -> float:
+        """USD spent through this store since the budget was last reset (every process's calls)."""
+        return float(self._db.execute("SELECT COALESCE(SUM(cost), 0) FROM ledger").fetchone()[0])
+
+    def reset_budget(self) -> float:
+        """Start a new budget; returns what the old one had spent."""
+        spent = self.spent()
+        self._db.execute("DELETE FROM ledger")
+        return spent
 
     def count(self, status: str | None = None) -> int:
         if status is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ DEFAULT_BASE_URL: dict[str, str] = {
     "anthropic": "https://api.anthropic.com",
 }
 ENV_PREFIX = "CXREVAL_LLM_"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 class LLMConfigError(ValueError):
@@ -65,12 +67,25 @@ class LLMConfig(BaseModel):
     def _url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"base_url must be an http(s) URL, got {value!r}")
-        if parts.username or parts.password:
-            raise ValueError("base_url must not carry credentials; use api_key_env")
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+        except ValueError:
+            raise ValueError("base_url is not a URL") from None
+        if parts.username or parts.password:  # checked first: never echo a URL that holds a password
+            raise ValueError("base_url must not carry credentials (user:password@); use api_key_env")
+        if parts.scheme not in ("http", "https") or not host:
+            raise ValueError(f"base_url must be an http(s) URL, got {safe_url(value)!r}")
         return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.fullmatch(value):
+            # never echo the value: it is often the key itself, pasted by mistake
+            raise ValueError("api_key_env takes the NAME of an environment variable (letters, digits, _; "
+                             "e.g. OPENAI_API_KEY), not the key itself")
+        return value
 
     # -- derived -------------------------------------------------------------------------
     @property
@@ -165,6 +180,18 @@ class LLMConfig(BaseModel):
                 f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
             )
             raise LLMConfigError(f"invalid LLM settings: {problems}") from None
+
+
+def safe_url(url: str) -> str:
+    """A URL fit to print: any ``user:password@`` part is replaced."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(not a URL)"
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = "[credentials]@" + parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc).geturl()
 
 
 def is_loopback_url(url: str) -> bool:

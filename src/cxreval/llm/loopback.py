@@ -193,6 +193,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def _reply_raw(self, entry: dict[str, Any], status: int, data: bytes) -> None:
+        """Send bytes as they are (a malformed body), logged like :meth:`_reply`."""
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            entry["status"] = "client-gone"
+            self.close_connection = True
+            return
+        entry["status"] = status
+
     def _reply(self, entry: dict[str, Any], status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         """Send and log; a client that already hung up (it timed out) is logged as gone."""
         try:
@@ -310,6 +325,13 @@ class _Handler(BaseHTTPRequestHandler):
         if first_answer or any(f.endswith("-always") for f in faults):
             text, finish, fault = _corrupt(text, answer, faults, mode, style, reask)
             entry["fault"] = fault or entry["fault"]
+        if on("echo-key-answer"):  # a 200 whose answer quotes the key back
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            answer = {**answer, "note": f"received {auth}"}
+            text, entry["fault"] = json.dumps(answer), "echo-key-answer"
+        if on("huge") and (not reask or "huge-always" in faults):  # far over the schema's bounds (+3 MB)
+            answer = {**answer, "padding": "x" * 3_000_000}
+            text, entry["fault"] = json.dumps(answer), "huge"
         in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
         out_tokens = len(text) // 4 + 1
         with srv.lock:
@@ -320,19 +342,29 @@ class _Handler(BaseHTTPRequestHandler):
                 content = [{"type": "tool_use", "id": "toolu_loopback", "name": tool, "input": json.loads(text)}]
             except json.JSONDecodeError:  # a truncated answer cannot be a tool input: send it as text
                 content = [{"type": "text", "text": text}]
-            self._reply(entry, 200, {
+            payload: dict[str, Any] = {
                 "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
                 "content": content, "stop_reason": "max_tokens" if finish == "length" else "tool_use",
                 "stop_sequence": None, "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
-            })
+            }
         else:
-            self._reply(entry, 200, {
+            payload = {
                 "id": f"chatcmpl-{request_sha}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", ""),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
                 "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens,
                           "total_tokens": in_tokens + out_tokens},
-            })
+            }
+        malformed = next((name for name in MALFORMED if on(name)), None)
+        if malformed is None:
+            self._reply(entry, 200, payload)
+            return
+        entry["fault"] = malformed
+        data = _malform(malformed, payload, anthropic)
+        if isinstance(data, bytes):
+            self._reply_raw(entry, 200, data)
+        else:
+            self._reply(entry, 200, data)
 
     @staticmethod
     def _oracle_answer(oracle: Oracle, user: str, mode: str, style: str, max_items: int, max_evidence: int,
@@ -357,6 +389,39 @@ class _Handler(BaseHTTPRequestHandler):
                      "comparison": "none"} for e in oracle.ontology.entity_ids}
         dense.update(oracle.states(text))
         return dense
+
+
+#: HTTP 200 answers that are not what the API promises (each a ``FAULT:<name>``).
+MALFORMED = ("cut-body", "no-message", "content-not-string", "usage-not-int", "no-usage", "negative-usage",
+             "not-a-message", "bad-block")
+
+
+def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, Any] | list[Any] | bytes:
+    """``payload`` broken the way fault ``name`` says (bytes where the body is not even JSON)."""
+    usage_key = ("input_tokens", "output_tokens") if anthropic else ("prompt_tokens", "completion_tokens")
+    if name == "cut-body":
+        data = json.dumps(payload).encode("utf-8")
+        return data[: len(data) // 2]
+    if name == "no-usage":
+        return {k: v for k, v in payload.items() if k != "usage"}
+    if name == "usage-not-int":
+        return {**payload, "usage": {k: str(v) for k, v in payload["usage"].items()}}
+    if name == "negative-usage":
+        return {**payload, "usage": {**payload["usage"], usage_key[0]: -1_000_000, usage_key[1]: -5}}
+    if anthropic:
+        if name == "not-a-message":
+            return [payload]
+        if name in ("no-message", "bad-block"):
+            return {**payload, "content": ["not a block"] if name == "bad-block" else None}
+        return {**payload, "content": [{"type": "text", "text": 42}]}  # content-not-string
+    choice = payload["choices"][0]
+    if name == "no-message":
+        return {**payload, "choices": [{k: v for k, v in choice.items() if k != "message"}]}
+    if name == "content-not-string":
+        return {**payload, "choices": [{**choice, "message": {"role": "assistant", "content": {"entities": []}}}]}
+    if name == "not-a-message":
+        return {**payload, "choices": "none"}
+    return {**payload, "choices": ["not a choice"]}  # bad-block
 
 
 def _text(content: Any) -> str:

@@ -2,9 +2,18 @@
 
 For each task: a cached answer is used as is; otherwise the call is made (transport failures
 are retried with exponential backoff, or exactly as long as ``Retry-After`` says), the answer
-is validated, and an invalid answer gets one re-ask that shows the model its error. The outcome
-is written to the cache as soon as it is known. Nothing is dropped: every task ends as ``ok``
-or as a failure with its stage, error and raw answers.
+is validated, and an invalid answer gets one re-ask that shows the model its error (a bounded
+excerpt of its answer, never the whole of an oversized one). The outcome is written to the
+cache as soon as it is known. Nothing is dropped: every task ends as ``ok`` or as a failure
+with its stage, error and raw answers. The key is redacted from every answer before it is
+parsed, stored or shown.
+
+The budget (``--max-cost``) is a hard cap per answer store: a request starts only if what the
+store has spent (every run, every process: the ledger), plus what is reserved by requests in
+flight, plus this request's worst case (its prompt estimated at one token per 3 bytes, and
+``max_tokens`` of output) stays within the cap. Spending therefore never passes the cap unless
+a server reports more tokens than that worst case. Where a server reports no usable usage, the
+tokens are estimated the same way (``Usage.estimated`` counts those answers).
 """
 
 from __future__ import annotations
@@ -27,6 +36,14 @@ from .schemas import AnswerError, ParsedAnswer
 
 MAX_BACKOFF = 30.0
 MAX_RETRY_AFTER = 300.0
+#: Bytes per token assumed when a server reports no usage (conservative: real text is ~4).
+BYTES_PER_TOKEN = 3
+#: How much of a raw answer is stored (cache, failures.jsonl) and shown back in a re-ask.
+RAW_KEEP_CHARS = 8000
+REASK_EXCERPT_CHARS = 2000
+#: An answer longer than this many characters per max_tokens is over any schema's bounds.
+CHARS_PER_TOKEN_BOUND = 8
+LEASE_POLL_SECONDS = 0.2
 Stage = Literal["answer", "transport", "budget", "stopped"]
 
 
@@ -70,6 +87,7 @@ class Usage(BaseModel):
     cost: float = 0.0
     failed: int = 0
     not_run: int = 0
+    estimated: int = Field(0, description="answers whose server reported no usable usage: tokens estimated")
     retry_after_waits: list[float] = Field(default_factory=list, description="Retry-After values honoured")
     response_format: str | None = None
     stopped: str | None = None
@@ -77,7 +95,7 @@ class Usage(BaseModel):
 
     def add(self, other: "Usage") -> None:
         for name in ("tasks", "cache_hits", "requests", "answers", "retries", "reasks", "input_tokens",
-                     "output_tokens", "failed", "not_run"):
+                     "output_tokens", "failed", "not_run", "estimated"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost += other.cost
         self.seconds += other.seconds
@@ -121,7 +139,8 @@ class LLMRunner:
         self.retry_failed = retry_failed
         self.limiter = RateLimiter(config.rate_limit)
         self.reask = load_prompt("reask")
-        self.spent = 0.0  # across batches of this runner, for --max-cost
+        self.spent_here = 0.0  # by this runner, across its batches
+        self.reserved = 0.0  # worst cases of the requests in flight, for --max-cost
         self.stop_reason: str | None = None
 
     @property
@@ -131,11 +150,17 @@ class LLMRunner:
         return self._backend
 
     async def aclose(self) -> None:
+        self.cache.release()
         if self._backend is not None:
             await self._backend.aclose()
 
-    def redact(self, text: str) -> str:
-        return self._backend.redact(text) if self._backend is not None else text
+    @property
+    def spent(self) -> float:
+        """USD spent from this runner's answer store (this run and earlier ones; the ledger)."""
+        return self.cache.spent()
+
+    def redact(self, text: str, limit: int | None = 500) -> str:
+        return self._backend.redact(text, limit) if self._backend is not None else text[:limit]
 
     # -- one batch ------------------------------------------------------------------------
     async def run(self, tasks: Sequence[Task], *, progress: bool = False, label: str = "LLM calls") -> tuple[dict[str, Outcome], Usage]:
@@ -170,14 +195,17 @@ class LLMRunner:
                 for task in queue:
                     out = await self._one(task, usage)
                     outcomes[task.key] = out
-                    bar.advance(out, self.spent)
+                    bar.advance(out, self.spent_here)
 
             try:
                 with bar:
                     await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency, len(todo)))))
             finally:
                 usage.response_format = getattr(self._backend, "format", None) or self.config.response_format
-        usage.stopped = self.stop_reason
+        if self.stop_reason:  # said once every call in flight has finished, so the figures are final
+            usage.stopped = (f"{self.stop_reason}; {self.spent:.4f} USD spent from {self.cache.path} "
+                             f"({self.spent_here:.4f} USD by this run)"
+                             if self.stop_reason.startswith("--max-cost") else self.stop_reason)
         usage.seconds = time.perf_counter() - t0
         return outcomes, usage
 
@@ -186,21 +214,52 @@ class LLMRunner:
         stage: Stage = "budget" if self.stop_reason and self.stop_reason.startswith("--max-cost") else "stopped"
         return Outcome(key=task.key, ok=False, error=f"not run: {self.stop_reason}", stage=stage)
 
+    def _cached_outcome(self, hit: CachedAnswer) -> Outcome:
+        return Outcome(key=hit.key, ok=hit.status == "ok", value=hit.value, raw=hit.raw, error=hit.error,
+                       stage=None if hit.status == "ok" else "answer", cached=True)
+
+    async def _wait_for_lease(self, task: Task, usage: Usage) -> Outcome | None:
+        """Take the task's lease; while another process holds it, wait and use its answer."""
+        ttl = self.config.timeout * (self.config.retries + 1) * 2 + 60
+        while not self.cache.claim(task.key, ttl):
+            await asyncio.sleep(LEASE_POLL_SECONDS)
+            hit = self.cache.get(task.key)
+            if hit is not None and (hit.status == "ok" or not self.retry_failed):
+                usage.cache_hits += 1
+                usage.failed += hit.status != "ok"
+                return self._cached_outcome(hit)
+        hit = self.cache.get(task.key)  # stored between our first look and the lease
+        if hit is not None and (hit.status == "ok" or not self.retry_failed):
+            self.cache.release(task.key)
+            usage.cache_hits += 1
+            usage.failed += hit.status != "ok"
+            return self._cached_outcome(hit)
+        return None
+
     async def _one(self, task: Task, usage: Usage) -> Outcome:
         if self.stop_reason:
             return self._not_run(task, usage)
+        shared = await self._wait_for_lease(task, usage)
+        if shared is not None:
+            return shared
+        try:
+            return await self._ask(task, usage)
+        finally:
+            self.cache.release(task.key)
+
+    async def _ask(self, task: Task, usage: Usage) -> Outcome:
         cfg = self.config
-        if cfg.max_cost is not None and self.spent >= cfg.max_cost:
-            self.stop_reason = f"--max-cost {cfg.max_cost:g} USD reached ({self.spent:.4f} USD spent)"
-            return self._not_run(task, usage)
         raws: list[str] = []
         tokens = [0, 0]
         calls = 0
         messages = list(task.messages)
         error = ""
+        bound = cfg.max_tokens * CHARS_PER_TOKEN_BOUND
         for attempt in range(2):  # the answer, then at most one re-ask
             try:
                 resp = await self._call(messages, task, usage)
+            except BudgetReached:
+                return self._not_run(task, usage)
             except TransientError as exc:
                 usage.failed += 1
                 return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage="transport")
@@ -209,11 +268,16 @@ class LLMRunner:
                 usage.failed += 1
                 return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage="stopped")
             calls += 1
-            raws.append(resp.text)
-            tokens[0] += resp.input_tokens
-            tokens[1] += resp.output_tokens
+            text = self.redact(resp.text, limit=None)  # an echoed key never reaches parse, cache or outputs
+            raws.append(_excerpt(text, RAW_KEEP_CHARS))
+            tokens[0] += resp.input_tokens or 0
+            tokens[1] += resp.output_tokens or 0
             try:
-                parsed = task.parse(resp.text)
+                if len(text) > bound:
+                    raise AnswerError(f"the answer is {len(text):,} characters, over the bound of {bound:,} "
+                                      f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={cfg.max_tokens}); "
+                                      "answer with the JSON object only")
+                parsed = task.parse(text)
             except AnswerError as exc:
                 error = str(exc)
                 if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
@@ -222,32 +286,55 @@ class LLMRunner:
                     usage.reasks += 1
                     messages = [
                         *task.messages,
-                        {"role": "assistant", "content": resp.text or "(empty answer)"},
+                        {"role": "assistant", "content": _excerpt(text, REASK_EXCERPT_CHARS) or "(empty answer)"},
                         {"role": "user", "content": self.reask.render("user", error=error)},
                     ]
                 continue
             value = {"items": parsed.items, "notes": parsed.notes}
-            self._store(task, "ok", value, raws, "", tokens, calls)
-            return Outcome(key=task.key, ok=True, value=value, raw=raws)
+            return self._store(task, "ok", value, raws, "", tokens, calls)
         usage.failed += 1
         error = f"invalid answer after one re-ask: {error}"
-        self._store(task, "failed", None, raws, error, tokens, calls)
-        return Outcome(key=task.key, ok=False, raw=raws, error=error, stage="answer")
+        return self._store(task, "failed", None, raws, error, tokens, calls)
 
-    def _store(self, task: Task, status: str, value: Any, raws: list[str], error: str, tokens: list[int], calls: int) -> None:
-        self.cache.put(
+    def _store(self, task: Task, status: str, value: Any, raws: list[str], error: str, tokens: list[int],
+               calls: int) -> Outcome:
+        """Store the outcome; if a valid answer was stored meanwhile (another process), that one wins."""
+        stored = self.cache.put(
             CachedAnswer(
                 key=task.key, kind=task.kind, engine=task.engine, model=self.config.model, status=status,
                 value=value, raw=raws, error=error, input_tokens=tokens[0], output_tokens=tokens[1],
                 calls=calls, cost=self.config.cost(*tokens), created=time.time(),
             )
         )
+        if not stored:
+            kept = self.cache.get(task.key)
+            if kept is not None:
+                return self._cached_outcome(kept)
+        if status == "ok":
+            return Outcome(key=task.key, ok=True, value=value, raw=raws)
+        return Outcome(key=task.key, ok=False, raw=raws, error=error, stage="answer")
+
+    def _reserve(self, messages: list[dict[str, str]]) -> float:
+        """Reserve this request's worst-case cost, or raise BudgetReached (see the module doc)."""
+        cfg = self.config
+        if cfg.max_cost is None:
+            return 0.0
+        worst = cfg.cost(estimate_tokens(messages), cfg.max_tokens)
+        spent = self.spent
+        if spent + self.reserved + worst > cfg.max_cost:
+            self.stop_reason = self.stop_reason or (
+                f"--max-cost {cfg.max_cost:g} USD reached (a request may cost up to {worst:.4f} USD, "
+                f"{max(cfg.max_cost - spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a new budget)")
+            raise BudgetReached(self.stop_reason)
+        self.reserved += worst
+        return worst
 
     async def _call(self, messages: list[dict[str, str]], task: Task, usage: Usage) -> ChatResponse:
         cfg = self.config
         attempts = cfg.retries + 1
         for attempt in range(attempts):
             await self.limiter.wait()
+            reserved = self._reserve(messages)
             usage.requests += 1
             try:
                 resp = await self.backend.complete(messages, task.schema, task.schema_name)
@@ -262,14 +349,46 @@ class LLMRunner:
                     delay = min(MAX_BACKOFF, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
                 await asyncio.sleep(delay)
                 continue
+            finally:
+                self.reserved -= reserved
             usage.answers += 1
+            estimated = resp.input_tokens is None or resp.output_tokens is None
+            if estimated:
+                usage.estimated += 1
+                resp = resp.model_copy(update={
+                    "input_tokens": resp.input_tokens if resp.input_tokens is not None else estimate_tokens(messages),
+                    "output_tokens": (resp.output_tokens if resp.output_tokens is not None
+                                      else _estimate(resp.text)),
+                })
+            assert resp.input_tokens is not None and resp.output_tokens is not None
             usage.input_tokens += resp.input_tokens
             usage.output_tokens += resp.output_tokens
             cost = cfg.cost(resp.input_tokens, resp.output_tokens)
             usage.cost += cost
-            self.spent += cost
+            self.spent_here += cost
+            self.cache.record_spend(task.key, cfg.model, resp.input_tokens, resp.output_tokens, estimated, cost)
             return resp
         raise AssertionError("unreachable")
+
+
+class BudgetReached(Exception):
+    """A request was not started: it could take the spending past ``--max-cost``."""
+
+
+def _estimate(text: str) -> int:
+    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """Tokens a prompt may take, at one token per 3 bytes (real tokenisers average ~4)."""
+    return sum(_estimate(m.get("content", "")) + 4 for m in messages)
+
+
+def _excerpt(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit:,} more characters not kept]"
 
 
 class _Bar:
