@@ -343,3 +343,17 @@ def test_runner_release_leaves_no_lease(server, tmp_path):
         outcomes, _ = asyncio.run(go())
         assert outcomes[task.key].ok
         assert store._db.execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0  # noqa: SLF001
+
+
+def test_bench_settings_never_echo_a_password(tmp_path):
+    (tmp_path / "refs.csv").write_text("id,report\n1,Small left pleural effusion.\n")
+    (tmp_path / "bench.yaml").write_text(
+        "name: t\nout: out\n"
+        "engine: {name: llm-pairwise, llm: {model: m, base_url: 'http://user:Secr3tPW@127.0.0.1:9/v1'}}\n"
+        "metrics: [spec-errors]\n"
+        "datasets: [{name: d, references: {path: refs.csv}}]\n"
+        "systems: [{name: n, baseline: normal-template}]\n")
+    proc = subprocess.run([sys.executable, "-m", "cxreval", "bench", str(tmp_path / "bench.yaml")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "credentials" in proc.stderr
+    assert "Secr3tPW" not in proc.stdout + proc.stderr

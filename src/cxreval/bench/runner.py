@@ -283,7 +283,7 @@ class Runner:
             if eng.llm is None:
                 raise InputError([InputProblem(file="config", field="engine.llm",
                                                message=f"engine {eng.name!r} needs llm settings")])
-            llm = LLMConfig.model_validate(eng.llm)
+            llm = LLMConfig.from_settings(eng.llm)
         self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm)
         self.engine_signature = str(self.evaluator.signature)
         self.workers = eng.workers or os.cpu_count() or 1

@@ -173,6 +173,12 @@ class LLMConfig(BaseModel):
             if raw is not None and raw != "":
                 data[name] = raw
         data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.from_settings(data)
+
+    @classmethod
+    def from_settings(cls, data: dict[str, Any]) -> "LLMConfig":
+        """Validate settings; the error names each bad field and why, never the value given
+        (a value may be a key or a URL with a password)."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
