@@ -16,7 +16,8 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 from typer.testing import CliRunner
 
-from cxreval.agree import agree, agreement_table, majority_vote, parse_label_value, read_labels
+from cxreval.agree import agreement_table, majority_vote, parse_label_value, read_labels
+from cxreval.cli.agree import agree
 from cxreval.io import InputError
 
 PRED = "id,A,B\n1,1,0\n2,0,-1\n3,1,1\n4,,0\n"
@@ -160,7 +161,7 @@ def test_agree_command_with_a_label_set(tmp_path):
 
 
 def test_agree_runs_in_a_subprocess(files):
-    code = ("import typer, sys; from cxreval.agree import agree; a = typer.Typer(); "
+    code = ("import typer, sys; from cxreval.cli.agree import agree; a = typer.Typer(); "
             "a.command('agree')(agree); a.command('noop')(lambda: None); sys.exit(a())")
     proc = subprocess.run([sys.executable, "-c", code, "agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]),
                            "--format", "csv"], capture_output=True, text=True, check=False)

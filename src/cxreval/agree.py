@@ -1,4 +1,5 @@
-"""``cxreval agree``: agreement of predicted labels with human (gold) labels.
+"""Agreement of predicted labels with human (gold) labels: reading, statistics and rendering
+(the ``cxreval agree`` command is :mod:`cxreval.cli.agree`).
 
 Why: before trusting a labeler (rules, an LLM, CheXbert) to score generated reports, check it
 against radiologists' labels, label by label, in the layout of the Ran Score paper's tables 2
@@ -27,22 +28,17 @@ mean over labels of each defined value.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import os
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import typer
 from pydantic import BaseModel, ConfigDict
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
@@ -372,50 +368,12 @@ def render_latex(table: AgreementTable) -> str:
 
 
 # ------------------------------------------------------------------------------------------
-# Command
+# Checks the command makes (the command itself is in cxreval.cli.agree)
 # ------------------------------------------------------------------------------------------
 
 
-class UncertainChoice(str, Enum):
-    negative = "negative"
-    positive = "positive"
-    exclude = "exclude"
-
-
-class TieChoice(str, Enum):
-    exclude = "exclude"
-    positive = "positive"
-    negative = "negative"
-
-
-class AgreeFormat(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    latex = "latex"
-
-
-def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def _labels_option(labels: str | None, labelset: str | None, ontology: Path | None) -> tuple[list[str] | None, str]:
-    """Label names and order from ``--labels`` or an ontology label set, and the ontology signature."""
-    if labels:
-        return [s.strip() for s in labels.split(",") if s.strip()], "none"
-    if labelset:
-        from cxreval.ontology import load_ontology
-
-        onto = load_ontology(ontology)
-        if labelset not in onto.labelsets:
-            _fail(f"ontology {onto.signature} has no label set {labelset!r}; label sets: "
-                  f"{', '.join(sorted(onto.labelsets))}")
-        return list(onto.labelsets[labelset].labels), onto.signature
-    return None, "none"
-
-
-def _check_ids(pred: pd.DataFrame, gold: Sequence[pd.DataFrame], files: Sequence[Path], pred_file: Path) -> None:
+def check_ids(pred: pd.DataFrame, gold: Sequence[pd.DataFrame], files: Sequence[Path], pred_file: Path) -> None:
+    """Every id must be in the predictions and in each gold file, with every label column."""
     problems: list[InputProblem] = []
     pred_ids = set(pred.index)
     for g, f in zip(gold, files):
@@ -429,41 +387,3 @@ def _check_ids(pred: pd.DataFrame, gold: Sequence[pd.DataFrame], files: Sequence
             problems.append(InputProblem(file=os.fspath(f), field=c, message="label column missing"))
     if problems:
         raise InputError(problems)
-
-
-def agree(
-    predictions: Annotated[Path, typer.Argument(help="Predicted labels (CSV, TSV, JSONL, JSON list, Parquet).")],
-    gold: Annotated[list[Path], typer.Option("--gold", "-g", metavar="FILE", help="Gold labels; give several times for several annotators (majority vote).")],
-    id_col: Annotated[str, typer.Option("--id-col", help="Id column.")] = "id",
-    labels: Annotated[Optional[str], typer.Option("--labels", help="Comma-separated label columns to compare, in this order (default: all columns of the predictions file).")] = None,
-    labelset: Annotated[Optional[str], typer.Option("--labelset", help="Take the labels from this ontology label set (ran21, chexpert14, chestxray14, or your own).")] = None,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Ontology YAML for --labelset (default: the packaged one).")] = None,
-    uncertain: Annotated[UncertainChoice, typer.Option("--uncertain", help="Uncertain (-1) labels count as negative, positive, or are excluded.")] = UncertainChoice.negative,
-    tie: Annotated[TieChoice, typer.Option("--tie", help="Annotator ties: exclude the item, or call it positive / negative.")] = TieChoice.exclude,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the Clopper-Pearson interval.")] = 0.95,
-    format: Annotated[AgreeFormat, typer.Option("--format", "-f", help="table (terminal), json, csv or latex.")] = AgreeFormat.table,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the output to this file instead of standard output.")] = None,
-) -> None:
-    """Per-label agreement of predicted labels with gold labels (Ran Score tables 2 and 4)."""
-    label_names, onto_sig = _labels_option(labels, labelset, ontology)
-    try:
-        pred = read_labels(predictions, id_col=id_col, labels=label_names)
-        golds = [read_labels(g, id_col=id_col, labels=list(pred.columns)) for g in gold]
-        _check_ids(pred, golds, gold, predictions)
-    except InputError as exc:
-        _fail(str(exc))
-    base = Signature(metric="label-agreement", ontology=onto_sig, engine="external",
-                     options={"labelset": labelset} if labelset else {})
-    table = agreement_table(pred, golds, uncertain=uncertain.value, tie=tie.value,  # type: ignore[arg-type]
-                            confidence=confidence, signature=base)
-    if format == AgreeFormat.table:
-        with out.open("w", encoding="utf-8") if out else contextlib.nullcontext(None) as fh:
-            console = Console(width=160, file=fh)
-            console.print(render_rich(table))
-            console.print(f"signature: {table.signature}", highlight=False, soft_wrap=True)
-        return
-    text = {AgreeFormat.json: render_json, AgreeFormat.csv: render_csv, AgreeFormat.latex: render_latex}[format](table)
-    if out:
-        out.write_text(text, encoding="utf-8")
-    else:
-        typer.echo(text, nl=False)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -522,3 +523,14 @@ def summarize_runs(results: Sequence[EvaluationResult]) -> dict[str, Any]:
         "n_failed": [r.n_failed for r in results],
         "metrics": metrics,
     }
+
+
+class _CallableModule(types.ModuleType):
+    """``cxreval.evaluate`` is this module (``from cxreval.evaluate import Evaluator``) and the
+    function (``cxreval.evaluate(pairs)``): calling the module calls :func:`evaluate`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> EvaluationResult:
+        return evaluate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

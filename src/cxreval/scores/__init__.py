@@ -1,95 +1,128 @@
-"""Scores computed from the judgement table."""
+"""Scores computed from the judgement table.
 
-from cxreval.scores.entity import (
-    AttributeScore,
-    Averages,
-    EntityScore,
-    GroupScore,
-    PresenceScore,
-    averages,
-    entity_scores,
-    group_scores,
-    judgement_frame,
-)
-from cxreval.scores.bootstrap import (
-    bootstrap_evaluation,
-    compare_evaluations,
-    entity_cache,
-    evaluation_cache,
-    report_cache,
-)
-from cxreval.scores.labels import (
-    LabelCounts,
-    LabelMetrics,
-    binarize,
-    label_cache,
-    label_metrics,
-    project_extractions,
-    project_pairs,
-    project_states,
-    ran_score,
-)
-from cxreval.scores.report import ErrorDistribution, error_distribution, pair_errors
-from cxreval.scores.signature import Signature, SignatureMismatch, check_comparable
-from cxreval.scores.stats import (
-    BootstrapResult,
-    Estimate,
-    KappaResult,
-    McNemarResult,
-    PairCache,
-    PairedComparison,
-    PairedTest,
-    bootstrap,
-    clopper_pearson,
-    cohens_kappa,
-    fleiss_kappa,
-    mcnemar,
-    mcnemar_paired,
-    paired_comparison,
-)
+Names are imported on first use (PEP 562): ``from cxreval.scores import entity_scores`` does not
+import scipy, which only the interval and test functions need.
+"""
 
-__all__ = [
-    "AttributeScore",
-    "Averages",
-    "BootstrapResult",
-    "EntityScore",
-    "ErrorDistribution",
-    "Estimate",
-    "GroupScore",
-    "KappaResult",
-    "LabelCounts",
-    "LabelMetrics",
-    "McNemarResult",
-    "PairCache",
-    "PairedComparison",
-    "PairedTest",
-    "PresenceScore",
-    "Signature",
-    "SignatureMismatch",
-    "averages",
-    "binarize",
-    "bootstrap",
-    "bootstrap_evaluation",
-    "check_comparable",
-    "clopper_pearson",
-    "cohens_kappa",
-    "compare_evaluations",
-    "entity_cache",
-    "entity_scores",
-    "error_distribution",
-    "evaluation_cache",
-    "fleiss_kappa",
-    "group_scores",
-    "judgement_frame",
-    "label_cache",
-    "label_metrics",
-    "mcnemar",
-    "mcnemar_paired",
-    "pair_errors",
-    "paired_comparison",
-    "project_extractions",
-    "project_pairs",
-    "project_states",
-    "ran_score",
-    "report_cache",
-]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cxreval.scores.entity import (
+        AttributeScore,
+        Averages,
+        EntityScore,
+        GroupScore,
+        PresenceScore,
+        averages,
+        entity_scores,
+        group_scores,
+        judgement_frame,
+    )
+    from cxreval.scores.bootstrap import (
+        bootstrap_evaluation,
+        compare_evaluations,
+        entity_cache,
+        evaluation_cache,
+        report_cache,
+    )
+    from cxreval.scores.labels import (
+        LabelCounts,
+        LabelMetrics,
+        binarize,
+        label_cache,
+        label_metrics,
+        project_extractions,
+        project_pairs,
+        project_states,
+        ran_score,
+    )
+    from cxreval.scores.report import (
+        ErrorDistribution,
+        error_distribution,
+        pair_errors,
+    )
+    from cxreval.scores.signature import (
+        Signature,
+        SignatureMismatch,
+        check_comparable,
+    )
+    from cxreval.scores.stats import (
+        BootstrapResult,
+        Estimate,
+        KappaResult,
+        McNemarResult,
+        PairCache,
+        PairedComparison,
+        PairedTest,
+        bootstrap,
+        clopper_pearson,
+        cohens_kappa,
+        fleiss_kappa,
+        mcnemar,
+        mcnemar_paired,
+        paired_comparison,
+    )
+
+#: public name -> the submodule that defines it
+_LAZY: dict[str, str] = {
+    'AttributeScore': 'cxreval.scores.entity',
+    'Averages': 'cxreval.scores.entity',
+    'EntityScore': 'cxreval.scores.entity',
+    'GroupScore': 'cxreval.scores.entity',
+    'PresenceScore': 'cxreval.scores.entity',
+    'averages': 'cxreval.scores.entity',
+    'entity_scores': 'cxreval.scores.entity',
+    'group_scores': 'cxreval.scores.entity',
+    'judgement_frame': 'cxreval.scores.entity',
+    'bootstrap_evaluation': 'cxreval.scores.bootstrap',
+    'compare_evaluations': 'cxreval.scores.bootstrap',
+    'entity_cache': 'cxreval.scores.bootstrap',
+    'evaluation_cache': 'cxreval.scores.bootstrap',
+    'report_cache': 'cxreval.scores.bootstrap',
+    'LabelCounts': 'cxreval.scores.labels',
+    'LabelMetrics': 'cxreval.scores.labels',
+    'binarize': 'cxreval.scores.labels',
+    'label_cache': 'cxreval.scores.labels',
+    'label_metrics': 'cxreval.scores.labels',
+    'project_extractions': 'cxreval.scores.labels',
+    'project_pairs': 'cxreval.scores.labels',
+    'project_states': 'cxreval.scores.labels',
+    'ran_score': 'cxreval.scores.labels',
+    'ErrorDistribution': 'cxreval.scores.report',
+    'error_distribution': 'cxreval.scores.report',
+    'pair_errors': 'cxreval.scores.report',
+    'Signature': 'cxreval.scores.signature',
+    'SignatureMismatch': 'cxreval.scores.signature',
+    'check_comparable': 'cxreval.scores.signature',
+    'BootstrapResult': 'cxreval.scores.stats',
+    'Estimate': 'cxreval.scores.stats',
+    'KappaResult': 'cxreval.scores.stats',
+    'McNemarResult': 'cxreval.scores.stats',
+    'PairCache': 'cxreval.scores.stats',
+    'PairedComparison': 'cxreval.scores.stats',
+    'PairedTest': 'cxreval.scores.stats',
+    'bootstrap': 'cxreval.scores.stats',
+    'clopper_pearson': 'cxreval.scores.stats',
+    'cohens_kappa': 'cxreval.scores.stats',
+    'fleiss_kappa': 'cxreval.scores.stats',
+    'mcnemar': 'cxreval.scores.stats',
+    'mcnemar_paired': 'cxreval.scores.stats',
+    'paired_comparison': 'cxreval.scores.stats',
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cxreval.scores' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from cxreval._version import __version__
-from cxreval.agree import agree
+from cxreval.cli.agree import agree
 from cxreval.bench.cli import bench
 from cxreval.meta.cli import meta_app
 from cxreval.io import CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
