@@ -215,3 +215,32 @@ def test_ran_score_is_signed_with_engine_and_ontology():
     assert result.signature.ontology == ev.ontology.signature
     assert result.signature.engine == ev.signature.engine
     assert "metric:ran-score" in sig and "labelset:ran21" in sig and "uncertain:negative" in sig
+
+
+def test_ran_score_is_computed_by_the_engine_its_signature_names(tmp_path):
+    """Regression (issue 12): llm-extract labels were read by the rule engine but signed llm-extract."""
+    import pytest
+
+    from cxreval import Evaluator
+    from cxreval.cli import example_path
+    from cxreval.io import read_pairs
+    from cxreval.llm.loopback import LoopbackServer
+    from cxreval.scores import ran_score
+
+    from .llm_support import loop_config
+
+    pairs = read_pairs(example_path())[:6]
+    rules = Evaluator()
+    by_rules = ran_score(rules, pairs, rules.ontology)
+    assert "engine:rules@" in str(by_rules.signature)
+    with LoopbackServer() as srv:
+        llm = Evaluator(engine="llm-extract", llm=loop_config(srv.base_url, tmp_path / "c.sqlite"))
+        by_llm = ran_score(llm, pairs, llm.ontology)
+        distinct = {t for p in pairs for t in (p.reference, p.candidate)}
+        assert len({e["request"] for e in srv.log}) == len(distinct)  # the LLM read every report
+        assert "engine:llm-extract@" in str(by_llm.signature) and "model:openai:loopback" in str(by_llm.signature)
+        # the loopback server answers with what the rule engine reads: same labels, other signature
+        assert by_llm.macro_f1 == by_rules.macro_f1
+        pairwise = Evaluator(engine="llm-pairwise", llm=loop_config(srv.base_url, tmp_path / "c.sqlite"))
+        with pytest.raises(ValueError, match="makes no extraction"):
+            ran_score(pairwise, pairs, pairwise.ontology)

@@ -79,6 +79,10 @@ class Failure(BaseModel):
     run: int = 1
 
 
+class ExtractionFailed(RuntimeError):
+    """Reports whose LLM extraction stayed unusable, so no number can be computed from them."""
+
+
 @dataclass
 class EvaluationResult:
     """Everything one evaluation produced; ``save`` writes it to a directory."""
@@ -266,18 +270,74 @@ class Evaluator:
         )
 
     def extract(self, text: str) -> Extraction:
-        """Extraction of one report, cached by the text's hash for the life of the evaluator."""
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = self.extractor.extract(text)
-        return hit
+        """Extraction of one report by this evaluator's engine (see :meth:`extract_all`)."""
+        return self.extract_all([text])[text]
+
+    def extract_all(self, texts: Iterable[str]) -> dict[str, Extraction]:
+        """Extractions of reports by this evaluator's own engine, so that what is computed from
+        them (label metrics, the Ran Score) is what the evaluator's signature says.
+
+        ``rules``: the rule engine, cached by the text's hash for the life of the evaluator.
+        ``llm-extract``: one LLM call per distinct text, through the answer store; a text whose
+        answer stayed unusable raises :class:`ExtractionFailed` (never a rule-engine stand-in).
+        ``llm-pairwise`` judges pairs and makes no extraction: asking for one is an error.
+        """
+        texts = list(dict.fromkeys(texts))
+        if self.engine == "rules":
+            out = {}
+            for text in texts:
+                key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                hit = self._cache.get(key)
+                if hit is None:
+                    hit = self._cache[key] = self.extractor.extract(text)
+                out[text] = hit
+            return out
+        if self.engine == "llm-pairwise":
+            raise ValueError("engine 'llm-pairwise' judges pairs and makes no extraction of a report; label "
+                             "metrics (Ran Score, CheXpert-14) need the 'rules' or 'llm-extract' engine")
+        return asyncio.run(self._llm_extract_all(texts))
+
+    async def _llm_extract_all(self, texts: list[str]) -> dict[str, Extraction]:
+        from cxreval.llm.cache import AnswerCache
+        from cxreval.llm.runner import LLMRunner
+
+        assert self.llm is not None
+        cache = self._answer_cache or AnswerCache(self.llm.resolved_cache_path())
+        runner = LLMRunner(self.llm, cache=cache, retry_failed=self.retry_failed)
+        try:
+            done, outcomes, _ = await self._llm_extractions(runner, texts, 0, False, "LLM calls")
+        finally:
+            await runner.aclose()
+            if self._answer_cache is None:
+                cache.close()
+        failed = [t for t in texts if t not in done]
+        if failed:
+            first = outcomes[failed[0]]
+            raise ExtractionFailed(f"{len(failed)} of {len(texts)} reports have no usable LLM extraction "
+                                   f"(first: {first.stage or 'answer'}: {first.error}); rerun with --retry-failed "
+                                   "or use the rules engine")
+        return done
+
+    async def _llm_extractions(
+        self, runner: "LLMRunner", texts: Iterable[str], run: int, progress: bool, label: str
+    ) -> tuple[dict[str, Extraction], dict[str, "Outcome"], "Usage"]:
+        """The llm-extract engine's extraction of each distinct text, every text's outcome, usage."""
+        engine = self._llm_engine
+        tasks = {t: engine.task(t, run) for t in texts}
+        outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
+        by_text = {text: outcomes[task.key] for text, task in tasks.items()}
+        done = {text: engine.extraction(out.value) for text, out in by_text.items() if out.ok and out.value is not None}
+        return done, by_text, usage
 
     def judge(self, pair: ReportPair) -> list[EntityJudgement]:
+        """Judgement rows of one pair by the rule engine (the offline, synchronous path)."""
+        if self.engine != "rules":
+            raise ValueError(f"judge() is the rules engine's path; engine {self.engine!r} judges through evaluate()")
+        extracted = self.extract_all([pair.reference, pair.candidate])
         return compare_extractions(
             pair.pair_id,
-            self.extract(pair.reference),
-            self.extract(pair.candidate),
+            extracted[pair.reference],
+            extracted[pair.candidate],
             self.ontology,
             self.uncertain,
         )
@@ -360,19 +420,13 @@ class Evaluator:
                 else:
                     fail(p.pair_id, "pairwise", out)
         else:
-            texts = {t: engine.task(t, run) for p in pairs for t in (p.reference, p.candidate)}
-            outcomes, usage = await runner.run(list(texts.values()), progress=progress, label=label)
-            extractions: dict[str, Extraction] = {}
-            for text, task in texts.items():
-                out = outcomes[task.key]
-                if out.ok:
-                    assert out.value is not None
-                    extractions[text] = engine.extraction(out.value)
+            texts = [t for p in pairs for t in (p.reference, p.candidate)]
+            extractions, by_text, usage = await self._llm_extractions(runner, texts, run, progress, label)
             for p in pairs:
                 ok = True
                 for stage, text in (("extract-reference", p.reference), ("extract-candidate", p.candidate)):
                     if text not in extractions:
-                        fail(p.pair_id, stage, outcomes[texts[text].key])
+                        fail(p.pair_id, stage, by_text[text])
                         ok = False
                 if ok:
                     rows.extend(compare_extractions(p.pair_id, extractions[p.reference],

@@ -278,8 +278,14 @@ def project_pairs(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(reference, candidate) label tables of report pairs (objects with ``pair_id``,
     ``reference``, ``candidate``), indexed by pair id."""
-    refs = {p.pair_id: extractor.extract(p.reference) for p in pairs}  # type: ignore[attr-defined]
-    cands = {p.pair_id: extractor.extract(p.candidate) for p in pairs}  # type: ignore[attr-defined]
+    extract_all = getattr(extractor, "extract_all", None)
+    if extract_all is not None:  # one batch: an LLM engine makes its calls concurrently, once per text
+        done = extract_all([t for p in pairs for t in (p.reference, p.candidate)])  # type: ignore[attr-defined]
+        refs = {p.pair_id: done[p.reference] for p in pairs}  # type: ignore[attr-defined]
+        cands = {p.pair_id: done[p.candidate] for p in pairs}  # type: ignore[attr-defined]
+    else:
+        refs = {p.pair_id: extractor.extract(p.reference) for p in pairs}  # type: ignore[attr-defined]
+        cands = {p.pair_id: extractor.extract(p.candidate) for p in pairs}  # type: ignore[attr-defined]
     return project_extractions(refs, ontology, labelset), project_extractions(cands, ontology, labelset)
 
 
