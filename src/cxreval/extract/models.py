@@ -6,9 +6,9 @@ engine ran.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Status = Literal["present", "absent", "uncertain"]
 ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolved"]
@@ -33,17 +33,35 @@ class Mention(Attributes):
     ``implied`` marks absences that come from a global normal statement ("no acute
     cardiopulmonary process") rather than from a word naming the entity. ``historical`` marks
     mentions of past findings ("history of pneumonia"): they never make an entity present.
+
+    ``start`` / ``end`` locate the mention and ``sentence_start`` / ``sentence_end`` its evidence
+    in the original report text ``source``, a reference to the one string the
+    :class:`Extraction` holds (a copy of the sentence per mention made a long report cost
+    gigabytes); :attr:`sentence` slices it. An engine that gives only a quote (the LLM) passes
+    ``sentence="..."`` instead.
     """
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True)
 
     entity: str
     status: Status
     historical: bool = False
     implied: bool = False
     section: str = "body"
-    sentence: str = ""
+    quote: str = Field("", alias="sentence")
     start: int = -1
     end: int = -1
+    sentence_start: int = -1
+    sentence_end: int = -1
     cue: str | None = None
+    source: str = Field("", exclude=True, repr=False)
+
+    @property
+    def sentence(self) -> str:
+        """The evidence: the engine's quote, else the sentence's slice of the report text."""
+        if self.quote or self.sentence_end < 0:
+            return self.quote
+        return self.source[self.sentence_start : self.sentence_end]
 
 
 class EntityState(Attributes):
@@ -56,12 +74,34 @@ class EntityState(Attributes):
 
 
 class Extraction(BaseModel):
-    """All mentions found in one report by one extractor."""
+    """All mentions found in one report by one extractor.
+
+    ``text`` is the report the mention offsets point into (empty when an engine gives none);
+    each mention reads its evidence from it, so the text is held once however many mentions.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     engine: str
     mentions: tuple[Mention, ...]
+    text: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bind_mentions(cls, data: Any) -> Any:
+        """Point mentions that carry offsets but no text (e.g. read back from JSON) at ``text``."""
+        if not isinstance(data, dict) or not data.get("text"):
+            return data
+        text = data["text"]
+        mentions = []
+        for m in data.get("mentions", ()):
+            if isinstance(m, Mention):
+                if not m.source and m.sentence_end >= 0:
+                    m = m.model_copy(update={"source": text})
+            elif isinstance(m, dict) and not m.get("source"):
+                m = {**m, "source": text}
+            mentions.append(m)
+        return {**data, "mentions": mentions}
 
     def states(self) -> dict[str, EntityState]:
         """Aggregate mentions per entity.

@@ -13,11 +13,17 @@ How a sentence is read:
    comparison with a prior comes from the nearest change word in the clause.
 5. Global normal statements ("no acute cardiopulmonary process") imply the absence of the
    entities the rule file lists for them.
+
+The text is read normalised (``text.normalize``: NFKC, invisible characters removed, case-folded)
+and every offset is mapped back, so a mention's evidence is the original text. A mention stores
+offsets, not text; its evidence is the sentence around it (see ``_scopes``: a sentence longer
+than ``MAX_SCOPE_CHARS`` is cut at a clause boundary), so memory stays linear in the report.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -28,11 +34,11 @@ import yaml
 
 from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
 from cxreval.extract.models import Extraction, Mention
-from cxreval.extract.text import Token, split_sections, term_tokens, tokenize
+from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan_tokens, split_sections, term_tokens
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -50,6 +56,9 @@ MAX_SKIPPED = 3
 # How far cues reach, in tokens.
 PRE_SCOPE = 14
 POST_SCOPE = 6
+# How many entity names a cue reaches across ("no pleural effusion pneumothorax"): crossing a name
+# costs no step, so without this cap a run of names takes quadratic time.
+MAX_ENTITY_HOPS = 14
 ATTRIBUTE_BACK = 5
 ATTRIBUTE_FORWARD = 6
 # A change clause may close a long finding phrase: "markings in both lower lungs, worse than before".
@@ -61,6 +70,11 @@ _CONJUNCTIONS = frozenset({"and", "or", "nor"})
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
 _FORWARD_BREAK = frozenset({"and", "with"})
+# Evidence scopes: a sentence longer than this (characters of the original text) is cut, at the
+# last clause boundary that keeps the piece under it (";", ":" or a line break, else a comma),
+# else at the last token that fits. The longest IU X-ray sentence has 262 characters.
+MAX_SCOPE_CHARS = 400
+_STRONG_BREAK = frozenset({";", ":"})
 
 
 class RulesError(ValueError):
@@ -189,16 +203,16 @@ class RuleExtractor:
 
     def extract(self, text: str) -> Extraction:
         """Find every entity mention in one report."""
+        norm = normalize(text)
         mentions: list[Mention] = []
-        for section in split_sections(text):
-            sec_text = text[section.start : section.end]
-            tokens = tokenize(sec_text, section.start)
-            mentions.extend(self._read_section(text, tokens, section.name))
-            mentions.extend(self._normal_statements(text, section.start, sec_text, section.name))
-        return Extraction(engine=self.signature, mentions=tuple(mentions))
+        for section in split_sections(norm.text):
+            tokens = scan_tokens(norm.text, section.start, section.end)
+            mentions.extend(self._read_section(norm, tokens, section.name))
+            mentions.extend(self._normal_statements(norm, section))
+        return Extraction(engine=self.signature, mentions=tuple(mentions), text=text)
 
     # -- one section ---------------------------------------------------------------------
-    def _read_section(self, text: str, tokens: list[Token], section: str) -> list[Mention]:
+    def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
         words = [t.text for t in tokens]
         matches = [
             _Match(g.start, g.end, g.value, g.used)  # type: ignore[arg-type]
@@ -229,13 +243,17 @@ class RuleExtractor:
                     cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
         spans = (cue_start, cue_end)
 
-        sentence_bounds = _sentence_bounds(words)
+        scopes = _scopes(norm, tokens)
+        starts, ends = norm.starts, norm.ends
         out: list[Mention] = []
         for k, m in enumerate(matches):
             status, cue, historical = self._certainty(words, cue_at, spans, entity_at, matches, k)
             side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
             comparison = self._comparison(words, cue_at, spans, entity_at, m, k)
-            s_start, s_end = sentence_bounds[m.start]
+            # The evidence: the scope(s) holding the mention's first and last token.
+            s_start = scopes[bisect_right(scopes, m.start) - 1]
+            last = bisect_right(scopes, m.end - 1)
+            s_end = scopes[last] if last < len(scopes) else len(tokens)
             out.append(
                 Mention(
                     entity=m.entity,
@@ -246,10 +264,12 @@ class RuleExtractor:
                     comparison=comparison,
                     historical=historical,
                     section=section,
-                    sentence=text[tokens[s_start].start : tokens[s_end - 1].end],
-                    start=tokens[m.start].start,
-                    end=tokens[m.end - 1].end,
+                    start=starts[tokens[m.start].start],
+                    end=ends[tokens[m.end - 1].end],
+                    sentence_start=starts[tokens[s_start].start],
+                    sentence_end=ends[tokens[s_end - 1].end],
                     cue=cue,
+                    source=norm.original,
                 )
             )
         return out
@@ -265,9 +285,12 @@ class RuleExtractor:
         item_has_severity = False
         item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
         hedge: str | None = None
-        steps = 0
+        steps = hops = 0
         while i >= 0 and steps < PRE_SCOPE:
             if entity_at[i] >= 0:
+                hops += 1
+                if hops > MAX_ENTITY_HOPS:
+                    break
                 i = matches[entity_at[i]].start - 1
                 continue
             kinds = cue_at[i]
@@ -310,9 +333,12 @@ class RuleExtractor:
             return "uncertain", hedge, False
         # Forwards: a post-cue a few tokens after the mention.
         i = m.end
-        steps = 0
+        steps = hops = 0
         while i < n and steps < POST_SCOPE:
             if entity_at[i] >= 0:
+                hops += 1
+                if hops > MAX_ENTITY_HOPS:
+                    break
                 i = matches[entity_at[i]].end
                 continue
             if words[i] == ",":
@@ -414,36 +440,75 @@ class RuleExtractor:
                 return kinds["comparison"]
         return None
 
-    def _normal_statements(self, text: str, offset: int, sec_text: str, section: str) -> list[Mention]:
+    def _normal_statements(self, norm: NormalizedText, section: Section) -> list[Mention]:
         out: list[Mention] = []
         for rule in self.rules.normal_statements:
-            for hit in rule.pattern.finditer(sec_text):
+            # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
+            # patterns' word boundaries read as they would in a copy of the section.
+            for hit in rule.pattern.finditer(norm.text, section.start, section.end):
+                start, end = norm.span(hit.start(), hit.end())
+                cue = hit.group(0)
                 for entity in rule.entities:
                     out.append(
                         Mention(
                             entity=entity,
                             status="absent",
                             implied=True,
-                            section=section,
-                            sentence=hit.group(0),
-                            start=offset + hit.start(),
-                            end=offset + hit.end(),
-                            cue=hit.group(0).lower(),
+                            section=section.name,
+                            start=start,
+                            end=end,
+                            sentence_start=start,
+                            sentence_end=end,
+                            cue=cue,
+                            source=norm.original,
                         )
                     )
         return out
 
 
-def _sentence_bounds(words: list[str]) -> list[tuple[int, int]]:
-    """For each token, the ``[start, end)`` token range of its sentence."""
-    bounds: list[tuple[int, int]] = [(0, 0)] * len(words)
-    start = 0
-    for i, w in enumerate(words):
-        if w == "." or i == len(words) - 1:
-            for j in range(start, i + 1):
-                bounds[j] = (start, i + 1)
-            start = i + 1
-    return bounds
+def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:
+    """The token index at which each evidence scope starts, ascending (the first is 0).
+
+    A scope is a sentence (up to a full stop, or the section's end) unless the sentence spans more
+    than ``MAX_SCOPE_CHARS`` of the original text: then it is cut into pieces that fit (see
+    :func:`_cut`), so a report with no full stop does not make every mention's evidence the
+    whole report.
+    """
+    n = len(tokens)
+    breaks = [i + 1 for i, t in enumerate(tokens) if t.text == "." and i + 1 < n]
+    out = [0]
+    starts, ends = norm.starts, norm.ends
+    for a, b in zip([0, *breaks], [*breaks, n]):
+        if a < b and ends[tokens[b - 1].end] - starts[tokens[a].start] > MAX_SCOPE_CHARS:
+            out.extend(_cut(norm, tokens, a, b))
+        if b < n:
+            out.append(b)
+    return out
+
+
+def _cut(norm: NormalizedText, tokens: list[Token], a: int, b: int) -> list[int]:
+    """Where to cut the over-long sentence ``tokens[a:b]``: the start of every piece after the first."""
+    cuts: list[int] = []
+    while True:
+        limit = norm.starts[tokens[a].start] + MAX_SCOPE_CHARS
+        j = a + 1  # the first token that does not fit (a piece holds at least one token)
+        while j < b and norm.ends[tokens[j].end] <= limit:
+            j += 1
+        if j >= b:
+            return cuts
+        a = _clause_cut(norm.text, tokens, a, j)
+        cuts.append(a)
+
+
+def _clause_cut(folded: str, tokens: list[Token], a: int, j: int) -> int:
+    """The last clause boundary in ``(a, j]``: after ";" / ":" or at a line break, else after a comma, else ``j``."""
+    for c in range(j, a, -1):
+        if tokens[c - 1].text in _STRONG_BREAK or folded.find("\n", tokens[c - 1].end, tokens[c].start) >= 0:
+            return c
+    for c in range(j, a, -1):
+        if tokens[c - 1].text == ",":
+            return c
+    return j
 
 
 @lru_cache(maxsize=4)

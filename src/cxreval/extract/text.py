@@ -1,12 +1,19 @@
-"""Splitting a report into sections and tokens.
+"""Normalising a report, and splitting it into sections and tokens.
 
 Only the sections that state findings (findings, impression and untitled text) are read for
 entities: an indication such as "rule out pneumonia" is a question, not a finding.
+
+The engine reads a normalised copy of the report (:func:`normalize`): NFKC, invisible format
+characters removed, case-folded. Every offset it reports is mapped back to the original text, so
+evidence is always a slice of what the user wrote.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from array import array
+from collections.abc import Sequence
 from typing import NamedTuple
 
 # Section titles and the section each one opens. Titles outside this map end the previous section
@@ -73,23 +80,99 @@ class Token(NamedTuple):
     end: int
 
 
+class NormalizedText:
+    """A report as the engine reads it, with a map from its offsets back to the original.
+
+    ``text`` is ``original`` with each character cluster (a character and the combining marks that
+    follow it) put in NFKC form and case-folded, and with format characters (Unicode category Cf:
+    zero-width space / joiners, word joiner, byte-order mark, soft hyphen, bidi marks) removed:
+    they are invisible, so "pneu<soft hyphen>mothorax" must read as "pneumothorax". Folding changes
+    lengths ("İ" -> "i", "ﬁ" -> "fi", "ß" -> "ss"), hence the map; ASCII text, the common case,
+    is only lower-cased and needs none.
+    """
+
+    __slots__ = ("original", "text", "starts", "ends")
+
+    def __init__(self, original: str, text: str, starts: Sequence[int] | None = None,
+                 ends: Sequence[int] | None = None) -> None:
+        self.original = original
+        self.text = text
+        # starts[i]: where the original cluster of normalised character i starts (a span's start
+        # maps through it); ends[j]: where the cluster of character j - 1 ends (a span's end).
+        # Ranges when the map is the identity: no memory, and indexing stays in C.
+        self.starts: Sequence[int] = range(len(text)) if starts is None else starts
+        self.ends: Sequence[int] = range(len(text) + 1) if ends is None else ends
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of the normalised span ``[start, end)``."""
+        return self.starts[start], self.ends[end]
+
+
+# A run of non-ASCII characters with the character before it (a base its combining marks follow).
+_NON_ASCII = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")
+# "İ" case-folds to "i" + a combining dot, which would split the word it is in.
+_PRE_FOLD = str.maketrans({"\u0130": "I"})
+
+
+def _fold(cluster: str) -> str:
+    kept = "".join(c for c in cluster if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).translate(_PRE_FOLD).casefold())
+
+
+def normalize(text: str) -> NormalizedText:
+    """``text`` as the engine reads it; see :class:`NormalizedText`."""
+    if text.isascii():
+        return NormalizedText(text, text.lower())
+    parts: list[str] = []
+    starts, ends = array("q"), array("q", [0])
+    pos = 0
+    for run in _NON_ASCII.finditer(text):
+        a, b = run.span()
+        if a > pos:
+            parts.append(text[pos:a].lower())
+            starts.extend(range(pos, a))
+            ends.extend(range(pos + 1, a + 1))
+        i = a
+        while i < b:
+            j = i + 1
+            while j < b and unicodedata.combining(text[j]):
+                j += 1
+            piece = _fold(text[i:j])
+            parts.append(piece)
+            starts.extend([i] * len(piece))
+            ends.extend([j] * len(piece))
+            i = j
+        pos = b
+    if pos < len(text):
+        parts.append(text[pos:].lower())
+        starts.extend(range(pos, len(text)))
+        ends.extend(range(pos + 1, len(text) + 1))
+    return NormalizedText(text, "".join(parts), starts, ends)
+
+
 # Numbers keep their decimals ("1.5"); words keep internal apostrophes; hyphens and slashes
 # separate words (so "right-sided" == "right sided"); other punctuation is a token of its own.
 _TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|[a-z]+(?:'[a-z]+)?|[.,;:!?()\[\]]")
 
 
-def tokenize(text: str, offset: int = 0) -> list[Token]:
-    """Lower-case word and punctuation tokens with character offsets into the original text."""
-    lowered = text.lower()
+def scan_tokens(folded: str, pos: int = 0, endpos: int | None = None) -> list[Token]:
+    """Tokens of ``folded[pos:endpos]`` (already normalised), with offsets into ``folded``."""
     out: list[Token] = []
-    for m in _TOKEN_RE.finditer(lowered):
+    for m in _TOKEN_RE.finditer(folded, pos, len(folded) if endpos is None else endpos):
         tok = m.group()
         if tok in "!?":
             tok = "."
-        out.append(Token(tok, m.start() + offset, m.end() + offset))
+        out.append(Token(tok, m.start(), m.end()))
     return out
+
+
+def tokenize(text: str, offset: int = 0) -> list[Token]:
+    """Normalised word and punctuation tokens with character offsets into the original text."""
+    norm = normalize(text)
+    starts, ends = norm.starts, norm.ends
+    return [Token(t.text, starts[t.start] + offset, ends[t.end] + offset) for t in scan_tokens(norm.text)]
 
 
 def term_tokens(term: str) -> tuple[str, ...]:
     """Tokens of a lexicon phrase, tokenised exactly as report text is."""
-    return tuple(t.text for t in tokenize(term))
+    return tuple(t.text for t in scan_tokens(normalize(term).text))
