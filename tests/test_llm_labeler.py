@@ -40,7 +40,7 @@ def test_prompt_and_schema(onto, tmp_path):
     user = lab.messages("Small left pleural effusion.")[1]["content"]
     assert "pleural_effusion (Pleural Effusion)" in user and "Small left pleural effusion." in user
     assert '"Bibasilar subsegmental atelectasis."' in user  # an exemplar made it into the prompt
-    assert lab.prompt_signature == "labels@1+ran21-exemplars@1"
+    assert lab.prompt_signature == "labels@2+ran21-exemplars@1"
     assert label_key("Calcification (Lung/Mediastinal)") == "calcification_lung_mediastinal"
 
 
@@ -102,7 +102,7 @@ def test_pair_metrics_leave_failed_pairs_out(onto, tmp_path):
     m = out.metrics
     assert m.n_reports == 4
     sig = m.signature
-    assert sig.engine == "llm-labels@1" and sig.prompt == "labels@1+ran21-exemplars@1" and sig.model == "loopback"
+    assert sig.engine == "llm-labels@1" and sig.prompt == "labels@2+ran21-exemplars@1" and sig.model == "loopback"
     assert "metric:ran-score" in str(sig)
     # the same numbers as label_metrics on the labels the server gave
     run = out.run

@@ -133,9 +133,9 @@ def test_extract_dense_drops_not_mentioned(onto):
 
 
 def test_prompts_are_versioned_files_and_list_every_entity(onto):
-    for name in ("pairwise", "extract", "reask"):
+    for name, version in (("pairwise", 2), ("extract", 2), ("reask", 1)):
         p = load_prompt(name)
-        assert p.signature == f"{name}@1" and len(p.sha256) == 64
+        assert p.signature == f"{name}@{version}" and len(p.sha256) == 64
     listing = entity_list(onto, "pairwise")
     assert len(listing.splitlines()) == len(onto.entities)
     assert "- pleural_effusion: Pleural effusion" in listing

@@ -99,4 +99,4 @@ def test_smollm2_produces_schema_valid_judgements(llama_server, tiny, tmp_path, 
     for r in result.judgements:
         assert r.entity in ids and r.presence in ("TP", "FP", "FN", "TN")
     assert result.n_pairs >= 1
-    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@1|model:openai:smollm2-135m")
+    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@2|model:openai:smollm2-135m")

@@ -2,22 +2,27 @@
 
 The deterministic comparison of the spine then judges each pair, so a reference shared by many
 candidate models is read once (and, through the answer cache, once ever).
+
+The report stands in a fence the text cannot close (:func:`cxreval.llm.prompts.fence_code`). An
+answer with no mention for a report in which the rule engine reads a finding is invalid
+(:class:`cxreval.llm.schemas.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 from cxreval.extract.models import Extraction, Mention
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import entity_list, format_instructions, load_prompt, ontology_fingerprint
+from cxreval.llm.prompts import entity_list, fence_code, format_instructions, load_prompt, ontology_fingerprint
 from cxreval.llm.runner import Task
-from cxreval.llm.schemas import ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.llm.schemas import EmptyAnswerCheck, ParsedAnswer, build_schema, parse_answer, schema_name
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"  # 2: fenced report, empty answers for reports with findings refused
 
 
 class LLMExtractor:
@@ -38,13 +43,15 @@ class LLMExtractor:
         self._entities = entity_list(ontology, "extract")
         self._format = format_instructions("extract", config.schema_style, config.max_items, config.max_evidence_chars)
         self._fingerprint = ontology_fingerprint(ontology)
+        self._empty = EmptyAnswerCheck(ontology)
 
     @property
     def signature(self) -> str:
         return f"{self.name}@{ENGINE_VERSION}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", entities=self._entities, report=text, format=self._format)
+        user = self.prompt.render("user", entities=self._entities, report=text, format=self._format,
+                                  fence=fence_code(text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:
@@ -54,14 +61,16 @@ class LLMExtractor:
             "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         })
 
-    def parse(self, raw: str) -> ParsedAnswer:
+    def parse(self, raw: str, text: str | None = None) -> ParsedAnswer:
+        """A validated answer; given the report ``text``, an empty one for a report with findings is refused."""
         c = self.config
-        return parse_answer(raw, "extract", c.schema_style, self.ontology, max_items=c.max_items,
-                            max_evidence=c.max_evidence_chars)
+        parsed = parse_answer(raw, "extract", c.schema_style, self.ontology, max_items=c.max_items,
+                              max_evidence=c.max_evidence_chars)
+        return self._empty.check(parsed, "extract", c.schema_style, {"the report": text})
 
     def task(self, text: str, run: int = 0) -> Task:
         return Task(key=self.key(text, run), kind="extract", engine=self.signature, messages=self.messages(text),
-                    schema=self.schema, schema_name=self.schema_name, parse=self.parse)
+                    schema=self.schema, schema_name=self.schema_name, parse=partial(self.parse, text=text))
 
     def extraction(self, value: dict[str, Any]) -> Extraction:
         """Mentions from a validated (possibly cached) answer."""

@@ -5,11 +5,18 @@ wrote it: attributes only on TP rows and only where the ontology says they apply
 not-available / other). Sparse answers list the entities either report mentions (TN rows
 included); dense answers name every entity, so their TN rows cannot be told from unmentioned
 entities and are left implicit, which changes no score (scores count TN as the remainder).
+
+Both reports stand in fences the texts cannot close (:func:`cxreval.llm.prompts.fence_code`). An
+answer that judges no entity (sparse: no item; dense: every entity TN) scores the pair as
+perfect by omission, so it is invalid when the rule engine reads a finding in either report
+(:class:`cxreval.llm.schemas.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from cxreval.io import ReportPair
@@ -17,12 +24,19 @@ from cxreval.judge.compare import UncertainPolicy
 from cxreval.judge.models import EntityJudgement
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import entity_list, format_instructions, load_prompt, ontology_fingerprint, uncertain_rule
+from cxreval.llm.prompts import (
+    entity_list,
+    fence_code,
+    format_instructions,
+    load_prompt,
+    ontology_fingerprint,
+    uncertain_rule,
+)
 from cxreval.llm.runner import Task
-from cxreval.llm.schemas import ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.llm.schemas import EmptyAnswerCheck, ParsedAnswer, build_schema, parse_answer, schema_name
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"  # 2: fenced reports, empty answers for pairs with findings refused
 
 
 class LLMPairwiseJudge:
@@ -42,6 +56,7 @@ class LLMPairwiseJudge:
         self._format = format_instructions("pairwise", config.schema_style, config.max_items, 0)
         self._fingerprint = ontology_fingerprint(ontology)
         self._order = {eid: i for i, eid in enumerate(ontology.entity_ids)}
+        self._empty = EmptyAnswerCheck(ontology)
 
     @property
     def signature(self) -> str:
@@ -50,7 +65,7 @@ class LLMPairwiseJudge:
     def messages(self, reference: str, candidate: str) -> list[dict[str, str]]:
         user = self.prompt.render(
             "user", entities=self._entities, reference=reference, candidate=candidate,
-            format=self._format, uncertain_rule=uncertain_rule(self.uncertain),
+            format=self._format, uncertain_rule=uncertain_rule(self.uncertain), fence=fence_code(reference, candidate),
         )
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
@@ -62,14 +77,22 @@ class LLMPairwiseJudge:
             "uncertain": self.uncertain, "reference_sha": sha(reference), "candidate_sha": sha(candidate),
         })
 
-    def parse(self, raw: str) -> ParsedAnswer:
-        return parse_answer(raw, "pairwise", self.config.schema_style, self.ontology, max_items=self.config.max_items)
+    def parse(self, raw: str, reference: str | None = None, candidate: str | None = None) -> ParsedAnswer:
+        """A validated answer; given the reports, an empty one for a pair with findings is refused."""
+        style = self.config.schema_style
+        parsed = parse_answer(raw, "pairwise", style, self.ontology, max_items=self.config.max_items)
+        reports = {"the reference report": reference, "the candidate report": candidate}
+        return self._empty.check(parsed, "pairwise", style, reports)
+
+    def parser(self, reference: str, candidate: str) -> Callable[[str], ParsedAnswer]:
+        """:meth:`parse` for one pair, as a task's ``parse``."""
+        return partial(self.parse, reference=reference, candidate=candidate)
 
     def task(self, pair: ReportPair, run: int = 0) -> Task:
         return Task(
             key=self.key(pair.reference, pair.candidate, run), kind="pairwise", engine=self.signature,
             messages=self.messages(pair.reference, pair.candidate), schema=self.schema,
-            schema_name=self.schema_name, parse=self.parse,
+            schema_name=self.schema_name, parse=self.parser(pair.reference, pair.candidate),
         )
 
     def rows(self, pair_id: str, value: dict[str, Any]) -> list[EntityJudgement]:

@@ -24,7 +24,7 @@ from cxreval.ontology import Ontology
 
 from .cache import AnswerCache, cache_key
 from .config import LLMConfig
-from .prompts import load_prompt
+from .prompts import fence_code, load_prompt
 from .runner import LLMRunner, Outcome, Task, Usage
 from .schemas import AnswerError, ParsedAnswer, load_json
 
@@ -120,7 +120,8 @@ class LLMLabeler:
         return f"{self.prompt.signature}+{self.library.signature}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", labels=self._labels_block, report=text, keys=", ".join(self.keys))
+        user = self.prompt.render("user", labels=self._labels_block, report=text, keys=", ".join(self.keys),
+                                  fence=fence_code(text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:

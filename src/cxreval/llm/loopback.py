@@ -4,16 +4,23 @@ For tests, benchmarks and dry runs of the LLM engines without an LLM: it speaks 
 chat-completions API (``POST /v1/chat/completions``) and the Anthropic Messages API
 (``POST /v1/messages``), reads the reports out of cxreval's prompts, and answers in the
 requested schema (dense or sparse, pairwise or extract) with what the rule engine reads, so an
-LLM engine run against it must reproduce the rule engine's judgements exactly.
+LLM engine run against it must reproduce the rule engine's judgements exactly. Reports are read
+out of their fences with :func:`cxreval.llm.prompts.read_fenced`, whole whatever they contain
+(fenced blocks it cannot read exactly get a 400); the mode and options come from the prompt text
+before the first fence only, never from report text.
 
 Faults are asked for by writing ``FAULT:<name>`` in a report: ``timeout`` (first request sleeps
 past the client's timeout), ``429`` (first request: 429 with ``Retry-After: 1``), ``500`` (first
 two requests), ``drop`` (first request: connection closed without an answer), ``truncate`` (first
 answer cut in half), ``schema`` (first answer has a value outside the enum), ``unknown`` (first
 answer names an entity that does not exist), ``duplicate`` / ``duplicate-tie`` (an entity judged
-three times, majority = the right verdict / twice, right verdict first), ``echo-key`` (a 500 whose
-body quotes the request's Authorization header). ``<name>-always`` repeats the fault on every
-request. ``latency`` delays every answer; ``hold_after`` holds every request after the first N until
+three times, majority = the right verdict / twice, right verdict first), the malformed HTTP 200s
+of :data:`MALFORMED` (``cut-body``, ``no-message``, ``content-not-string``, ``usage-not-int``,
+``no-usage``, ``negative-usage``, ``not-a-message``, ``bad-block``), ``echo-key-answer`` (a 200
+whose answer quotes the key), ``huge`` (an answer with a 3 MB extra field), ``empty`` (first answer
+lists no entity: ``{"entities": []}``; dense: every entity TN / not-mentioned), ``echo-key`` (a
+500 whose body quotes the request's Authorization header). ``<name>-always`` repeats the fault on
+every request. ``latency`` delays every answer; ``hold_after`` holds every request after the first N until
 :meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight).
 
 It binds to 127.0.0.1 only. ``python -m cxreval.llm.loopback --port 8011 --latency 0.2``.
@@ -35,6 +42,7 @@ from typing import Any
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor
 from cxreval.judge.compare import compare_extractions
+from cxreval.llm.prompts import FENCE_OPEN, read_fenced
 from cxreval.ontology import Ontology, load_ontology
 
 HOST = "127.0.0.1"
@@ -96,9 +104,21 @@ class Oracle:
         }
 
 
-def _schema_info(schema: dict[str, Any] | None, user: str) -> tuple[str, str, int, int]:
+def read_prompt(user: str) -> tuple[dict[str, str], str]:
+    """(report texts by fence name, the instructions before the first report) of a cxreval prompt.
+
+    Fenced prompts are read exactly (:func:`read_fenced`; :class:`ValueError` otherwise); prompts
+    in plain ``<report>`` tags (written by hand, e.g. in benchmarks) are read with those.
+    """
+    first = FENCE_OPEN.search(user)
+    if first is None:
+        return {name: m.group(1) for name, rx in _TAG.items() if (m := rx.search(user))}, user
+    return read_fenced(user) or {}, user[: first.start()]
+
+
+def _schema_info(schema: dict[str, Any] | None, reports: dict[str, str]) -> tuple[str, str, int, int]:
     """(mode, style, max_items, max_evidence) from the schema the client sent (or the prompt)."""
-    mode = "pairwise" if "<candidate>" in user else "extract"
+    mode = "pairwise" if "candidate" in reports else "extract"
     if not schema:
         return mode, "sparse", 40, 200
     props = schema.get("properties", {})
@@ -311,12 +331,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(entry, 500, {"error": {"message": f"upstream rejected credentials {auth}", "type": "server_error"}})
             return
 
-        mode, style, max_items, max_evidence = _schema_info(schema, first_user)
-        uncertain = "negative" if _UNCERTAIN_NEG in first_user else "positive"
-        if _LABEL_TASK in first_user:
+        try:
+            reports, instructions = read_prompt(first_user)
+        except ValueError as exc:
+            entry["fault"] = "unreadable-prompt"
+            self._reply(entry, 400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+            return
+        mode, style, max_items, max_evidence = _schema_info(schema, reports)
+        uncertain = "negative" if _UNCERTAIN_NEG in instructions else "positive"
+        if _LABEL_TASK in instructions:
             mode, style = "labels", "dense"
-            m = _TAG["report"].search(first_user)
-            answer: dict[str, Any] = srv.oracle.labels(m.group(1) if m else "", first_user)
+            answer: dict[str, Any] = srv.oracle.labels(reports.get("report", ""), instructions)
         else:
             answer = self._oracle_answer(srv.oracle, first_user, mode, style, max_items, max_evidence, uncertain)
         text = json.dumps(answer)
@@ -369,9 +394,10 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _oracle_answer(oracle: Oracle, user: str, mode: str, style: str, max_items: int, max_evidence: int,
                        uncertain: str) -> dict[str, Any]:
+        reports, _ = read_prompt(user)
+
         def tag(name: str) -> str:
-            m = _TAG[name].search(user)
-            return m.group(1) if m else ""
+            return reports.get(name, "")
 
         if mode == "pairwise":
             items = oracle.pairwise(tag("reference"), tag("candidate"), uncertain)
@@ -450,6 +476,13 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
             return json.dumps(bad), "stop", "unknown"
         return text, "stop", None
     verdict_key = "presence" if mode == "pairwise" else "status"
+    if want("empty"):
+        if style == "sparse":
+            return json.dumps({"entities": []}), "stop", "empty"
+        nothing = ({"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
+                   if mode == "pairwise" else
+                   {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none", "comparison": "none"})
+        return json.dumps({e: nothing for e in answer}), "stop", "empty"
     if want("schema"):
         bad = json.loads(text)
         target = bad["entities"][0] if style == "sparse" and bad["entities"] else next(iter(bad.values()), None)

@@ -1,8 +1,15 @@
 """Versioned prompt files (``prompts/*.md``) and their rendering.
 
 Each file has a front matter with ``id`` and ``version`` and one section per chat role. The
-version names the prompt in signatures (``pairwise@1``); the hash of the file's text goes into
+version names the prompt in signatures (``pairwise@2``); the hash of the file's text goes into
 every cache key, so an edited prompt never reuses stale answers even if its version was not bumped.
+
+Report text is data, never instructions: it stands verbatim between fence tags whose names carry
+a code (``<candidate-3f9a0c…>`` … ``</candidate-3f9a0c…>``, see :func:`fence_code`) that occurs
+nowhere in the text, so no report can close its block or open a fake one, and the system prompts
+say that any instruction inside a block is report text to ignore. The code is derived from the
+texts, so the same input always renders the same prompt (cache keys and resume hold).
+:func:`read_fenced` is the exact inverse, for the loopback server.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ from .schemas import MAX_ZONES, Mode, zone_values
 
 MAX_SYNONYMS_SHOWN = 4
 _SECTION = re.compile(r"^## (system|user)\s*$", re.MULTILINE)
+FENCE_SIZE = 16  # hex characters: 64 bits, no text can be made to contain its own code
+FENCE_NAMES: tuple[str, ...] = ("reference", "candidate", "report")  # in the order the code hashes them
+MAX_FENCE_TRIES = 1000
+FENCE_OPEN = re.compile(rf"<({'|'.join(FENCE_NAMES)})-([0-9a-f]{{{FENCE_SIZE}}})>")
 
 
 @dataclass(frozen=True)
@@ -114,3 +125,41 @@ def ontology_fingerprint(ontology: Ontology) -> str:
     """Hash of the entity set as the prompt and schema see it (ids, names, kinds, attributes, terms)."""
     parts = [(e.id, e.name, e.kind, list(e.attributes), e.terms[: MAX_SYNONYMS_SHOWN + 1]) for e in ontology.entities]
     return hashlib.sha256(json.dumps([ontology.signature, parts]).encode("utf-8")).hexdigest()[:16]
+
+
+# -- fences around report text ---------------------------------------------------------------
+def fence_code(*texts: str, size: int = FENCE_SIZE) -> str:
+    """The code in the fence tags of one prompt: derived from its report texts, found in none of them.
+
+    ``sha256(i, texts)`` for i = 0, 1, ...: the first one that occurs in no text (compared in
+    lower case, as a model might read ``</CANDIDATE-…>``) wins. Deterministic, so a prompt is the
+    same on every run; absent from the texts, so no text can write a tag of its prompt's fences.
+    """
+    lowered = [t.lower() for t in texts]
+    payload = json.dumps(texts)
+    for i in range(MAX_FENCE_TRIES):
+        code = hashlib.sha256(f"{i}:{payload}".encode("utf-8")).hexdigest()[:size]
+        if not any(code in t for t in lowered):
+            return code
+    raise ValueError(f"no fence code of {size} characters is free in these texts")
+
+
+def read_fenced(prompt: str) -> dict[str, str] | None:
+    """The report texts of a prompt cxreval rendered, by fence name; ``None`` if it has no fence.
+
+    The first fence tag of the prompt gives the code (report text only stands after it); each
+    block ends at the one closing tag with that code. Raises :class:`ValueError` when the code is
+    not the one :func:`fence_code` derives from the texts read, i.e. when they were not read whole.
+    """
+    first = FENCE_OPEN.search(prompt)
+    if first is None:
+        return None
+    code = first.group(2)
+    texts: dict[str, str] = {}
+    for name in FENCE_NAMES:
+        block = re.search(rf"<{name}-{code}>\n(.*?)\n</{name}-{code}>", prompt, re.DOTALL)
+        if block is not None:
+            texts[name] = block.group(1)
+    if fence_code(*texts.values()) != code:
+        raise ValueError(f"the report blocks fenced with {code} were not read whole")
+    return texts

@@ -96,7 +96,8 @@ class LLMJudgeMetric:
             "prompt_sha": hashlib.sha256(VERIFY_PROMPT.encode("utf-8")).hexdigest(),
         })
         return Task(key=key, kind="verify", engine=self.judge.signature, messages=messages,
-                    schema=self.judge.schema, schema_name=self.judge.schema_name, parse=self.judge.parse)
+                    schema=self.judge.schema, schema_name=self.judge.schema_name,
+                    parse=self.judge.parser(reference, candidate))
 
     async def _verify(self, refs: Sequence[str], cands: Sequence[str], firsts: list[list[EntityJudgement] | None],
                       run: int) -> list[list[EntityJudgement] | None]:
