@@ -36,19 +36,7 @@ from cxreval.io import ReportPair
 from cxreval.judge import EntityJudgement, UncertainPolicy, compare_extractions
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.outputs import atomic_writer, remove_stale
-from cxreval.scores import (
-    Averages,
-    EntityScore,
-    ErrorDistribution,
-    GroupScore,
-    Signature,
-    averages,
-    entity_scores,
-    error_distribution,
-    group_scores,
-    judgement_frame,
-    pair_errors,
-)
+from cxreval.scores import Averages, EntityScore, ErrorDistribution, GroupScore, Signature, spec_scores
 
 if TYPE_CHECKING:
     from cxreval.llm.cache import AnswerCache
@@ -101,6 +89,8 @@ class EvaluationResult:
     run: int = 1
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
+    critical_error_free: float | None = None
+    """Share of pairs with no error on an entity the ontology marks critical."""
 
     @property
     def n_pairs(self) -> int:
@@ -112,23 +102,13 @@ class EvaluationResult:
         return len({f.pair_id for f in self.failures})
 
     def metrics(self) -> list[dict[str, Any]]:
-        """The headline numbers, each with its direction and signature."""
-        sig = self.signature
-        a = self.averages
-        rows = [
-            ("presence_macro_f1", a.macro_f1, True, "spec-presence-macro-f1"),
-            ("presence_micro_f1", a.micro.f1, True, "spec-presence-micro-f1"),
-            ("presence_micro_precision", a.micro.precision, True, "spec-presence-micro-precision"),
-            ("presence_micro_recall", a.micro.recall, True, "spec-presence-micro-recall"),
-            ("location_accuracy", a.location.accuracy, True, "spec-location-accuracy"),
-            ("severity_accuracy", a.severity.accuracy, True, "spec-severity-accuracy"),
-            ("comparison_accuracy", a.comparison.accuracy, True, "spec-comparison-accuracy"),
-            ("errors_per_report_mean", self.error_summary.mean, False, "spec-report-errors-mean"),
-            ("error_free_rate", self.error_summary.error_free, True, "spec-report-error-free-rate"),
-        ]
+        """The headline numbers (:data:`cxreval.scores.spec.HEADLINE`), each with direction and signature."""
+        from cxreval.scores.spec import HEADLINE, headline_values
+
+        values = headline_values(self.averages, self.error_summary, self.critical_error_free)
         return [
-            {"name": n, "value": v, "higher_is_better": h, "signature": str(sig.with_metric(m))}
-            for n, v, h, m in rows
+            {"name": n, "value": values[n], "higher_is_better": h, "signature": str(self.signature.with_metric(m))}
+            for n, h, m in HEADLINE
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -448,20 +428,23 @@ class Evaluator:
 def score_judgements(
     rows: Sequence[EntityJudgement], pair_ids: Sequence[str], ontology: Ontology, signature: Signature
 ) -> EvaluationResult:
-    """Every score of a judgement table: the one place an :class:`EvaluationResult` is computed."""
-    frame = judgement_frame(rows)
-    ents = entity_scores(frame, ontology, len(pair_ids))
-    errors = pair_errors(frame, pair_ids)
+    """Every score of a judgement table (:func:`cxreval.scores.spec_scores`, the one place SPEC
+    numbers are computed) as an :class:`EvaluationResult`."""
+    from cxreval.judge.table import JudgementTable
+
+    rows = list(rows)
+    spec = spec_scores(JudgementTable.from_rows(rows, pair_ids, str(signature)), ontology)
     return EvaluationResult(
         signature=signature,
         pair_ids=list(pair_ids),
-        judgements=list(rows),
-        entities=ents,
-        groups=group_scores(ents, ontology),
-        averages=averages(ents),
-        errors=errors,
-        error_summary=error_distribution(errors),
+        judgements=rows,
+        entities=spec.entities,
+        groups=spec.groups,
+        averages=spec.averages,
+        errors=spec.errors,
+        error_summary=spec.error_summary,
         ontology=ontology,
+        critical_error_free=spec.critical_error_free,
     )
 
 

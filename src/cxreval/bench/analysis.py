@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from scipy import sparse
 from scipy import stats as sps
 
@@ -32,8 +33,11 @@ from cxreval.bench.models import (
     LeaderboardRow,
     MetricInfo,
     SiteCell,
+    SystemSummary,
 )
+from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology
+from cxreval.scores.spec import SpecScores, spec_scores
 from cxreval.scores.stats import bootstrap_weights
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,7 +115,7 @@ def _f1(part: np.ndarray, n_entities: int, macro: bool) -> np.ndarray:
 
 @dataclass
 class PairTable:
-    """Decoded judgements of one system: per-pair error counts and presence counts."""
+    """One system's judgements on one dataset: its SPEC scores and per-pair arrays for resampling."""
 
     judged: np.ndarray  # bool (n,)
     errors: np.ndarray  # float (n,), NaN where not judged
@@ -119,39 +123,30 @@ class PairTable:
     presence: sparse.csr_matrix  # (n, 3 * E_active): TP, FP, FN per active entity
     entities: list[str]  # the active entities (any TP/FP/FN)
     reference_positive: np.ndarray  # bool (n,): the reference states a positive entity
+    spec: SpecScores  # every SPEC number of the judged pairs (the one module evaluate uses too)
 
 
-def pair_table(sys: "SystemRun", ontology: Ontology) -> PairTable:
-    """Per-pair arrays from the compact judgement rows."""
-    n = len(sys.judgements)
+def pair_table(sys: "SystemRun", ontology: Ontology, ids: Sequence[str]) -> PairTable:
+    """Per-pair arrays from the compact judgement rows, through :func:`cxreval.scores.spec_scores`."""
+    n = len(ids)
+    table = JudgementTable.from_compact(ids, sys.judgements)
+    spec = spec_scores(table, ontology)
     judged = np.array([r is not None for r in sys.judgements], dtype=bool)
-    errors = np.where(judged, 0.0, np.nan)
-    critical = np.where(judged, 0.0, np.nan)
+    errors = np.full(n, np.nan)
+    critical = np.full(n, np.nan)
+    errors[judged] = spec.errors["errors"].to_numpy(dtype=float)
+    critical[judged] = spec.critical_errors.to_numpy(dtype=float)
+    frame = table.frame
+    kind = frame["presence"].map({"TP": 0, "FP": 1, "FN": 2})
+    rows = frame[kind.notna()]
+    position = pd.Index(ids).get_indexer(rows["pair_id"])
+    codes, active = pd.factorize(rows["entity"])  # entities in order of first appearance
+    cols = codes.astype(np.int64) * 3 + kind[kind.notna()].to_numpy(dtype=np.int64)
+    presence = sparse.csr_matrix((np.ones(len(rows)), (position.astype(np.int64), cols)),
+                                 shape=(n, 3 * len(active)))  # duplicates are summed
     ref_pos = np.zeros(n, dtype=bool)
-    crit = {e.id for e in ontology.entities if e.critical}
-    index: dict[str, int] = {}
-    p_idx, e_idx, k_idx = [], [], []
-    kind_of = {"TP": 0, "FP": 1, "FN": 2}
-    for i, rows in enumerate(sys.judgements):
-        if not rows:
-            continue
-        for ent, pres, loc, sev, comp, _r, _c in rows:
-            k = kind_of.get(pres)
-            if k is not None:
-                p_idx.append(i)
-                e_idx.append(index.setdefault(ent, len(index)))
-                k_idx.append(k)
-                if k != 1:
-                    ref_pos[i] = True
-            err = (pres in ("FP", "FN")) + (loc == "not-aligned") + (sev == "not-aligned") + (comp != "other")
-            if err:
-                errors[i] += err
-                if ent in crit:
-                    critical[i] += err
-    cols = np.array(e_idx, dtype=np.int64) * 3 + np.array(k_idx, dtype=np.int64)
-    presence = sparse.csr_matrix((np.ones(len(p_idx)), (np.array(p_idx, dtype=np.int64), cols)),
-                                 shape=(n, 3 * len(index)))  # duplicates are summed
-    return PairTable(judged, errors, critical, presence, list(index), ref_pos)
+    ref_pos[position[rows["presence"].isin(("TP", "FN")).to_numpy()]] = True
+    return PairTable(judged, errors, critical, presence, [str(e) for e in active], ref_pos, spec)
 
 
 def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], runner: "Runner") -> Features:
@@ -275,65 +270,43 @@ def leaderboard(
 
 
 def entity_results(
-    dataset: str, sys: "SystemRun", ids: Sequence[str], ontology: Ontology, max_examples: int
+    dataset: str, sys: "SystemRun", table: PairTable, ids: Sequence[str], ontology: Ontology, max_examples: int
 ) -> tuple[list[EntityResult], list[GroupResult]]:
-    """Per-entity and per-group counts and scores of one system, with example pairs per error kind."""
+    """Per-entity and per-group results of one system (numbers from ``table.spec``, the one SPEC
+    module), with example pairs per error kind."""
     E = {e.id: e for e in ontology.entities}
-    zero = {"TP": 0, "FP": 0, "FN": 0, **{f"{a}_{x}": 0 for a in _ATTRS for x in ("ok", "judged")}}
-    counts: dict[str, dict[str, int]] = {}
     examples: dict[str, list[ExamplePair]] = {}
     per_kind: dict[tuple[str, str], int] = {}
     for i, rows in enumerate(sys.judgements):
         for ent, pres, loc, sev, comp, ref, cand in rows or ():
-            c = counts.setdefault(ent, dict(zero))
-            if pres in ("TP", "FP", "FN"):
-                c[pres] += 1
             entity = E.get(ent)
             applies = entity.attributes if entity is not None else ()
-            kinds = []
-            if pres in ("FP", "FN"):
-                kinds.append(pres)
+            kinds = [pres] if pres in ("FP", "FN") else []
             if pres == "TP":
-                for attr, val in (("location", loc), ("severity", sev)):
-                    if attr in applies and val != "not-available":
-                        c[f"{attr}_judged"] += 1
-                        c[f"{attr}_ok"] += val == "aligned"
-                        if val == "not-aligned":
-                            kinds.append(attr)
-                if "comparison" in applies:
-                    c["comparison_judged"] += 1
-                    c["comparison_ok"] += comp == "other"
-                    if comp != "other":
-                        kinds.append("comparison")
+                kinds += [a for a, v in (("location", loc), ("severity", sev)) if a in applies and v == "not-aligned"]
+                if "comparison" in applies and comp != "other":
+                    kinds.append("comparison")
             for kind in kinds:
                 if per_kind.get((ent, kind), 0) < max_examples:
                     per_kind[(ent, kind)] = per_kind.get((ent, kind), 0) + 1
                     examples.setdefault(ent, []).append(ExamplePair(pair_id=ids[i], kind=kind, reference=ref, candidate=cand))
     ents: list[EntityResult] = []
-    for e in ontology.entities:
-        c = counts.get(e.id)
-        if c is None or c["TP"] + c["FP"] + c["FN"] == 0:
+    for e in table.spec.entities:
+        p = e.presence
+        if p.tp + p.fp + p.fn == 0:
             continue
-        tp, fp, fn = c["TP"], c["FP"], c["FN"]
         ents.append(EntityResult(
-            system=sys.name, dataset=dataset, entity=e.id, name=e.name, group=e.group, tp=tp, fp=fp, fn=fn,
-            precision=tp / (tp + fp) if tp + fp else None, recall=tp / (tp + fn) if tp + fn else None,
-            f1=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
-            **{f"{a}_acc": (c[f"{a}_ok"] / c[f"{a}_judged"] if c[f"{a}_judged"] else None) for a in _ATTRS},
-            examples=examples.get(e.id, []), critical=e.critical,
-            **{f"{a}_errors": c[f"{a}_judged"] - c[f"{a}_ok"] for a in _ATTRS},
+            system=sys.name, dataset=dataset, entity=e.entity, name=e.name, group=e.group, tp=p.tp, fp=p.fp, fn=p.fn,
+            precision=p.precision, recall=p.recall, f1=p.f1,
+            **{f"{a}_acc": getattr(e, a).accuracy for a in _ATTRS},
+            examples=examples.get(e.entity, []), critical=E[e.entity].critical,
+            **{f"{a}_errors": getattr(e, a).judged - getattr(e, a).correct for a in _ATTRS},
         ))
-    groups: list[GroupResult] = []
-    for g in ontology.groups:
-        members = [counts[e.id] for e in ontology.entities if e.group == g.id and e.id in counts]
-        tot = {k: sum(m[k] for m in members) for k in zero}
-        tp, fp, fn = tot["TP"], tot["FP"], tot["FN"]
-        groups.append(GroupResult(
-            system=sys.name, dataset=dataset, group=g.id, name=g.name, support=tp + fn,
-            precision=tp / (tp + fp) if tp + fp else None, recall=tp / (tp + fn) if tp + fn else None,
-            f1=2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None,
-            **{f"{a}_acc": (tot[f"{a}_ok"] / tot[f"{a}_judged"] if tot[f"{a}_judged"] else None) for a in _ATTRS},
-        ))
+    groups = [GroupResult(
+        system=sys.name, dataset=dataset, group=g.group, name=g.name, support=g.presence.support,
+        precision=g.presence.precision, recall=g.presence.recall, f1=g.presence.f1,
+        **{f"{a}_acc": getattr(g, a).accuracy for a in _ATTRS},
+    ) for g in table.spec.groups]
     return ents, groups
 
 
@@ -420,6 +393,7 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
     boards: list[Leaderboard] = []
     ents: list[EntityResult] = []
     groups: list[GroupResult] = []
+    summaries: list[SystemSummary] = []
     corrs: list[Correlation] = []
     sites: list[SiteCell] = []
     notes: list[str] = [
@@ -432,7 +406,7 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
     for d in runs:
         if not d.systems:
             continue
-        tables = [pair_table(s, ontology) for s in d.systems]
+        tables = [pair_table(s, ontology, d.ids) for s in d.systems]
         normal = d.normal if d.normal is not None else _normal_flags(d, tables, runner)
         feats = [features(s, t, names, runner) for s, t in zip(d.systems, tables)]
         entries = [(s.name, s.baseline, f, 0) for s, f in zip(d.systems, feats)]
@@ -457,8 +431,10 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
                                               value=r.metrics[m].value,
                                               rank=None if r.metrics[m].value is None else int(rk),
                                               n_pairs=r.n_pairs))
-        for s in d.systems:
-            e, g = entity_results(d.name, s, d.ids, ontology, config.examples_per_kind)
+        for s, t in zip(d.systems, tables):
+            summaries.append(SystemSummary(system=s.name, dataset=d.name, n_pairs=len(t.spec.errors),
+                                           values=t.spec.headline()))
+            e, g = entity_results(d.name, s, t, d.ids, ontology, config.examples_per_kind)
             ents.extend(e)
             groups.extend(g)
         per_pair: dict[str, list[np.ndarray]] = {}
@@ -483,6 +459,6 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
         name=config.name, created=created, cxreval_version=__version__,
         engine_signature=runner.engine_signature, ontology=ontology.signature, metrics=infos,
         primary_metric=config.rank_by, datasets=[d.name for d in runs], systems=systems,
-        leaderboards=boards, groups=groups, entities=ents, correlations=corrs, sites=sites, notes=notes,
+        leaderboards=boards, groups=groups, entities=ents, summaries=summaries, correlations=corrs, sites=sites, notes=notes,
         baselines=[s.name for s in config.systems if s.baseline is not None],
     )

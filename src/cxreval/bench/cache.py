@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cxreval.judge import EntityJudgement
+from cxreval.judge.models import row_errors
 
 CompactRow = tuple[str, str, str, str, str, str, str]
 _CHUNK = 900  # SQLite's default host-parameter limit is 999
@@ -35,7 +36,7 @@ def pair_key(signature: str, reference: str, candidate: str) -> str:
 
 
 def row_has_error(presence: str, location: str, severity: str, comparison: str) -> bool:
-    return presence in ("FP", "FN") or location == "not-aligned" or severity == "not-aligned" or comparison != "other"
+    return row_errors(presence, location, severity, comparison) > 0
 
 
 def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:

@@ -67,6 +67,16 @@ class ExamplePair(_Frozen):
     candidate: str
 
 
+class SystemSummary(_Frozen):
+    """One system's SPEC headline numbers on one dataset, all studies: the same numbers, under the
+    same names, as ``cxreval evaluate`` prints (:data:`cxreval.scores.spec.HEADLINE`)."""
+
+    system: str
+    dataset: str
+    n_pairs: int
+    values: dict[str, float | None]
+
+
 class EntityResult(_Frozen):
     """Per-entity presence / attribute results of one system on one dataset."""
 
@@ -144,6 +154,7 @@ class BenchmarkResult(_Frozen):
     leaderboards: list[Leaderboard]
     groups: list[GroupResult]
     entities: list[EntityResult]
+    summaries: list[SystemSummary] = []
     correlations: list[Correlation]
     sites: list[SiteCell]
     notes: list[str] = []

@@ -22,6 +22,25 @@ COMPARISON_VALUES: tuple[ComparisonJudgement, ...] = (
 )
 
 
+#: The report-level error rule (SPEC-CXR section 2), defined once: each kind of error, the field
+#: it is read from and the values that are that error. A row counts one error per kind it shows;
+#: a pair's error count is the sum over its rows. Every error count in cxreval comes from here.
+ERROR_KINDS: dict[str, tuple[str, frozenset[str]]] = {
+    "fp": ("presence", frozenset({"FP"})),
+    "fn": ("presence", frozenset({"FN"})),
+    "location_not_aligned": ("location", frozenset({"not-aligned"})),
+    "severity_not_aligned": ("severity", frozenset({"not-aligned"})),
+    "adding_unmentioned_comparison": ("comparison", frozenset({"adding-unmentioned-comparison"})),
+    "missing_mentioned_comparison": ("comparison", frozenset({"missing-mentioned-comparison"})),
+}
+
+
+def row_errors(presence: str, location: str, severity: str, comparison: str) -> int:
+    """Errors one judgement row counts under :data:`ERROR_KINDS`."""
+    values = {"presence": presence, "location": location, "severity": severity, "comparison": comparison}
+    return sum(values[field] in bad for field, bad in ERROR_KINDS.values())
+
+
 class EntityJudgement(BaseModel):
     """SPEC-CXR's verdict on one entity of one (reference, candidate) pair.
 
@@ -42,10 +61,5 @@ class EntityJudgement(BaseModel):
 
     @property
     def error_count(self) -> int:
-        """This row's share of the report-level error count (SPEC-CXR section 2)."""
-        return (
-            (self.presence in ("FP", "FN"))
-            + (self.location == "not-aligned")
-            + (self.severity == "not-aligned")
-            + (self.comparison != "other")
-        )
+        """This row's share of the report-level error count (:func:`row_errors`)."""
+        return row_errors(self.presence, self.location, self.severity, self.comparison)

@@ -289,17 +289,13 @@ class _Builder:
         return list(order), order, by
 
     def _macro(self, dataset: str) -> dict[str, dict[str, float | None]]:
-        acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for e in self.r.entities:
-            if e.dataset != dataset:
-                continue
-            for key in ("f1", "location_acc", "severity_acc", "comparison_acc"):
-                v = getattr(e, key)
-                if _is_num(v):
-                    acc[e.system][key].append(float(v))
-        return {
-            s: {k: (sum(v) / len(v) if v else None) for k, v in d.items()} for s, d in acc.items()
-        }
+        """Per system: macro presence F1 and pooled attribute accuracies, exactly as computed by
+        :func:`cxreval.scores.spec_scores` (the numbers ``cxreval evaluate`` prints), never
+        re-aggregated here."""
+        keys = {"f1": "presence_macro_f1", "location_acc": "location_accuracy",
+                "severity_acc": "severity_accuracy", "comparison_acc": "comparison_accuracy"}
+        return {s.system: {k: s.values.get(v) for k, v in keys.items()}
+                for s in self.r.summaries if s.dataset == dataset}
 
     def spider(self, dataset: str, ds_slug: str) -> dict[str, Any] | None:
         gids, gnames, by = self._groups(dataset)

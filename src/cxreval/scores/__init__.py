@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cxreval.scores.spec import SpecScores, spec_scores
     from cxreval.scores.entity import (
         AttributeScore,
         Averages,
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
 
 #: public name -> the submodule that defines it
 _LAZY: dict[str, str] = {
+    'SpecScores': 'cxreval.scores.spec',
+    'spec_scores': 'cxreval.scores.spec',
     'AttributeScore': 'cxreval.scores.entity',
     'Averages': 'cxreval.scores.entity',
     'EntityScore': 'cxreval.scores.entity',

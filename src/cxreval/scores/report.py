@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-ERROR_COLUMNS = (
-    "fp",
-    "fn",
-    "location_not_aligned",
-    "severity_not_aligned",
-    "adding_unmentioned_comparison",
-    "missing_mentioned_comparison",
-)
+from cxreval.judge.models import ERROR_KINDS
+
+#: The error kinds of :data:`cxreval.judge.models.ERROR_KINDS`, in ``errors.csv`` column order.
+ERROR_COLUMNS = tuple(ERROR_KINDS)
 
 
 class ErrorDistribution(BaseModel):
@@ -32,23 +28,20 @@ class ErrorDistribution(BaseModel):
     histogram: dict[str, int]
 
 
-def pair_errors(frame: pd.DataFrame, pair_ids: Sequence[str]) -> pd.DataFrame:
-    """Error counts per pair, every pair listed (a pair with no rows has zero errors)."""
+def pair_errors(frame: pd.DataFrame, pair_ids: Sequence[str], *, entities: Collection[str] | None = None) -> pd.DataFrame:
+    """Error counts per pair, every pair listed (a pair with no rows has zero errors).
+
+    The rule is :data:`~cxreval.judge.models.ERROR_KINDS`; ``entities`` keeps only the rows of
+    those entities (e.g. the ontology's critical ones, for critical-error-free rates).
+    """
     index = pd.Index(list(pair_ids), name="pair_id")
+    if entities is not None and not frame.empty:
+        frame = frame[frame["entity"].isin(set(entities))]
     if frame.empty:
         out = pd.DataFrame(0, index=index, columns=list(ERROR_COLUMNS))
     else:
-        flags = pd.DataFrame(
-            {
-                "pair_id": frame["pair_id"],
-                "fp": frame["presence"].eq("FP"),
-                "fn": frame["presence"].eq("FN"),
-                "location_not_aligned": frame["location"].eq("not-aligned"),
-                "severity_not_aligned": frame["severity"].eq("not-aligned"),
-                "adding_unmentioned_comparison": frame["comparison"].eq("adding-unmentioned-comparison"),
-                "missing_mentioned_comparison": frame["comparison"].eq("missing-mentioned-comparison"),
-            }
-        )
+        flags = pd.DataFrame({"pair_id": frame["pair_id"],
+                              **{kind: frame[field].isin(bad) for kind, (field, bad) in ERROR_KINDS.items()}})
         out = flags.groupby("pair_id").sum().reindex(index, fill_value=0).astype(int)
     out.insert(0, "errors", out[list(ERROR_COLUMNS)].sum(axis=1))
     return out

@@ -1,0 +1,69 @@
+"""The judgement table: every engine's output, in one columnar form that every score reads.
+
+One row per (pair, entity) that either report mentions (an entity neither mentions is an implicit
+TN), with SPEC-CXR's presence / location / severity / comparison verdicts and the evidence from
+each report. ``pair_ids`` lists every judged pair, error-free ones included: a pair with no row
+is a pair with no finding on either side, not a missing pair. ``judgements.jsonl`` is its rows;
+the bench cache stores the same rows compactly (non-TN rows, evidence on error rows only:
+:meth:`from_compact` reads that form back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cxreval.judge.models import EntityJudgement
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Columns of :attr:`JudgementTable.frame`, in ``judgements.jsonl`` field order.
+COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")
+
+#: A compact row as the bench cache keeps it: (entity, presence, location, severity, comparison,
+#: reference evidence, candidate evidence).
+CompactRow = tuple[str, str, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class JudgementTable:
+    """Judgement rows of a set of pairs, as a DataFrame with :data:`COLUMNS`.
+
+    ``signature`` says what produced the rows (engine, model, prompt, policies), when known.
+    """
+
+    pair_ids: tuple[str, ...]
+    frame: "pd.DataFrame"
+    signature: str | None = None
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[EntityJudgement], pair_ids: Sequence[str],
+                  signature: str | None = None) -> "JudgementTable":
+        records = [tuple(getattr(r, c) for c in COLUMNS) for r in rows]
+        return cls(tuple(pair_ids), _frame(records), signature)
+
+    @classmethod
+    def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[CompactRow] | None],
+                     signature: str | None = None) -> "JudgementTable":
+        """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
+        left out (it is neither error-free nor erroneous)."""
+        judged = [i for i, r in zip(pair_ids, rows, strict=True) if r is not None]
+        records = [(pid, *row) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
+        return cls(tuple(judged), _frame(records), signature)
+
+    def __len__(self) -> int:
+        return len(self.pair_ids)
+
+    def rows(self) -> list[EntityJudgement]:
+        """The rows as :class:`EntityJudgement` objects (``judgements.jsonl``)."""
+        return [EntityJudgement(**dict(zip(COLUMNS, r))) for r in self.frame.itertuples(index=False, name=None)]
+
+
+def _frame(records: list[tuple[str, ...]]) -> "pd.DataFrame":
+    import pandas as pd
+
+    if not records:
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
+    return pd.DataFrame.from_records(records, columns=list(COLUMNS))
