@@ -43,6 +43,7 @@ from rich.table import Table
 
 from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
 from cxreval.scores.labels import UncertainLabel, binarize
+from cxreval.scores.ratios import mean_defined, ratio
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson, cohens_kappa_table, fleiss_kappa_counts
 
@@ -198,10 +199,6 @@ class AgreementTable(BaseModel):
     signature: Signature
 
 
-def _r(num: float, den: float) -> float | None:
-    return float(num / den) if den else None
-
-
 def _row(label: str, tp: int, fp: int, fn: int, tn: int, excluded: int, confidence: float,
          raters_kappa: float | None) -> AgreementRow:
     n = tp + fp + fn + tn
@@ -209,8 +206,8 @@ def _row(label: str, tp: int, fp: int, fn: int, tn: int, excluded: int, confiden
     kappa, _, _ = cohens_kappa_table(np.array([[tp, fn], [fp, tn]])) if n else (np.nan, 0, 0)
     return AgreementRow(
         label=label, n=n, tp=tp, fp=fp, fn=fn, tn=tn, excluded=excluded,
-        accuracy=_r(tp + tn, n), accuracy_low=_fin(lo), accuracy_high=_fin(hi),
-        precision=_r(tp, tp + fp), recall=_r(tp, tp + fn), f1=_r(2 * tp, 2 * tp + fp + fn),
+        accuracy=ratio(tp + tn, n), accuracy_low=_fin(lo), accuracy_high=_fin(hi),
+        precision=ratio(tp, tp + fp), recall=ratio(tp, tp + fn), f1=ratio(2 * tp, 2 * tp + fp + fn),
         kappa=_fin(kappa), raters_kappa=raters_kappa,
     )
 
@@ -229,11 +226,6 @@ def _fleiss_binary(votes: np.ndarray) -> float | None:
     ones = (v == 1).sum(axis=0)
     kappa, _, _ = fleiss_kappa_counts(np.stack([ones, v.shape[0] - ones], axis=1))
     return _fin(kappa)
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [v for v in values if v is not None]
-    return float(np.mean(kept)) if kept else None
 
 
 def agreement_table(
@@ -270,10 +262,10 @@ def agreement_table(
                  _fleiss_binary(votes.reshape(len(gold), -1)) if several else None)
     macro = AgreementRow(
         label="Macro", n=int(sum(r.n for r in rows)),
-        accuracy=_mean([r.accuracy for r in rows]), precision=_mean([r.precision for r in rows]),
-        recall=_mean([r.recall for r in rows]), f1=_mean([r.f1 for r in rows]),
-        kappa=_mean([r.kappa for r in rows]),
-        raters_kappa=_mean([r.raters_kappa for r in rows]) if several else None,
+        accuracy=mean_defined([r.accuracy for r in rows]), precision=mean_defined([r.precision for r in rows]),
+        recall=mean_defined([r.recall for r in rows]), f1=mean_defined([r.f1 for r in rows]),
+        kappa=mean_defined([r.kappa for r in rows]),
+        raters_kappa=mean_defined([r.raters_kappa for r in rows]) if several else None,
     )
     base = signature or Signature(metric="label-agreement", ontology="none", engine="external")
     options = {**base.options, "uncertain": uncertain, "blank": "negative", "raters": str(len(gold)),

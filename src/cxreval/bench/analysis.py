@@ -37,6 +37,7 @@ from cxreval.bench.models import (
 )
 from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology
+from cxreval.scores.ratios import mean_defined_rows, prf, safe_div
 from cxreval.scores.spec import SpecScores, spec_scores
 from cxreval.scores.stats import bootstrap_weights
 
@@ -46,11 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover
 CHUNK = 200
 KINDS = ("FP", "FN", "location", "severity", "comparison")
 _ATTRS = ("location", "severity", "comparison")
-
-
-def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
 def _none(x: float) -> float | None:
@@ -98,19 +94,16 @@ class Features:
             elif name in self.corpus:
                 out.append(np.asarray(self.corpus[name].corpus_from_stats(part), dtype=float))
             else:
-                out.append(_safe_div(part[:, 0], part[:, 1]))
+                out.append(safe_div(part[:, 0], part[:, 1]))
         return np.stack(out, axis=1)
 
 
 def _f1(part: np.ndarray, n_entities: int, macro: bool) -> np.ndarray:
     c = part.reshape(len(part), n_entities, 3)
-    tp, fp, fn = c[..., 0], c[..., 1], c[..., 2]
     if macro:
-        f1 = _safe_div(2 * tp, 2 * tp + fp + fn)
-        defined = ~np.isnan(f1)
-        return _safe_div(np.where(defined, f1, 0).sum(axis=1), defined.sum(axis=1).astype(float))
-    T, P, N = tp.sum(axis=1), fp.sum(axis=1), fn.sum(axis=1)
-    return _safe_div(2 * T, 2 * T + P + N)
+        return mean_defined_rows(prf(c[..., 0], c[..., 1], c[..., 2])[..., 2])
+    T = c.sum(axis=1)
+    return prf(T[:, 0], T[:, 1], T[:, 2])[..., 2]
 
 
 @dataclass

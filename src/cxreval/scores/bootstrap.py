@@ -20,6 +20,7 @@ import pandas as pd
 
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import ATTRIBUTES
+from cxreval.scores.ratios import mean_defined_rows, prf, safe_div
 from cxreval.scores.signature import Signature, check_comparable
 from cxreval.scores.stats import (
     BootstrapResult,
@@ -81,26 +82,14 @@ def attribute_counts(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence
     return out
 
 
-def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-
-
-def _nanmean_rows(x: np.ndarray) -> np.ndarray:
-    defined = ~np.isnan(x)
-    cnt = defined.sum(axis=1)
-    return _safe_div(np.where(defined, x, 0.0).sum(axis=1), cnt)
-
-
 def _entity_statistic(n_entities: int) -> StatFn:
     def statistic(sums: np.ndarray) -> np.ndarray:
         c = sums.reshape(len(sums), n_entities, 3)
         tp, fp, fn = c[..., 0], c[..., 1], c[..., 2]
-        per = np.stack([_safe_div(tp, tp + fp), _safe_div(tp, tp + fn), _safe_div(2 * tp, 2 * tp + fp + fn)], axis=-1)
-        macro = np.stack([_nanmean_rows(per[..., k]) for k in range(3)], axis=-1)
+        per = prf(tp, fp, fn)
+        macro = np.stack([mean_defined_rows(per[..., k]) for k in range(3)], axis=-1)
         T = c.sum(axis=1)
-        micro = np.stack([_safe_div(T[:, 0], T[:, 0] + T[:, 1]), _safe_div(T[:, 0], T[:, 0] + T[:, 2]),
-                          _safe_div(2 * T[:, 0], 2 * T[:, 0] + T[:, 1] + T[:, 2])], axis=-1)
+        micro = prf(T[:, 0], T[:, 1], T[:, 2])
         return np.concatenate([per.reshape(len(sums), -1), macro, micro], axis=1)
 
     return statistic
@@ -108,7 +97,7 @@ def _entity_statistic(n_entities: int) -> StatFn:
 
 def _attribute_statistic(sums: np.ndarray) -> np.ndarray:
     c = sums.reshape(len(sums), len(ATTRIBUTES), 2)
-    return _safe_div(c[..., 0], c[..., 1])
+    return safe_div(c[..., 0], c[..., 1])
 
 
 def entity_cache(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence[str]) -> PairCache:
@@ -127,7 +116,7 @@ def entity_cache(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence[str
 
 def _report_statistic(sums: np.ndarray) -> np.ndarray:
     # columns: errors, error-free indicator, pair count (1 per pair)
-    return np.stack([_safe_div(sums[:, 0], sums[:, 2]), _safe_div(sums[:, 1], sums[:, 2])], axis=-1)
+    return np.stack([safe_div(sums[:, 0], sums[:, 2]), safe_div(sums[:, 1], sums[:, 2])], axis=-1)
 
 
 def report_cache(errors: pd.DataFrame) -> PairCache:

@@ -9,14 +9,14 @@ twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.judge.models import EntityJudgement
 from cxreval.ontology import Ontology
+from cxreval.scores.ratios import mean_defined, ratio
 
 ATTRIBUTES = ("location", "severity", "comparison")
 
@@ -55,17 +55,17 @@ class PresenceScore(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def precision(self) -> float | None:
-        return _ratio(self.tp, self.tp + self.fp)
+        return ratio(self.tp, self.tp + self.fp)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def recall(self) -> float | None:
-        return _ratio(self.tp, self.tp + self.fn)
+        return ratio(self.tp, self.tp + self.fn)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def f1(self) -> float | None:
-        return _ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+        return ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
 
 
 class EntityScore(BaseModel):
@@ -109,15 +109,6 @@ class Averages(BaseModel):
     location: AttributeScore
     severity: AttributeScore
     comparison: AttributeScore
-
-
-def _ratio(num: int, den: int) -> float | None:
-    return num / den if den else None
-
-
-def _mean_defined(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return float(np.mean(vals)) if vals else None
 
 
 def judgement_frame(rows: Sequence[EntityJudgement]) -> pd.DataFrame:
@@ -225,9 +216,9 @@ def group_scores(scores: Sequence[EntityScore], ontology: Ontology) -> list[Grou
 def averages(scores: Sequence[EntityScore]) -> Averages:
     presence, attrs = _pool(scores)
     return Averages(
-        macro_precision=_mean_defined(s.presence.precision for s in scores),
-        macro_recall=_mean_defined(s.presence.recall for s in scores),
-        macro_f1=_mean_defined(s.presence.f1 for s in scores),
+        macro_precision=mean_defined(s.presence.precision for s in scores),
+        macro_recall=mean_defined(s.presence.recall for s in scores),
+        macro_f1=mean_defined(s.presence.f1 for s in scores),
         n_entities_f1_defined=sum(s.presence.f1 is not None for s in scores),
         n_entities=len(scores),
         micro=presence,

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from cxreval.extract.models import EntityState, Extraction
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import PresenceScore
+from cxreval.scores.ratios import mean_defined, mean_defined_rows, prf, ratio, safe_div
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import PairCache, StatFn
 
@@ -156,7 +157,7 @@ class LabelCounts(PresenceScore):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def accuracy(self) -> float | None:
-        return _ratio(self.tp + self.tn, self.n)
+        return ratio(self.tp + self.tn, self.n)
 
 
 class LabelMetrics(BaseModel):
@@ -187,14 +188,9 @@ class LabelMetrics(BaseModel):
         return self.macro_f1
 
 
-def _ratio(num: int, den: int) -> float | None:
-    return num / den if den else None
-
-
 def _macro(values: Iterable[float | None], undefined: Undefined) -> float | None:
-    vals = [v if v is not None else (0.0 if undefined == "zero" else None) for v in values]
-    kept = [v for v in vals if v is not None]
-    return float(np.mean(kept)) if kept else None
+    """Mean over labels: an undefined value is skipped (``skip``) or counted as 0 (``zero``)."""
+    return mean_defined(v if v is not None else (0.0 if undefined == "zero" else None) for v in values)
 
 
 def label_signature(
@@ -329,22 +325,11 @@ def _label_statistic(n_labels: int, undefined: Undefined) -> StatFn:
     def statistic(sums: np.ndarray) -> np.ndarray:
         c = sums.reshape(len(sums), n_labels, 4)
         tp, fp, fn, tn = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prec = np.where(tp + fp > 0, tp / (tp + fp), np.nan)
-            rec = np.where(tp + fn > 0, tp / (tp + fn), np.nan)
-            f1 = np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
-            n = tp + fp + fn + tn
-            acc = np.where(n > 0, (tp + tn) / n, np.nan)
-            per = np.stack([prec, rec, f1, acc], axis=-1)  # (R, L, 4)
-            macro = _nanmean_policy(per, undefined)  # (R, 4)
-            T = c.sum(axis=1)
-            mtp, mfp, mfn, mtn = T[:, 0], T[:, 1], T[:, 2], T[:, 3]
-            micro = np.stack([
-                np.where(mtp + mfp > 0, mtp / (mtp + mfp), np.nan),
-                np.where(mtp + mfn > 0, mtp / (mtp + mfn), np.nan),
-                np.where(2 * mtp + mfp + mfn > 0, 2 * mtp / (2 * mtp + mfp + mfn), np.nan),
-                np.where(T.sum(axis=1) > 0, (mtp + mtn) / T.sum(axis=1), np.nan),
-            ], axis=-1)
+        per = np.concatenate([prf(tp, fp, fn), safe_div(tp + tn, tp + fp + fn + tn)[..., None]], axis=-1)  # (R, L, 4)
+        macro = _nanmean_policy(per, undefined)  # (R, 4)
+        T = c.sum(axis=1)
+        mtp, mfp, mfn, mtn = T[:, 0], T[:, 1], T[:, 2], T[:, 3]
+        micro = np.concatenate([prf(mtp, mfp, mfn), safe_div(mtp + mtn, T.sum(axis=1))[..., None]], axis=-1)
         return np.concatenate([per.reshape(len(sums), -1), macro, micro], axis=1)
 
     return statistic
@@ -354,11 +339,7 @@ def _nanmean_policy(per: np.ndarray, undefined: Undefined) -> np.ndarray:
     """Mean over axis 1 (labels): NaN skipped (``skip``) or counted as 0 (``zero``)."""
     if undefined == "zero":
         return np.nan_to_num(per, nan=0.0).mean(axis=1)
-    defined = ~np.isnan(per)
-    cnt = defined.sum(axis=1)
-    tot = np.where(defined, per, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(cnt > 0, tot / cnt, np.nan)
+    return mean_defined_rows(per, axis=1)
 
 
 LABEL_SCORES = ("precision", "recall", "f1", "accuracy")

@@ -1,0 +1,43 @@
+"""The arithmetic every score shares, written once: ratios, precision / recall / F1, and means
+over the values that are defined.
+
+A ratio with a zero denominator is undefined (``None`` for one number, NaN in arrays), never 0:
+an entity or label that no report affirms has no F1, and counting it as 0 or 1 would distort a
+macro mean. Scalars (pydantic score models, tables) and arrays (bootstrap resamples, bench's
+per-pair sums) use the same definitions, so a number cannot differ between the two paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def ratio(num: float, den: float) -> float | None:
+    """``num / den``, or ``None`` when ``den`` is 0."""
+    return float(num / den) if den else None
+
+
+def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Element-wise ``num / den``, NaN where ``den`` is 0."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def prf(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Precision, recall and F1 of counts (any shape), stacked on a new last axis; NaN if undefined."""
+    return np.stack([safe_div(tp, tp + fp), safe_div(tp, tp + fn), safe_div(2 * tp, 2 * tp + fp + fn)], axis=-1)
+
+
+def mean_defined(values: Iterable[float | None]) -> float | None:
+    """Mean of the values that are not ``None`` (or NaN); ``None`` when none is."""
+    kept = [float(v) for v in values if v is not None and not np.isnan(v)]
+    return float(np.mean(kept)) if kept else None
+
+
+def mean_defined_rows(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Mean over ``axis`` of the values that are not NaN; NaN where none is."""
+    defined = ~np.isnan(x)
+    return safe_div(np.where(defined, x, 0.0).sum(axis=axis), defined.sum(axis=axis))
