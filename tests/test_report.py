@@ -301,3 +301,21 @@ def test_drilldown_data_has_every_example(result: BenchmarkResult, page: str) ->
             assert got == e.examples
             n_examples += len(got)
     assert n_examples > 0
+
+
+def test_report_command_renders_a_saved_result(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.report_support import make_result
+
+    saved = tmp_path / "result.json"
+    saved.write_text(make_result().model_dump_json(), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "cxreval", "report", str(saved)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "report.html"
+    assert page.read_text(encoding="utf-8") == render_html(make_result())
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": 1}')
+    refused = subprocess.run([sys.executable, "-m", "cxreval", "report", str(bad)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "not a cxreval bench result.json" in refused.stderr

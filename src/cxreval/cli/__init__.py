@@ -441,6 +441,29 @@ def compare(
     print_signature(str(result.signature), out_console)
 
 
+@app.command("report")
+def report_cmd(
+    result: Annotated[Path, typer.Argument(metavar="RESULT_JSON", help="A result.json written by cxreval bench.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")] = None,
+) -> None:
+    """Render a saved benchmark result as the self-contained HTML page again."""
+    from pydantic import ValidationError
+
+    from cxreval.bench.models import BenchmarkResult
+    from cxreval.report import write_html
+
+    try:
+        loaded = BenchmarkResult.model_validate_json(result.read_text(encoding="utf-8"))
+    except OSError as exc:
+        _fail(f"{result}: cannot read ({exc.strerror or exc})")
+        return
+    except ValidationError as exc:
+        _fail(f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: "
+              f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']})")
+        return
+    out_console.print(str(write_html(loaded, out or result.with_name("report.html"))), highlight=False, soft_wrap=True)
+
+
 @app.command()
 def extract(
     text: Annotated[str, typer.Argument(help="Report text to read.")],

@@ -606,7 +606,9 @@ def render_html(result: BenchmarkResult, top_k: int = TOP_K) -> str:
 
 def write_html(result: BenchmarkResult, path: str | Path, top_k: int = TOP_K) -> Path:
     """Write the page for ``result`` to ``path`` (parent folders created); returns the path."""
+    from cxreval.outputs import atomic_write_text
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(result, top_k=top_k), encoding="utf-8")
+    atomic_write_text(out, render_html(result, top_k=top_k))
     return out
