@@ -121,3 +121,30 @@ def test_signature_text_and_comparability():
     check_comparable(a, a.model_copy(update={"version": "9.9"}))
     with pytest.raises(SignatureMismatch, match="options"):
         check_comparable(a, a.model_copy(update={"options": {"uncertain": "negative"}}))
+
+
+def test_signature_short_form_and_intervals_round_trip():
+    import cxreval
+
+    sig = cxreval.Signature(metric="spec-cxr", ontology="o@1", engine="rules@2", options={"uncertain": "positive"})
+    boot = sig.with_intervals(method="percentile", resamples=1000, seed=7, confidence=0.9)
+    assert "resamples:1000" in str(boot) and "seed:7" in str(boot) and "ci:percentile" in str(boot)
+    assert boot.short().startswith("m:spec-cxr|o:o@1|e:rules@2|")
+    assert cxreval.Signature.parse(boot.short()) == boot == cxreval.Signature.parse(str(boot))
+
+
+def test_bench_interval_signatures_name_the_resampling(tmp_path):
+    from cxreval.bench.config import BenchConfig
+    from cxreval.bench.runner import run_benchmark
+    from cxreval.cli import example_path
+    from cxreval.io import read_pairs
+
+    pairs = read_pairs(example_path())
+    (tmp_path / "refs.csv").write_text("id,report\n" + "".join(f'{p.pair_id},"{p.reference}"\n' for p in pairs))
+    cfg = BenchConfig.model_validate({
+        "name": "t", "metrics": ["spec-errors", "bleu2"], "bootstrap": {"resamples": 17, "seed": 3},
+        "datasets": [{"name": "d", "references": {"path": str(tmp_path / "refs.csv")}}],
+        "systems": [{"name": "n", "baseline": "normal-template"}]})
+    result, _ = run_benchmark(cfg, tmp_path / "out")
+    for info in result.metrics:
+        assert "resamples:17" in info.signature and "seed:3" in info.signature, info

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, Evaluator, evaluate
     from cxreval.io import InputError, ReportPair, read_pair_files, read_pairs, read_reports
     from cxreval.ontology import Ontology, OntologyError, load_ontology
+    from cxreval.scores.signature import Signature
 
 #: public name -> the module that defines it
 _LAZY: dict[str, str] = {
@@ -35,6 +36,7 @@ _LAZY: dict[str, str] = {
     "Ontology": "cxreval.ontology",
     "OntologyError": "cxreval.ontology",
     "load_ontology": "cxreval.ontology",
+    "Signature": "cxreval.scores.signature",
 }
 
 __all__ = [*sorted(_LAZY), "__version__", "evaluate"]

@@ -334,7 +334,11 @@ def correlations(dataset: str, per_pair: dict[str, np.ndarray]) -> list[Correlat
 
 
 def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
-    sig = runner.evaluator.signature
+    """Each leaderboard metric with its signature; every value carries a percentile interval, so
+    every signature names the resampling (method, resamples, seed, confidence)."""
+    bs = config.bootstrap
+    interval = {"method": "percentile", "resamples": bs.resamples, "seed": bs.seed, "confidence": bs.confidence}
+    sig = runner.evaluator.signature.with_intervals(**interval)
     infos = [MetricInfo(name=JUDGEMENT_METRIC, higher_is_better=False, label="Errors / report",
                         signature=str(sig.with_metric("spec-report-errors")),
                         description="SPEC-CXR errors per report: FP + FN + not-aligned + comparison errors")]
@@ -342,7 +346,8 @@ def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
         if name == JUDGEMENT_METRIC:
             continue
         m = runner.metric(name)
-        infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better), signature=str(m.signature),
+        infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better),
+                                signature=str(m.signature.with_intervals(**interval)),
                                 label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
                                 description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
     sig_names = {"presence-macro-f1": "spec-presence-macro-f1", "presence-micro-f1": "spec-presence-micro-f1",

@@ -450,8 +450,10 @@ class PairedComparison(BaseModel):
         raise KeyError(f"no score named {name!r}")
 
 
-def _sig_options(resamples: int, seed: int, method: str, confidence: float) -> dict[str, object]:
-    return {"ci": method, "resamples": resamples, "seed": seed, "confidence": confidence}
+def _interval_signature(metric: str, base: Signature | None, resamples: int, seed: int, method: str,
+                        confidence: float, **options: object) -> Signature:
+    return stat_signature(metric, base, **options).with_intervals(method=method, resamples=resamples, seed=seed,
+                                                                  confidence=confidence)
 
 
 def _estimates(cache: PairCache, theta_b: np.ndarray, method: CIMethod, confidence: float) -> list[Estimate]:
@@ -487,8 +489,8 @@ def bootstrap(
 ) -> BootstrapResult:
     """Bootstrap confidence intervals of every score in ``cache`` by resampling pairs."""
     theta_b = bootstrap_distribution(cache, resamples, seed, chunk)
-    sig = stat_signature(signature.metric if signature else "bootstrap", signature,
-                         **_sig_options(resamples, seed, method, confidence))
+    sig = _interval_signature(signature.metric if signature else "bootstrap", signature, resamples, seed, method,
+                              confidence)
     return BootstrapResult(estimates=_estimates(cache, theta_b, method, confidence), n_pairs=cache.n_pairs,
                            resamples=resamples, seed=seed, method=method, confidence=confidence, signature=sig)
 
@@ -576,7 +578,7 @@ def paired_comparison(
                    n_defined=e.n_defined)
         for i, e in enumerate(estimates)
     ]
-    sig = stat_signature(signature.metric if signature else "paired-comparison", signature,
-                         permutations=permutations, **_sig_options(resamples, seed, method, confidence))
+    sig = _interval_signature(signature.metric if signature else "paired-comparison", signature, resamples, seed,
+                              method, confidence, permutations=permutations)
     return PairedComparison(tests=tests, n_pairs=a.n_pairs, resamples=resamples, permutations=permutations,
                             seed=seed, method=method, confidence=confidence, signature=sig)
