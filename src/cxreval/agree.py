@@ -42,6 +42,8 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
+from cxreval.render import latex_escape as _tex
+from cxreval.render import number as _f
 from cxreval.scores.labels import UncertainLabel, binarize
 from cxreval.scores.ratios import mean_defined, ratio
 from cxreval.scores.signature import Signature
@@ -282,10 +284,6 @@ def agreement_table(
 # ------------------------------------------------------------------------------------------
 
 
-def _f(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
 def _acc(row: AgreementRow) -> str:
     if row.accuracy_low is None or row.accuracy_high is None:
         return _f(row.accuracy)
@@ -335,14 +333,6 @@ def render_json(table: AgreementTable) -> str:
     data = table.model_dump()
     data["signature"] = str(table.signature)
     return json.dumps(data, indent=2) + "\n"
-
-
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def _tex(text: str) -> str:
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
 def render_latex(table: AgreementTable) -> str:

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cxreval.render import number as _f
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -66,10 +68,6 @@ def print_signature(signature: str, console: Console) -> None:
     """The signature on its own line, never wrapped, so it can be copied whole."""
     console.print("signature:", style="dim", highlight=False)
     console.print(signature, style="dim", highlight=False, soft_wrap=True, overflow="ignore", crop=False)
-
-
-def _f(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _acc(score: "AttributeScore", counts: bool = True) -> str:

@@ -26,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from cxreval.bench.models import BenchmarkResult, Leaderboard
+from cxreval.render import number as _fmt
 
 if TYPE_CHECKING:
     from cxreval.bench.runner import RunStats
@@ -34,10 +35,6 @@ _out = Console()
 if not _out.is_terminal:
     _out = Console(width=160)
 _err = Console(stderr=True)
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console | None = None) -> None:

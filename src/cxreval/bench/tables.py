@@ -13,6 +13,8 @@ from pathlib import Path
 
 from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
 from cxreval.outputs import atomic_write_text, atomic_writer
+from cxreval.render import latex_escape as _latex_escape
+from cxreval.render import number
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -23,8 +25,8 @@ def _cell(iv: Interval | None, digits: int = 3) -> str:
     if iv is None or iv.value is None:
         return "n/a"
     if iv.low is None or iv.high is None:
-        return f"{iv.value:.{digits}f}"
-    return f"{iv.value:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+        return number(iv.value, digits)
+    return f"{number(iv.value, digits)} [{number(iv.low, digits)}, {number(iv.high, digits)}]"
 
 
 def _slug(text: str) -> str:
@@ -56,13 +58,6 @@ def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequ
                  *[_cell(r.metrics.get(n), digits) for n in names]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def _latex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):
-        text = text.replace(a, b) if a != "\\" else text.replace(a, "\x00")
-    return text.replace("\x00", r"\textbackslash{}")
 
 
 def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None,

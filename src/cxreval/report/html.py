@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from cxreval.render import number
 from cxreval.report import charts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,12 +40,8 @@ def _is_num(v: Any) -> bool:
 
 
 def fmt(v: float | None, digits: int = 3) -> str:
-    """Format a metric value; ``n/a`` for undefined."""
-    if not _is_num(v):
-        return "n/a"
-    if abs(v) >= 100:  # type: ignore[arg-type]
-        return f"{v:.1f}"
-    return f"{v:.{digits}f}"
+    """Format a metric value (:func:`cxreval.render.number`); ``n/a`` for undefined."""
+    return number(v, digits) if _is_num(v) else "n/a"
 
 
 def pct(v: float | None) -> str:
