@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 from typer.testing import CliRunner
 
+from cxreval.io import InputError
 from cxreval.meta.cli import meta_app
 from cxreval.meta.human import (
     RatingsFormatError,
@@ -94,11 +95,12 @@ def test_plain_reader_totals_and_categories(tmp_path: Path) -> None:
 def test_plain_reader_errors_name_the_problem(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("id,reference,candidate,rater_1\np1,a,b,two\n", encoding="utf-8")
-    with pytest.raises(RatingsFormatError, match="bad.csv:2:rater_1"):
+    with pytest.raises(RatingsFormatError, match=r"bad.csv, line 2 \(id 'p1'\), field 'rater_1': 'two' is not a number"):
         read_plain_ratings(bad)
     bad.write_text("id,reference,candidate\np1,a,b\n", encoding="utf-8")
     with pytest.raises(RatingsFormatError, match="no rater columns"):
         read_plain_ratings(bad)
+    assert issubclass(RatingsFormatError, InputError)  # callers catching either keep working
 
 
 def write_rexval(folder: Path, one_based: bool = True) -> tuple[Path, Path]:

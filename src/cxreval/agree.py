@@ -41,7 +41,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
-from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
+from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_whole_table, record_id
 from cxreval.render import latex_escape as _tex
 from cxreval.render import number as _f
 from cxreval.scores.labels import UncertainLabel, binarize
@@ -82,12 +82,8 @@ def parse_label_value(raw: Any) -> float | None:
 
 
 def _table_of(path: Path, format: str | None) -> RecordTable:
-    wanted: list[str] = []
-    if (format or path.suffix.lower().lstrip(".")) == "parquet" and path.exists():
-        import pyarrow.parquet as pq
-
-        wanted = list(pq.ParquetFile(path).schema_arrow.names)
-    return load_table(path, format, wanted, keyed_ok=False)
+    """Every column of a label file (an unknown suffix is an error here, not read as CSV)."""
+    return load_whole_table(path, format, default=None)
 
 
 def read_labels(

@@ -41,6 +41,7 @@ import csv
 import difflib
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -65,6 +66,16 @@ __all__ = [
     "read_pairs",
     "read_reports",
     "warn_if_copied",
+    "Record",
+    "Uniqueness",
+    "bool_value",
+    "load_whole_table",
+    "number_value",
+    "raise_problems",
+    "read_json_value",
+    "require_records",
+    "table_format",
+    "text_value",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -918,3 +929,166 @@ def read_pair_files(
     warn_if_copied([p.reference for p in pairs], [p.candidate for p in pairs],
                    source=f"{cands.file} (field {cand_col!r})")
     return pairs
+
+
+# --------------------------------------------------------------------------------------------
+# Value checks for readers of cxreval's other tables (human ratings, perturbation suites, the IU
+# X-ray reports): they load a file with load_table, name their columns with check_columns and
+# record_id, and check each value with the helpers below, which add an InputProblem (file,
+# position, field) to the table instead of raising, so raise_problems lists every problem of
+# every file at once.
+# --------------------------------------------------------------------------------------------
+
+#: One record of a :class:`~cxreval.io.RecordTable` (its position, values and id), for annotations.
+Record = _Record
+
+TRUE_WORDS = frozenset({"true", "1", "yes", "y", "t"})
+FALSE_WORDS = frozenset({"false", "0", "no", "n", "f"})
+
+
+def table_format(path: str | os.PathLike[str], format: str | None = None, default: str | None = "csv") -> str | None:
+    """The format named, else the one the suffix picks (see :data:`cxreval.io.FORMATS`), else ``default``.
+
+    Readers that used to read any file as CSV keep doing so for suffixes cxreval does not know.
+    """
+    if format is not None:
+        return format
+    suffix = Path(path).suffix.lower()
+    return next((fmt for fmt, suffixes in FORMATS.items() if suffix in suffixes), default)
+
+
+def load_whole_table(path: str | os.PathLike[str], format: str | None = None, *, default: str | None = "csv",
+                     keyed_ok: bool = False) -> RecordTable:
+    """:func:`~cxreval.io.load_table` with every column read (Parquet converts only the columns named).
+
+    For tables whose columns are found from the header (rater columns, label columns).
+    """
+    fmt = table_format(path, format, default)
+    wanted: list[str] = []
+    if fmt == "parquet" and os.fspath(path) != STDIN and Path(path).is_file():
+        import pyarrow.parquet as pq
+
+        try:
+            wanted = list(pq.ParquetFile(path).schema_arrow.names)
+        except Exception:  # noqa: BLE001 - load_table reports an unreadable file with its position
+            wanted = []
+    return load_table(path, fmt, wanted, keyed_ok=keyed_ok)
+
+
+def _field(table: RecordTable, rec: Record, col: str, present: set[str]) -> Any:
+    """The field's value, or _ABSENT when its column is missing (reported by check_columns) or the
+    record lacks it (reported here, unless a short CSV record was reported already)."""
+    return _get(table, rec, col) if col in present else _ABSENT
+
+
+def text_value(table: RecordTable, rec: Record, col: str, present: set[str], *, empty_ok: bool = False,
+               numbers_ok: bool = False, what: str = "text") -> str | None:
+    """The field as text, exactly as written, or None after reporting why it cannot be used.
+
+    A value that is not a string (a JSON number, null, list; a Parquet number) is a problem,
+    except integers when ``numbers_ok`` (they become their decimal string, like ids). An empty
+    or whitespace-only value is a problem unless ``empty_ok``. Columns not in ``present`` were
+    reported by :func:`~cxreval.io.check_columns` and give None.
+    """
+    value = _field(table, rec, col, present)
+    if value is _ABSENT:
+        return None
+    if numbers_ok and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if value is None and empty_ok:
+        return ""
+    if not isinstance(value, str):
+        table.problems.append(table.problem(f"expected {what}, got {_json_type(value)}", rec, col))
+        return None
+    if not empty_ok and not value.strip():
+        table.problems.append(table.problem(f"empty {what}" + (" (whitespace only)" if value else ""), rec, col))
+        return None
+    return value
+
+
+def number_value(table: RecordTable, rec: Record, col: str, present: set[str]) -> float | None:
+    """The field as a number; empty (or null) is NaN, anything else that is not a number is a problem."""
+    value = _field(table, rec, col, present)
+    if value is _ABSENT:
+        return None
+    if value is None:
+        return math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return math.nan
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    table.problems.append(table.problem(f"{value!r} is not a number", rec, col))
+    return None
+
+
+def bool_value(table: RecordTable, rec: Record, col: str, present: set[str], *,
+               true: Iterable[str] = TRUE_WORDS, false: Iterable[str] = FALSE_WORDS) -> bool | None:
+    """The field as a yes/no value: a JSON boolean, 1 / 0, or one of the words (case-insensitive)."""
+    value = _field(table, rec, col, present)
+    if value is _ABSENT:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    trues, falses = set(true), set(false)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in trues:
+            return True
+        if word in falses:
+            return False
+    accepted = " / ".join(sorted(trues)) + " or " + " / ".join(sorted(falses))
+    table.problems.append(table.problem(f"{value!r} is not a yes/no value ({accepted})", rec, col))
+    return None
+
+
+class Uniqueness:
+    """Reports a key (an id, a (study, candidate) pair) that an earlier record of the table already had."""
+
+    def __init__(self, table: RecordTable, what: str = "id") -> None:
+        self.table = table
+        self.what = what
+        self.first: dict[Any, Record] = {}
+
+    def is_new(self, key: Any, rec: Record, field: str | None, shown: str | None = None) -> bool:
+        """True for a key not seen before; otherwise adds a problem naming the first record."""
+        first = self.first.get(key)
+        if first is None:
+            self.first[key] = rec
+            return True
+        where = "earlier in the file" if first.pos is None else f"first at {self.table.unit} {first.pos}"
+        shown = shown if shown is not None else repr(key)
+        self.table.problems.append(self.table.problem(f"duplicate {self.what} {shown} ({where})", rec, field))
+        return False
+
+
+def require_records(table: RecordTable) -> None:
+    """Report a table with no records (unless something else is wrong with it already)."""
+    if not table.records and not table.problems:
+        table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
+
+
+def raise_problems(*tables: RecordTable, extra: Iterable[InputProblem] = (),
+                   error: type[InputError] = InputError) -> None:
+    """Raise ``error`` listing the problems of every table (in order), then ``extra``; nothing if none."""
+    problems = [p for t in tables for p in t.problems] + list(extra)
+    if problems:
+        raise error(problems)
+
+
+def read_json_value(path: str | os.PathLike[str]) -> Any:
+    """A whole JSON document (not a table), read as UTF-8; an unreadable file raises :class:`InputError`."""
+    file = os.fspath(path)
+    text = _decode(_read_bytes(Path(path), file), file)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _file_error(file, f"not valid JSON: {exc.msg} (column {exc.colno})", row=exc.lineno) from None
+

@@ -17,8 +17,6 @@ Gold standard rules:
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 from collections.abc import Iterable
 from importlib import resources
@@ -28,6 +26,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from cxreval.io import InputError, InputProblem, check_columns, load_table, record_id
+from cxreval.io import Uniqueness, raise_problems, read_json_value, require_records, text_value
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.mesh import MeshMapper, is_normal, is_unindexed, normalize_mesh_part, parse_mesh_field
 
@@ -83,15 +83,67 @@ def report_text(findings: str, impression: str) -> str:
     return " ".join(parts)
 
 
+#: The columns of ``indiana_reports.csv`` the gold standard reads (findings and impression may be absent).
+REPORT_COLUMNS = ("uid", "MeSH", "findings", "impression")
+
+
+def read_iu_reports(data_dir: Path) -> list[tuple[str, str, str, str]]:
+    """(uid, MeSH, findings, impression) of every row of ``iu-xray/indiana_reports.csv``, in file order.
+
+    ``uid`` must be unique and ``MeSH`` non-empty (IU codes a report with nothing to code as
+    ``normal`` or ``No Indexing``); findings and impression may be empty, or absent as columns.
+    Raises :class:`~cxreval.io.InputError` listing every problem (file, line, field).
+    """
+    uid_col, mesh_col, *texts = REPORT_COLUMNS
+    table = load_table(data_dir / "iu-xray" / "indiana_reports.csv", "csv", REPORT_COLUMNS, keyed_ok=False)
+    present = check_columns(table, [uid_col, mesh_col]) | (set(texts) & set(table.columns))
+    unique = Uniqueness(table, "uid")
+    out = []
+    for rec in table.records:
+        uid = rec.ident = record_id(table, rec, uid_col, present)
+        mesh = text_value(table, rec, mesh_col, present, what="MeSH field")
+        findings, impression = (text_value(table, rec, c, present, empty_ok=True) if c in present else ""
+                                for c in texts)
+        if uid is not None and unique.is_new(uid, rec, uid_col) and mesh is not None \
+                and findings is not None and impression is not None:
+            out.append((uid, mesh, findings, impression))
+    require_records(table)
+    raise_problems(table)
+    return out
+
+
 def load_splits(data_dir: Path) -> dict[str, Split]:
-    """uid -> split from Rad-ReStruct's id lists (uids in no list map to nothing)."""
+    """uid -> split from Rad-ReStruct's id lists (uids in no list map to nothing).
+
+    Each list must be a JSON array of ids (text or integers); an id given twice, in one list
+    or in two, is a problem. Raises :class:`~cxreval.io.InputError` listing every problem.
+    """
     out: dict[str, Split] = {}
+    first: dict[str, tuple[str, int]] = {}  # uid -> (file, item) where it was first listed
+    problems: list[InputProblem] = []
     folder = data_dir / "radrestruct-template"
     for split in SPLITS:
         path = folder / f"{split}_ids.json"
-        if path.is_file():
-            for uid in json.loads(path.read_text(encoding="utf-8")):
-                out[str(uid)] = split
+        if not path.is_file():
+            continue
+        file = str(path)
+        doc = read_json_value(path)
+        if not isinstance(doc, list):
+            problems.append(InputProblem(file=file, unit="item", message="expected a JSON array of ids"))
+            continue
+        for item, raw in enumerate(doc, start=1):
+            uid = str(raw).strip() if isinstance(raw, str | int) and not isinstance(raw, bool) else None
+            if not uid:
+                problems.append(InputProblem(file=file, row=item, unit="item", message=f"not an id: {raw!r}"))
+            elif uid in first:
+                where, at = first[uid]
+                problems.append(InputProblem(file=file, row=item, unit="item", id=uid,
+                                             message=f"id listed twice (first in {where}, item {at})"))
+            else:
+                first[uid] = (file, item)
+                out[uid] = split
+    if problems:
+        raise InputError(problems)
     return out
 
 
@@ -143,36 +195,34 @@ def load_iu_gold(
     if unknown:
         raise ValueError(f"iu_mesh_families.yaml names entities not in {onto.signature}: {sorted(unknown)}")
     out: list[GoldReport] = []
-    with (root / "iu-xray" / "indiana_reports.csv").open(encoding="utf-8", newline="") as fh:
-        for row in csv.DictReader(fh):
-            uid = row["uid"].strip()
-            split = split_of.get(uid)
-            if wanted is not None and split not in wanted:
+    for uid, mesh, findings, impression in read_iu_reports(root):
+        split = split_of.get(uid)
+        if wanted is not None and split not in wanted:
+            continue
+        codes = parse_mesh_field(mesh)
+        if any(is_unindexed(c) for c in codes):
+            continue
+        text = report_text(findings, impression)
+        if not text:
+            continue
+        by_entity: dict[str, list] = {}
+        unmapped: list[str] = []
+        for code in codes:
+            if is_normal(code):
                 continue
-            codes = parse_mesh_field(row["MeSH"])
-            if any(is_unindexed(c) for c in codes):
-                continue
-            text = report_text(row.get("findings", ""), row.get("impression", ""))
-            if not text:
-                continue
-            by_entity: dict[str, list] = {}
-            unmapped: list[str] = []
-            for code in codes:
-                if is_normal(code):
-                    continue
-                match = mapper.map_code(code)
-                if match is None:
-                    unmapped.append(code.raw)
-                else:
-                    by_entity.setdefault(match.entity_id, []).append(match)
-            out.append(
-                GoldReport(
-                    uid=uid,
-                    split=split,
-                    text=text,
-                    normal=all(is_normal(c) for c in codes) and bool(codes),
-                    entities={e: _merge(e, ms, rank, families) for e, ms in by_entity.items()},
-                    unmapped=tuple(unmapped),
-                )
+            match = mapper.map_code(code)
+            if match is None:
+                unmapped.append(code.raw)
+            else:
+                by_entity.setdefault(match.entity_id, []).append(match)
+        out.append(
+            GoldReport(
+                uid=uid,
+                split=split,
+                text=text,
+                normal=all(is_normal(c) for c in codes) and bool(codes),
+                entities={e: _merge(e, ms, rank, families) for e, ms in by_entity.items()},
+                unmapped=tuple(unmapped),
             )
+        )
     return out

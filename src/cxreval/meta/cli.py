@@ -5,13 +5,13 @@ Registered by the main CLI as ``app.add_typer(meta_app, name="meta")``.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 meta_app = typer.Typer(help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.",
                        no_args_is_help=True)
@@ -49,8 +49,10 @@ def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
     return out
 
 
-def _fail(msg: str, code: int = 2) -> None:
-    _err.print(f"[red]error:[/red] {msg}")
+def _fail(msg: str, code: int = 2) -> NoReturn:
+    # As the main CLI does: an InputError's message lists every problem on its own line; soft_wrap
+    # never breaks a path or a line number across lines; escape: messages may hold "[".
+    _err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -84,7 +86,7 @@ def human(
     local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Kendall tau-b and Spearman between each metric and the mean rater error count."""
-    from cxreval.meta.human import RatingsFormatError, RexvalColumns, human_alignment, read_plain_ratings, read_rexval
+    from cxreval.meta.human import RexvalColumns, human_alignment, read_plain_ratings, read_rexval
 
     try:
         if rexval_ratings is not None:
@@ -93,7 +95,7 @@ def human(
         else:
             ratings = read_plain_ratings(file, id_col=id_col, reference_col=reference_col,
                                          candidate_col=candidate_col, rater_prefix=rater_prefix)
-    except (RatingsFormatError, OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # InputError (every problem of the files) is a ValueError
         _fail(str(exc))
     llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
     results = []
@@ -117,7 +119,8 @@ def human(
 @meta_app.command("perturb")
 def perturb(
     out: Path = typer.Option(..., help="suite file: .jsonl or .csv"),
-    refs: Optional[Path] = typer.Option(None, help="CSV of references (id, reference) instead of IU X-ray"),
+    refs: Optional[Path] = typer.Option(None, help="references (id, reference) instead of IU X-ray: CSV, or TSV, "
+                                                   "JSONL, JSON, Parquet by suffix"),
     id_col: str = typer.Option("id", help="id column of --refs"),
     reference_col: str = typer.Option("reference", help="reference text column of --refs"),
     data_dir: Optional[Path] = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
@@ -126,28 +129,24 @@ def perturb(
     types: Optional[str] = typer.Option(None, help="comma-separated perturbation types (default: all)"),
 ) -> None:
     """Turn reference reports into labelled (reference, candidate) pairs."""
-    from cxreval.meta.perturb import ALL_TYPES, PerturbationSuite, suite_summary, write_suite
+    from cxreval.io import InputError
+    from cxreval.meta.perturb import ALL_TYPES, PerturbationSuite, read_references, suite_summary, write_suite
 
     chosen = tuple(t.strip() for t in types.split(",")) if types else ALL_TYPES
     try:
         suite = PerturbationSuite(seed=seed, per_type=per_type, types=chosen)  # type: ignore[arg-type]
     except ValueError as exc:
         _fail(str(exc))
-    if refs is not None:
-        with refs.open(encoding="utf-8-sig", newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        missing = [c for c in (id_col, reference_col) if rows and c not in rows[0]]
-        if missing:
-            _fail(f"{refs}: no column(s) {missing}")
-        reports = [(r[id_col], r[reference_col]) for r in rows]
-    else:
-        from cxreval.datasets.iu_xray import load_iu_gold
+    try:
+        if refs is not None:
+            reports = read_references(refs, id_col=id_col, reference_col=reference_col)
+        else:
+            from cxreval.datasets.iu_xray import load_iu_gold
 
-        try:
             gold = load_iu_gold(data_dir, splits=[s.strip() for s in split.split(",")])  # type: ignore[misc]
-        except FileNotFoundError as exc:
-            _fail(str(exc))
-        reports = [(g.uid, g.text) for g in gold]
+            reports = [(g.uid, g.text) for g in gold]
+    except (FileNotFoundError, InputError) as exc:
+        _fail(str(exc))
     pairs = suite.build(reports)
     write_suite(pairs, out)
     counts = suite_summary(pairs)
@@ -167,11 +166,15 @@ def score(
     local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
+    from cxreval.io import InputError
     from cxreval.meta.perturb import read_suite
     from cxreval.meta.report import write_page
     from cxreval.meta.robustness import failures, format_table, score_suite
 
-    pairs = read_suite(suite_file)
+    try:
+        pairs = read_suite(suite_file)
+    except InputError as exc:
+        _fail(str(exc))
     llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
     report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
     typer.echo(format_table(report))

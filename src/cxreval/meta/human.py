@@ -13,6 +13,11 @@ Two input layouts:
   error category x significance: ``study_number``, ``candidate_type``, ``rater_index``,
   ``error_category``, ``clinically_significant``, ``num_errors``). Every column name is configurable.
 
+Files are read with :func:`cxreval.io.load_table`: CSV (also for a suffix cxreval does not know),
+or TSV, JSONL, a JSON list or Parquet by suffix. A bad file raises :class:`RatingsFormatError`
+(an :class:`~cxreval.io.InputError`) listing every problem with its file, line and field: a
+missing column, an empty report, an id given twice, a count that is not a number, ...
+
 Alignment (SPEC-CXR, ReXVal protocol): Kendall's tau-b (``scipy.stats.kendalltau``, variant
 ``b``, ties corrected) and Spearman's rho between the metric and the **mean** rater error count.
 Scores are oriented so that **higher = more errors**: a metric whose ``higher_is_better`` is true
@@ -23,16 +28,29 @@ reported as mean +- sd of tau.
 
 from __future__ import annotations
 
-import csv
+import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as sps
 
+from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
+from cxreval.io import (
+    Record,
+    Uniqueness,
+    bool_value,
+    load_whole_table,
+    number_value,
+    raise_problems,
+    require_records,
+    table_format,
+    text_value,
+)
 from cxreval.metrics.base import ReportMetric
 
 TOTAL = "total"
@@ -62,30 +80,17 @@ class HumanRatings(BaseModel):
         return [TOTAL] + sorted(c for c in self.counts if c != TOTAL)
 
 
-class RatingsFormatError(ValueError):
-    """A ratings file that cannot be read as documented; the message names the file and column."""
+class RatingsFormatError(InputError):
+    """A ratings file that cannot be read as documented.
+
+    An :class:`~cxreval.io.InputError` (so also a ``ValueError``): ``problems`` lists every
+    problem of every file read, each with its file, line / row / item and field.
+    """
 
 
 # ------------------------------------------------------------------------------------------
-# Readers
+# Readers (CSV by default; TSV, JSONL, a JSON list or Parquet by suffix: see cxreval.io)
 # ------------------------------------------------------------------------------------------
-
-
-def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
-
-
-def _num(value: str, where: str) -> float:
-    v = (value or "").strip()
-    if not v:
-        return float("nan")
-    try:
-        return float(v)
-    except ValueError:
-        raise RatingsFormatError(f"{where}: {value!r} is not a number") from None
 
 
 def read_plain_ratings(
@@ -95,17 +100,20 @@ def read_plain_ratings(
     reference_col: str = "reference",
     candidate_col: str = "candidate",
     rater_prefix: str = "rater_",
+    format: str | None = None,
 ) -> HumanRatings:
-    """Read ``id, reference, candidate, rater_1..rater_k[, rater_i_<category>]``."""
-    p = Path(path)
-    fields, rows = _read_rows(p)
-    for col in (id_col, reference_col, candidate_col):
-        if col not in fields:
-            raise RatingsFormatError(f"{p}: no column {col!r} (columns: {', '.join(fields)})")
+    """Read ``id, reference, candidate, rater_1..rater_k[, rater_i_<category>]``.
+
+    Ids must be unique and reports non-empty; a rater's count must be a number or empty (no
+    count: NaN). Reports are kept exactly as written. Raises :class:`RatingsFormatError`
+    listing every problem (file, line, field).
+    """
+    table = load_whole_table(path, format)
+    present = check_columns(table, [id_col, reference_col, candidate_col])
     pat = re.compile(rf"^{re.escape(rater_prefix)}(\d+)(?:_(.+))?$")
     totals: dict[str, str] = {}
     cats: dict[str, dict[str, str]] = defaultdict(dict)
-    for f in fields:
+    for f in table.columns:
         m = pat.match(f)
         if m:
             if m.group(2):
@@ -114,29 +122,44 @@ def read_plain_ratings(
                 totals[m.group(1)] = f
     raters = sorted(set(totals) | {r for c in cats.values() for r in c}, key=int)
     if not raters:
-        raise RatingsFormatError(f"{p}: no rater columns ({rater_prefix}1, {rater_prefix}2, ...)")
+        table.problems.append(InputProblem(
+            file=table.file, unit=table.unit,
+            message=f"no rater columns ({rater_prefix}1, {rater_prefix}2, ...); columns present: "
+                    f"{', '.join(map(repr, table.columns)) or '(none)'}"))
+    rating_cols = set(totals.values()) | {f for c in cats.values() for f in c.values()}
     counts: dict[str, list[list[float]]] = {TOTAL: []}
     for c in cats:
         counts[c] = []
     ids, refs, cands = [], [], []
-    for i, row in enumerate(rows, start=2):
-        ids.append(row[id_col])
-        refs.append(row[reference_col])
-        cands.append(row[candidate_col])
-        for c, cols in cats.items():
-            counts[c].append([_num(row[cols[r]], f"{p}:{i}:{cols[r]}") if r in cols else float("nan")
-                              for r in raters])
+    unique = Uniqueness(table)
+    require_records(table)
+    for rec in table.records:
+        ident = rec.ident = record_id(table, rec, id_col, present)
+        ref = text_value(table, rec, reference_col, present, what="report")
+        cand = text_value(table, rec, candidate_col, present, what="report")
+        by_cat = {c: [number_value(table, rec, cols[r], rating_cols) if r in cols else math.nan for r in raters]
+                  for c, cols in cats.items()}
+        direct = {r: number_value(table, rec, col, rating_cols) for r, col in totals.items()}
+        fresh = ident is not None and unique.is_new(ident, rec, id_col)
+        if not fresh or ref is None or cand is None or None in direct.values() \
+                or any(None in v for v in by_cat.values()):
+            continue
+        ids.append(ident)
+        refs.append(ref)
+        cands.append(cand)
+        for c, row in by_cat.items():
+            counts[c].append(row)  # type: ignore[arg-type]
         total = []
         for r in raters:
             if r in totals:
-                total.append(_num(row[totals[r]], f"{p}:{i}:{totals[r]}"))
+                total.append(direct[r])
             else:
-                parts = [counts[c][-1][raters.index(r)] for c in cats if r in cats[c]]
-                total.append(float(np.nansum(parts)) if parts else float("nan"))
-        counts[TOTAL].append(total)
-    if len(set(ids)) != len(ids):
-        raise RatingsFormatError(f"{p}: duplicate ids")
-    return HumanRatings(ids=ids, references=refs, candidates=cands, raters=raters, counts=counts, source=str(p))
+                parts = [by_cat[c][raters.index(r)] for c in cats if r in cats[c]]
+                total.append(float(np.nansum(parts)) if parts else math.nan)
+        counts[TOTAL].append(total)  # type: ignore[arg-type]
+    raise_problems(table, error=RatingsFormatError)
+    return HumanRatings(ids=ids, references=refs, candidates=cands, raters=raters, counts=counts,
+                        source=str(Path(path)))
 
 
 class RexvalColumns(BaseModel):
@@ -155,8 +178,80 @@ class RexvalColumns(BaseModel):
     count: str = "num_errors"
 
 
-def _truthy(value: str) -> bool:
-    return (value or "").strip().lower() in ("true", "1", "yes", "y", "t")
+def _rexval_pairs(table: RecordTable, cols: RexvalColumns) -> tuple[dict[tuple[str, str], tuple[str, str]], list[str]]:
+    """(study, candidate type) -> (reference, candidate), and the study keys in file order."""
+    long = cols.long_candidate_type in table.columns and cols.long_report in table.columns
+    present = check_columns(table, [cols.reference])
+    has_ids = cols.study_id in table.columns
+    present |= {cols.study_id} if has_ids else set()
+    cand_cols = [c for c in cols.candidate_types if c in table.columns]
+    if long:
+        present |= {cols.long_candidate_type, cols.long_report}
+    elif not cand_cols:
+        table.problems.append(InputProblem(
+            file=table.file, unit=table.unit,
+            message=f"none of the candidate columns {', '.join(map(repr, cols.candidate_types))} (nor the long "
+                    f"layout's {cols.long_candidate_type!r} + {cols.long_report!r}); columns present: "
+                    f"{', '.join(map(repr, table.columns)) or '(none)'}"))
+    present |= set(cand_cols)
+    require_records(table)
+    pairs: dict[tuple[str, str], tuple[str, str]] = {}
+    study_keys: dict[str, None] = {}
+    unique = Uniqueness(table, "study and candidate type" if long else "study id")
+    for i, rec in enumerate(table.records):
+        sid = rec.ident = record_id(table, rec, cols.study_id, present) if has_ids else str(i)
+        ref = text_value(table, rec, cols.reference, present, what="report")
+        if long:
+            ctype = text_value(table, rec, cols.long_candidate_type, present, what="candidate type")
+            report = text_value(table, rec, cols.long_report, present, what="report")
+            if sid is None or ctype is None:
+                continue
+            if unique.is_new((sid, ctype), rec, cols.long_candidate_type, f"({sid!r}, {ctype!r})"):
+                study_keys.setdefault(sid, None)
+                if ref is not None and report is not None:
+                    pairs[(sid, ctype)] = (ref, report)
+            continue
+        texts = {c: text_value(table, rec, c, present, what="report") for c in cand_cols}
+        if sid is None or not unique.is_new(sid, rec, cols.study_id if has_ids else None, repr(sid)):
+            continue
+        study_keys.setdefault(sid, None)
+        for c, text in texts.items():
+            if ref is not None and text is not None:
+                pairs[(sid, c)] = (ref, text)
+    return pairs, list(study_keys)
+
+
+class _Rating(NamedTuple):
+    rec: Record
+    number: str
+    candidate_type: str
+    rater: str
+    category: str
+    significant: bool | None
+    count: float
+
+
+def _rexval_ratings(table: RecordTable, cols: RexvalColumns, significance: str) -> list[_Rating]:
+    """Every record of the ratings file, checked (problems go to the table)."""
+    need = [cols.study_number, cols.rating_candidate_type, cols.rater, cols.count]
+    if significance != "all":
+        need.append(cols.significant)  # the filter needs the column: never keep every error silently
+    present = check_columns(table, need) | ({cols.category} & set(table.columns))
+    require_records(table)
+    out = []
+    for rec in table.records:
+        number = text_value(table, rec, cols.study_number, present, numbers_ok=True, what="study number")
+        ctype = text_value(table, rec, cols.rating_candidate_type, present, what="candidate type")
+        rater = text_value(table, rec, cols.rater, present, numbers_ok=True, what="rater")
+        category = text_value(table, rec, cols.category, present, numbers_ok=True, empty_ok=True) \
+            if cols.category in present else ""
+        sig = bool_value(table, rec, cols.significant, present) if significance != "all" else None
+        count = number_value(table, rec, cols.count, present)
+        if number is None or ctype is None or rater is None or category is None or count is None \
+                or (significance != "all" and sig is None):
+            continue
+        out.append(_Rating(rec, number.strip(), ctype, rater, category, sig, count))
+    return out
 
 
 def read_rexval(
@@ -165,61 +260,46 @@ def read_rexval(
     *,
     columns: RexvalColumns | None = None,
     significance: str = "all",
+    reports_format: str | None = None,
+    ratings_format: str | None = None,
 ) -> HumanRatings:
     """Read ReXVal's two files into pairs ``<study>:<candidate_type>`` with per-rater counts.
 
     ``significance``: ``all`` (every error), ``significant`` or ``insignificant`` (only errors
-    the rater marked so). Categories are ``<error_category>`` counts under the same filter.
-    ``study_number`` is matched to ``study_id`` when the values agree, else to the row position
-    (1-based when the numbers run 1..n, 0-based when 0..n-1).
+    the rater marked so; the significance column must then be present and hold yes/no values).
+    Categories are ``<error_category>`` counts under the same filter. ``study_number`` is
+    matched to ``study_id`` when the values agree, else to the row position (1-based when the
+    numbers run 1..n, 0-based when 0..n-1). Raises :class:`RatingsFormatError` listing every
+    problem of both files.
     """
     cols = columns or RexvalColumns()
     if significance not in ("all", "significant", "insignificant"):
         raise ValueError("significance must be all, significant or insignificant")
-    rp, gp = Path(reports_csv), Path(ratings_csv)
-    fields, rows = _read_rows(rp)
-    if cols.reference not in fields:
-        raise RatingsFormatError(f"{rp}: no column {cols.reference!r} (columns: {', '.join(fields)})")
-    pairs: dict[tuple[str, str], tuple[str, str]] = {}
-    study_keys: list[str] = []
-    if cols.long_candidate_type in fields and cols.long_report in fields:
-        for i, row in enumerate(rows):
-            sid = row.get(cols.study_id, str(i))
-            if sid not in study_keys:
-                study_keys.append(sid)
-            pairs[(sid, row[cols.long_candidate_type])] = (row[cols.reference], row[cols.long_report])
-    else:
-        present = [c for c in cols.candidate_types if c in fields]
-        if not present:
-            raise RatingsFormatError(f"{rp}: none of the candidate columns {list(cols.candidate_types)}")
-        for i, row in enumerate(rows):
-            sid = row.get(cols.study_id, str(i))
-            study_keys.append(sid)
-            for c in present:
-                pairs[(sid, c)] = (row[cols.reference], row[c])
-    gfields, grows = _read_rows(gp)
-    need = [cols.study_number, cols.rating_candidate_type, cols.rater, cols.count]
-    for c in need:
-        if c not in gfields:
-            raise RatingsFormatError(f"{gp}: no column {c!r} (columns: {', '.join(gfields)})")
-    numbers = [r[cols.study_number] for r in grows]
-    to_study = _study_mapper(numbers, study_keys, gp)
-    raters: list[str] = sorted({r[cols.rater] for r in grows}, key=_natural)
+    reports = load_whole_table(reports_csv, reports_format)
+    pairs, study_keys = _rexval_pairs(reports, cols)
+    wanted = [cols.study_number, cols.rating_candidate_type, cols.rater, cols.count, cols.category, cols.significant]
+    ratings = load_table(ratings_csv, table_format(ratings_csv, ratings_format), wanted, keyed_ok=False)
+    grows = _rexval_ratings(ratings, cols, significance)
+    raise_problems(reports, ratings, error=RatingsFormatError)
+    to_study = _study_mapper(grows, study_keys, ratings, cols.study_number, reports.file)
+    for g in grows:
+        if to_study is not None and (to_study[g.number], g.candidate_type) not in pairs:
+            ratings.problems.append(ratings.problem(
+                f"no report for study {to_study[g.number]!r}, candidate {g.candidate_type!r} in {reports.file}",
+                g.rec, cols.rating_candidate_type))
+    raise_problems(ratings, error=RatingsFormatError)
+    assert to_study is not None
+    raters: list[str] = sorted({g.rater for g in grows}, key=_natural)
     acc: dict[str, dict[tuple[str, str], dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     rated_by: dict[tuple[str, str], set[str]] = defaultdict(set)  # who rated a pair (before filtering)
-    for i, r in enumerate(grows, start=2):
-        key = (to_study(r[cols.study_number]), r[cols.rating_candidate_type])
-        if key not in pairs:
-            raise RatingsFormatError(f"{gp}:{i}: no report for study {key[0]!r}, candidate {key[1]!r}")
-        rated_by[key].add(r[cols.rater])
-        if significance != "all" and cols.significant in r:
-            if _truthy(r[cols.significant]) != (significance == "significant"):
-                continue
-        n = _num(r[cols.count], f"{gp}:{i}:{cols.count}")
-        rater = r[cols.rater]
-        for cat in (TOTAL, r.get(cols.category, "") or None):
+    for g in grows:
+        key = (to_study[g.number], g.candidate_type)
+        rated_by[key].add(g.rater)
+        if g.significant is not None and g.significant != (significance == "significant"):
+            continue
+        for cat in (TOTAL, g.category or None):
             if cat:
-                acc[cat][key][rater] = acc[cat][key].get(rater, 0.0) + n
+                acc[cat][key][g.rater] = acc[cat][key].get(g.rater, 0.0) + g.count
     rated = [k for k in pairs if k in rated_by] or list(pairs)
     rated_raters = {k: rated_by.get(k, set()) for k in rated}
     counts = {
@@ -229,7 +309,8 @@ def read_rexval(
     }
     return HumanRatings(
         ids=[f"{s}:{c}" for s, c in rated], references=[pairs[k][0] for k in rated],
-        candidates=[pairs[k][1] for k in rated], raters=raters, counts=counts, source=f"{rp} + {gp}",
+        candidates=[pairs[k][1] for k in rated], raters=raters, counts=counts,
+        source=f"{Path(reports_csv)} + {Path(ratings_csv)}",
     )
 
 
@@ -237,18 +318,35 @@ def _natural(value: str) -> tuple[int, str]:
     return (int(value), "") if value.strip().lstrip("-").isdigit() else (10**9, value)
 
 
-def _study_mapper(numbers: Sequence[str], study_keys: Sequence[str], where: Path) -> Callable[[str], str]:
+def _study_mapper(grows: Sequence[_Rating], study_keys: Sequence[str], table: RecordTable, field: str,
+                  reports_file: str) -> dict[str, str] | None:
+    """Study number -> study key: the ids themselves when they all match, else row positions.
+
+    None after reporting every number that is neither (problems go to ``table``).
+    """
     keys = set(study_keys)
-    if set(numbers) <= keys:
-        return lambda n: n
-    try:
-        ints = sorted({int(float(n)) for n in numbers})
-    except ValueError:
-        raise RatingsFormatError(f"{where}: study numbers match neither study ids nor row positions") from None
-    base = 1 if ints and ints[0] >= 1 and ints[-1] == len(study_keys) else 0
-    if ints and (ints[0] < base or ints[-1] - base >= len(study_keys)):
-        raise RatingsFormatError(f"{where}: study numbers {ints[0]}..{ints[-1]} outside the {len(study_keys)} studies")
-    return lambda n: study_keys[int(float(n)) - base]
+    if all(g.number in keys for g in grows):
+        return {g.number: g.number for g in grows}
+    known = len(table.problems)
+    ints: dict[str, int] = {}
+    for g in grows:
+        try:
+            ints[g.number] = int(float(g.number))
+        except (ValueError, OverflowError):
+            table.problems.append(table.problem(
+                f"study number {g.number!r} is neither a study id of {reports_file} nor a row position", g.rec, field))
+    if len(table.problems) > known:
+        return None
+    values = sorted(set(ints.values()))
+    base = 1 if values and values[0] >= 1 and values[-1] == len(study_keys) else 0
+    for g in grows:
+        if not 0 <= ints[g.number] - base < len(study_keys):
+            table.problems.append(table.problem(
+                f"study number {g.number} is outside the {len(study_keys)} studies of {reports_file} "
+                f"(row positions {base}..{len(study_keys) - 1 + base})", g.rec, field))
+    if len(table.problems) > known:
+        return None
+    return {n: study_keys[i - base] for n, i in ints.items()}
 
 
 # ------------------------------------------------------------------------------------------

@@ -28,11 +28,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cxreval.extract.models import Extraction, Mention
 from cxreval.extract.rules import RuleExtractor, build_entity_trie
 from cxreval.extract.text import SECTION_TITLES, term_tokens, tokenize
+from cxreval.io import RecordTable, check_columns, load_table, record_id
+from cxreval.io import (
+    Record,
+    Uniqueness,
+    bool_value,
+    raise_problems,
+    require_records,
+    table_format,
+    text_value,
+)
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
@@ -793,15 +803,96 @@ def write_suite(pairs: Sequence[PerturbedPair], path: str | Path) -> Path:
     return out
 
 
-def read_suite(path: str | Path) -> list[PerturbedPair]:
-    """Read a suite written by :func:`write_suite`."""
+def _suite_format(path: Path, format: str | None) -> str:
+    """The suite's format: named, else JSONL for ``.jsonl`` and CSV for any other suffix (as written)."""
+    if format is not None:
+        return format
+    return "jsonl" if path.suffix == ".jsonl" else "csv"
+
+
+#: Suite columns that may be left out (their model default applies); every other one is needed.
+_OPTIONAL_SUITE_COLUMNS = ("target_entity", "before", "after")
+
+
+def read_suite(path: str | Path, *, format: str | None = None) -> list[PerturbedPair]:
+    """Read a suite written by :func:`write_suite` (JSONL for ``.jsonl``, else CSV; ``format`` overrides).
+
+    Every value is checked: unique ``pair_id``, a known ``perturbation``, ``significant`` true /
+    false, non-empty ``reference`` and ``candidate``; an empty ``target_entity`` means none.
+    Raises :class:`~cxreval.io.InputError` listing every problem (file, line, field).
+    """
     p = Path(path)
-    if p.suffix == ".jsonl":
-        return [PerturbedPair.model_validate_json(line) for line in p.read_text("utf-8").splitlines() if line.strip()]
-    with p.open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    return [PerturbedPair.model_validate({**r, "significant": r["significant"] in ("True", "true", "1"),
-                                          "target_entity": r["target_entity"] or None}) for r in rows]
+    fields = list(PerturbedPair.model_fields)
+    table = load_table(p, _suite_format(p, format), fields, keyed_ok=False)
+    if not table.records:  # an empty suite (nothing to perturb) is written as an empty file
+        raise_problems(table)
+        return []
+    optional = [c for c in _OPTIONAL_SUITE_COLUMNS if c in table.columns]
+    present = check_columns(table, [c for c in fields if c not in _OPTIONAL_SUITE_COLUMNS]) | set(optional)
+    unique = Uniqueness(table)
+    out: list[PerturbedPair] = []
+    for rec in table.records:
+        ident = rec.ident = record_id(table, rec, "pair_id", present)
+        fresh = ident is not None and unique.is_new(ident, rec, "pair_id")
+        values = _suite_values(table, rec, present, optional)
+        if not fresh or values is None:
+            continue
+        try:
+            out.append(PerturbedPair.model_validate({**values, "pair_id": ident}))
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = str(err["loc"][0]) if err["loc"] else None
+                table.problems.append(table.problem(err["msg"], rec, loc))
+    raise_problems(table)
+    return out
+
+
+def _suite_values(table: RecordTable, rec: Record, present: set[str], optional: Sequence[str]) -> dict | None:
+    """A suite record's fields (but ``pair_id``) as the model takes them, or None after reporting problems."""
+    known = len(table.problems)
+    values: dict = {
+        "source_uid": text_value(table, rec, "source_uid", present, numbers_ok=True, what="id"),
+        "perturbation": text_value(table, rec, "perturbation", present, what="perturbation type"),
+        "significant": bool_value(table, rec, "significant", present, true=("true", "1"), false=("false", "0")),
+        "expected": text_value(table, rec, "expected", present, what="verdict"),
+        "description": text_value(table, rec, "description", present, empty_ok=True),
+        "reference": text_value(table, rec, "reference", present, what="report"),
+        "candidate": text_value(table, rec, "candidate", present, what="report"),
+    }
+    for col in optional:
+        values[col] = text_value(table, rec, col, present, empty_ok=True)
+    if values.get("target_entity") == "":
+        values["target_entity"] = None
+    if values["perturbation"] is not None and values["perturbation"] not in ALL_TYPES:
+        known_types = ", ".join(ALL_TYPES)
+        table.problems.append(table.problem(
+            f"unknown perturbation type {values['perturbation']!r}; known: {known_types}", rec, "perturbation"))
+    if len(table.problems) > known:
+        return None
+    return values
+
+
+def read_references(path: str | Path, *, id_col: str = "id", reference_col: str = "reference",
+                    format: str | None = None) -> list[tuple[str, str]]:
+    """(id, reference) pairs to build a suite from, in file order.
+
+    CSV (also for suffixes cxreval does not know), TSV, JSONL, a JSON list or a ReXrank-layout
+    JSON (ids are the keys; name the field with ``reference_col``), or Parquet. Ids must be
+    unique and references non-empty; the text is kept exactly as written. Raises
+    :class:`~cxreval.io.InputError` listing every problem (file, line, field).
+    """
+    table = load_table(path, table_format(path, format), [id_col, reference_col], keyed_ok=True)
+    present = check_columns(table, [reference_col] if table.keyed else [id_col, reference_col])
+    unique = Uniqueness(table)
+    out: list[tuple[str, str]] = []
+    for rec in table.records:
+        ident = rec.ident = record_id(table, rec, id_col, present)
+        text = text_value(table, rec, reference_col, present, what="report")
+        if ident is not None and unique.is_new(ident, rec, None if table.keyed else id_col) and text is not None:
+            out.append((ident, text))
+    require_records(table)
+    raise_problems(table)
+    return out
 
 
 def suite_summary(pairs: Sequence[PerturbedPair]) -> dict[str, int]:
@@ -814,5 +905,5 @@ def suite_summary(pairs: Sequence[PerturbedPair]) -> dict[str, int]:
 
 __all__ = [
     "ALL_TYPES", "EXPECTED", "INSIGNIFICANT", "SIGNIFICANT", "Layout", "PerturbationSuite", "PerturbationType",
-    "PerturbedPair", "read_suite", "suite_summary", "write_suite",
+    "PerturbedPair", "read_references", "read_suite", "suite_summary", "write_suite",
 ]
