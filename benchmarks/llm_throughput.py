@@ -1,7 +1,7 @@
 """LLM engine benchmark against the loopback server: throughput, output tokens, extract vs pairwise.
 
 1. Pairs per second at concurrency 1, 8 and 64 against a chat-completions server on 127.0.0.1
-   (``cxreval.llm.loopback`` in its own process) with a fixed 200 ms latency per call, next to
+   (``cxreval.testing.loopback`` in its own process) with a fixed 200 ms latency per call, next to
    the ideal concurrency / latency. The full path runs: prompt, HTTP, validation, SQLite cache.
 2. Output tokens per pair of a perfect pairwise answer in the dense (SPEC-CXR, one field per
    entity) and the sparse schema, counted with the SmolLM2 tokenizer (read from the GGUF in the
@@ -31,8 +31,9 @@ from _data import data_dir
 
 from cxreval import Evaluator, ReportPair
 from cxreval.llm import LLMConfig
-from cxreval.llm.loopback import Oracle, _Handler
-from cxreval.llm.prompts import entity_list, format_instructions, load_prompt, uncertain_rule
+from cxreval.testing.loopback import Oracle, _Handler
+from cxreval.judge.llm_answers import format_instructions
+from cxreval.llm.prompts import entity_list, load_prompt, uncertain_rule
 from cxreval.ontology import load_ontology
 
 LATENCY = 0.2
@@ -62,7 +63,7 @@ def load_pairs() -> tuple[list[str], list[str], dict[str, list[str]]]:
 
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cxreval.llm.loopback", "--port", "0", "--latency", str(latency)],
+        [sys.executable, "-m", "cxreval.testing.loopback", "--port", "0", "--latency", str(latency)],
         stdout=subprocess.PIPE, text=True,
     )
     assert proc.stdout is not None

@@ -22,7 +22,7 @@ import cxreval
 from cxreval import InputError, read_pair_files, read_pairs
 from cxreval.cli import example_path
 from cxreval.io import CopiedCandidatesWarning
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.testing.loopback import LoopbackServer
 from tests.conftest import shared_data_dir
 
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.testing.loopback import LoopbackServer
 
 
 def _cli(*args: str, key: str = "") -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import pytest
 from cxreval import Evaluator
 from cxreval.cli import example_path
 from cxreval.io import read_pairs
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.testing.loopback import LoopbackServer
 
 from .llm_support import llm_rows, loop_config, rule_rows, with_fault, written_pairs
 

@@ -21,7 +21,7 @@ import pytest
 from cxreval import Evaluator, ReportPair
 from cxreval.llm.cache import AnswerCache
 from cxreval.llm.config import LLMConfig, LLMConfigError
-from cxreval.llm.loopback import MALFORMED, LoopbackServer
+from cxreval.testing.loopback import MALFORMED, LoopbackServer
 from cxreval.llm.runner import LLMRunner, estimate_tokens
 
 from .llm_support import llm_rows, loop_config, rule_rows, with_fault, written_pairs

@@ -16,8 +16,8 @@ import pytest
 from cxreval import Evaluator, ReportPair
 from cxreval.extract.llm import LLMExtractor
 from cxreval.judge.llm_pairwise import LLMPairwiseJudge
-from cxreval.llm.labeler import LLMLabeler
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.labelers import LLMLabeler
+from cxreval.testing.loopback import LoopbackServer
 from cxreval.llm.prompts import FENCE_OPEN, fence_code, read_fenced
 from cxreval.llm.schemas import AnswerError
 from cxreval.ontology import load_ontology

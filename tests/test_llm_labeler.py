@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cxreval import ReportPair
-from cxreval.llm.labeler import (
+from cxreval.labelers import (
     LLMLabeler,
     answer_json,
     label_key,
@@ -13,7 +13,7 @@ from cxreval.llm.labeler import (
     llm_label_metrics,
     load_exemplars,
 )
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.testing.loopback import LoopbackServer
 from cxreval.llm.schemas import AnswerError
 from cxreval.ontology import load_ontology
 from cxreval.scores.labels import binarize, label_metrics, project_states

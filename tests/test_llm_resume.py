@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from cxreval.llm.loopback import LoopbackServer
+from cxreval.testing.loopback import LoopbackServer
 
 from .llm_support import written_pairs
 

@@ -21,7 +21,7 @@ import pytest
 
 from cxreval import Evaluator, ReportPair
 from cxreval.llm import AnswerCache, LLMConfig
-from cxreval.llm.schemas import parse_answer
+from cxreval.judge.llm_answers import parse_answer
 
 pytest.importorskip("llama_cpp")
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] extras are not installed")

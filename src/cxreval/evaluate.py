@@ -4,36 +4,36 @@
 shared by many candidates is read once) -> judgement rows -> entity, group and report-level
 scores, each carrying a signature.
 
-Three engines write the same judgement table: ``rules`` (offline default), ``llm-extract`` (one
-LLM call per distinct report text, then the deterministic comparison) and ``llm-pairwise``
-(SPEC-CXR: one LLM call per pair). A pair whose LLM answer stayed unusable is never scored: it
-is listed in ``failures`` (and ``failures.jsonl``) with the stage, the error and the raw answers.
+Every engine of the registry (:mod:`cxreval.engines`: ``rules``, the offline default;
+``llm-extract``, one LLM call per distinct report text, then the deterministic comparison;
+``llm-pairwise``, SPEC-CXR's one LLM call per pair; ``llm-pairwise-2pass``, judge then verify)
+writes the same judgement table, and the evaluator scores it the same way. A pair whose LLM
+answer stayed unusable is never scored: it is listed in ``failures`` (and ``failures.jsonl``)
+with the stage, the error and the raw answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import sys
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 import pandas as pd
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cxreval._version import __version__
+from cxreval.engines import Engine, EngineOutput, Failure, engine_info, engine_names, get_engine, open_runner, run_offline
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor
 from cxreval.io import ReportPair
-from cxreval.judge import EntityJudgement, UncertainPolicy, compare_extractions
+from cxreval.judge import EntityJudgement, UncertainPolicy
+from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.outputs import atomic_writer, remove_stale
 from cxreval.scores import Averages, EntityScore, ErrorDistribution, GroupScore, Signature, spec_scores
@@ -41,30 +41,13 @@ from cxreval.scores import Averages, EntityScore, ErrorDistribution, GroupScore,
 if TYPE_CHECKING:
     from cxreval.llm.cache import AnswerCache
     from cxreval.llm.config import LLMConfig
-    from cxreval.llm.runner import LLMRunner, Outcome, Usage
+    from contextlib import AbstractAsyncContextManager
+
+    from cxreval.llm.runner import LLMRunner, Usage
 
 PROGRESS_MIN_PAIRS = 200
-EngineName = Literal["rules", "llm-extract", "llm-pairwise"]
-ENGINES: tuple[str, ...] = ("rules", "llm-extract", "llm-pairwise")
-
-
-class Failure(BaseModel):
-    """A pair that could not be judged, and why; it is left out of every score.
-
-    ``stage``: which call failed (``pairwise``, ``extract-reference``, ``extract-candidate``).
-    ``reason``: ``answer`` (invalid after the re-ask), ``transport`` (no answer after all
-    retries), ``budget`` (not run: ``--max-cost`` reached) or ``stopped`` (not run: the endpoint
-    refused the run). ``raw`` holds the model's answers, if any.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    pair_id: str
-    stage: str
-    reason: str
-    error: str
-    raw: list[str] = []
-    run: int = 1
+EngineName = Literal["rules", "llm-extract", "llm-pairwise", "llm-pairwise-2pass"]
+ENGINES: tuple[str, ...] = engine_names()
 
 
 class ExtractionFailed(RuntimeError):
@@ -176,8 +159,9 @@ class EvaluationResult:
 class Evaluator:
     """Scores (reference, candidate) pairs with the rule engine (default) or an LLM engine.
 
-    ``engine="llm-extract"`` or ``"llm-pairwise"`` needs ``llm=LLMConfig(...)``; answers are
-    stored in the SQLite cache as they arrive, so a rerun repeats no finished call.
+    ``engine`` names an engine of the registry (:func:`cxreval.engines.get_engine`); the LLM
+    engines need ``llm=LLMConfig(...)``. Their answers are stored in the SQLite cache as they
+    arrive, so a rerun repeats no finished call.
 
     >>> from cxreval import Evaluator, ReportPair
     >>> ev = Evaluator()
@@ -197,9 +181,8 @@ class Evaluator:
         retry_failed: bool = False,
         cache: "AnswerCache | None" = None,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-        if engine != "rules" and llm is None:
+        info = engine_info(engine)  # an unknown name fails first, listing the known ones
+        if info.needs_llm and llm is None:
             raise ValueError(f"engine {engine!r} needs llm=LLMConfig(...)")
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
@@ -207,47 +190,18 @@ class Evaluator:
         self.llm = llm
         self.retry_failed = retry_failed
         self._answer_cache = cache
-        self.extractor = RuleExtractor(self.ontology)
-        self._cache: dict[str, Extraction] = {}
-        self._llm_engine: Any = None
-        if llm is not None and engine != "rules":
-            llm.check_endpoint()  # --local-only, before anything is sent
-            llm.api_key()  # a missing key fails now, naming the variable (never the value)
-        if engine == "llm-extract":
-            from cxreval.extract.llm import LLMExtractor
+        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm)
 
-            assert llm is not None
-            self._llm_engine = LLMExtractor(self.ontology, llm)
-        elif engine == "llm-pairwise":
-            from cxreval.judge.llm_pairwise import LLMPairwiseJudge
-
-            assert llm is not None
-            self._llm_engine = LLMPairwiseJudge(self.ontology, llm, uncertain)
+    @cached_property
+    def extractor(self) -> RuleExtractor:
+        """The offline rule engine's extractor (the rules engine's own; bench's workers read with it)."""
+        own = getattr(self.judge_engine, "extractor", None)
+        return own if isinstance(own, RuleExtractor) else RuleExtractor(self.ontology)
 
     @property
     def signature(self) -> Signature:
-        if self._llm_engine is None:
-            return Signature(
-                metric="spec-cxr",
-                ontology=self.ontology.signature,
-                engine=self.extractor.signature,
-                options={"uncertain": self.uncertain},
-            )
-        cfg = self.llm
-        assert cfg is not None
-        return Signature(
-            metric="spec-cxr",
-            ontology=self.ontology.signature,
-            engine=self._llm_engine.signature,
-            model=f"{cfg.provider}:{cfg.model}",
-            prompt=self._llm_engine.prompt.signature,
-            options={
-                "uncertain": self.uncertain,
-                "schema": cfg.schema_style,
-                "temperature": f"{cfg.temperature:g}",
-                "format": cfg.response_format,
-            },
-        )
+        """What produced this evaluator's judgements: engine, model, prompt and policies."""
+        return self.judge_engine.signature
 
     def extract(self, text: str) -> Extraction:
         """Extraction of one report by this evaluator's engine (see :meth:`extract_all`)."""
@@ -260,93 +214,56 @@ class Evaluator:
         ``rules``: the rule engine, cached by the text's hash for the life of the evaluator.
         ``llm-extract``: one LLM call per distinct text, through the answer store; a text whose
         answer stayed unusable raises :class:`ExtractionFailed` (never a rule-engine stand-in).
-        ``llm-pairwise`` judges pairs and makes no extraction: asking for one is an error.
+        The pairwise engines judge pairs and make no extraction: asking for one is an error
+        (:class:`cxreval.engines.NoExtraction`, a ``ValueError``).
         """
         texts = list(dict.fromkeys(texts))
-        if self.engine == "rules":
-            out = {}
-            for text in texts:
-                key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                hit = self._cache.get(key)
-                if hit is None:
-                    hit = self._cache[key] = self.extractor.extract(text)
-                out[text] = hit
-            return out
-        if self.engine == "llm-pairwise":
-            raise ValueError("engine 'llm-pairwise' judges pairs and makes no extraction of a report; label "
-                             "metrics (Ran Score, CheXpert-14) need the 'rules' or 'llm-extract' engine")
-        return asyncio.run(self._llm_extract_all(texts))
+        if self.judge_engine.offline:
+            return run_offline(self.judge_engine.extract(texts)).extractions
+        return asyncio.run(self._aextract_all(texts))
 
-    async def _llm_extract_all(self, texts: list[str]) -> dict[str, Extraction]:
-        from cxreval.llm.cache import AnswerCache
-        from cxreval.llm.runner import LLMRunner
-
-        assert self.llm is not None
-        cache = self._answer_cache or AnswerCache(self.llm.resolved_cache_path())
-        runner = LLMRunner(self.llm, cache=cache, retry_failed=self.retry_failed)
-        try:
-            done, outcomes, _ = await self._llm_extractions(runner, texts, 0, False, "LLM calls")
-        finally:
-            await runner.aclose()
-            if self._answer_cache is None:
-                cache.close()
-        failed = [t for t in texts if t not in done]
+    async def _aextract_all(self, texts: list[str]) -> dict[str, Extraction]:
+        async with self._runner() as runner:
+            read = await self.judge_engine.extract(texts, 0, runner=runner, progress=False, label="LLM calls")
+        failed = [t for t in texts if t not in read.extractions]
         if failed:
-            first = outcomes[failed[0]]
+            first = read.failures[failed[0]]
             raise ExtractionFailed(f"{len(failed)} of {len(texts)} reports have no usable LLM extraction "
-                                   f"(first: {first.stage or 'answer'}: {first.error}); rerun with --retry-failed "
+                                   f"(first: {first.reason}: {first.error}); rerun with --retry-failed "
                                    "or use the rules engine")
-        return done
+        return read.extractions
 
-    async def _llm_extractions(
-        self, runner: "LLMRunner", texts: Iterable[str], run: int, progress: bool, label: str
-    ) -> tuple[dict[str, Extraction], dict[str, "Outcome"], "Usage"]:
-        """The llm-extract engine's extraction of each distinct text, every text's outcome, usage."""
-        engine = self._llm_engine
-        tasks = {t: engine.task(t, run) for t in texts}
-        outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
-        by_text = {text: outcomes[task.key] for text, task in tasks.items()}
-        done = {text: engine.extraction(out.value) for text, out in by_text.items() if out.ok and out.value is not None}
-        return done, by_text, usage
+    def _runner(self) -> "AbstractAsyncContextManager[LLMRunner]":
+        """The LLM runner of one evaluation (on the given answer store, else the config's)."""
+        assert self.llm is not None
+        return open_runner(self.llm, cache=self._answer_cache, retry_failed=self.retry_failed)
 
     def judge(self, pair: ReportPair) -> list[EntityJudgement]:
-        """Judgement rows of one pair by the rule engine (the offline, synchronous path)."""
-        if self.engine != "rules":
+        """Judgement rows of one pair by an offline engine (the synchronous path)."""
+        if not self.judge_engine.offline:
             raise ValueError(f"judge() is the rules engine's path; engine {self.engine!r} judges through evaluate()")
-        extracted = self.extract_all([pair.reference, pair.candidate])
-        return compare_extractions(
-            pair.pair_id,
-            extracted[pair.reference],
-            extracted[pair.candidate],
-            self.ontology,
-            self.uncertain,
-        )
+        return run_offline(self.judge_engine.judge([pair])).table.rows()
 
     def evaluate(self, pairs: Iterable[ReportPair], *, progress: bool | None = None) -> EvaluationResult:
         """Judge every pair and compute all scores."""
         pairs = list(pairs)
-        if self._llm_engine is not None:
+        if not self.judge_engine.offline:
             return self.evaluate_runs(pairs, runs=1, progress=progress)[0]
         if progress is None:
             progress = len(pairs) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
-        rows: list[EntityJudgement] = []
-        for pair in _progress(pairs, progress):
-            rows.extend(self.judge(pair))
-        result = self.score(rows, [p.pair_id for p in pairs])
-        result.meta = _pair_meta(pairs)
-        return result
+        return self._result(run_offline(self.judge_engine.judge(pairs, 0, progress=progress)), pairs, 0)
 
     def evaluate_runs(
         self, pairs: Iterable[ReportPair], *, runs: int = 1, progress: bool | None = None
     ) -> list[EvaluationResult]:
         """``runs`` independent evaluations (the papers' mean +- sd); run i has its own cache keys.
 
-        The rule engine is deterministic, so its runs are identical copies.
+        An offline engine (the rule engine) is deterministic, so its runs are identical copies.
         """
         pairs = list(pairs)
         if runs < 1:
             raise ValueError("runs must be at least 1")
-        if self._llm_engine is None:
+        if self.judge_engine.offline:
             first = self.evaluate(pairs, progress=progress)
             return [first] + [
                 EvaluationResult(**{**first.__dict__, "run": i + 1}) for i in range(1, runs)
@@ -359,64 +276,23 @@ class Evaluator:
         self, pairs: Sequence[ReportPair], *, runs: int = 1, progress: bool = False
     ) -> list[EvaluationResult]:
         """The async form of :meth:`evaluate_runs` (for callers already inside an event loop)."""
-        from cxreval.llm.cache import AnswerCache
-        from cxreval.llm.runner import LLMRunner
-
-        assert self.llm is not None
-        cache = self._answer_cache or AnswerCache(self.llm.resolved_cache_path())
-        runner = LLMRunner(self.llm, cache=cache, retry_failed=self.retry_failed)
-        try:
-            results = []
+        if self.judge_engine.offline:
+            return self.evaluate_runs(pairs, runs=runs, progress=progress)
+        results = []
+        async with self._runner() as runner:
             for run in range(runs):
                 label = "LLM calls" if runs == 1 else f"LLM calls, run {run + 1}/{runs}"
-                results.append(await self._llm_run(runner, pairs, run, progress, label))
-            return results
-        finally:
-            await runner.aclose()
-            if self._answer_cache is None:
-                cache.close()
+                out = await self.judge_engine.judge(pairs, run, runner=runner, progress=progress, label=label)
+                results.append(self._result(out, pairs, run))
+        return results
 
-    async def _llm_run(
-        self, runner: "LLMRunner", pairs: Sequence[ReportPair], run: int, progress: bool, label: str
-    ) -> EvaluationResult:
-        engine = self._llm_engine
-        rows: list[EntityJudgement] = []
-        failures: list[Failure] = []
-        scored: list[str] = []
-
-        def fail(pair_id: str, stage: str, out: "Outcome") -> None:
-            failures.append(Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer",
-                                    error=out.error, raw=out.raw, run=run + 1))
-
-        if self.engine == "llm-pairwise":
-            tasks = {p.pair_id: engine.task(p, run) for p in pairs}
-            outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
-            for p in pairs:
-                out = outcomes[tasks[p.pair_id].key]
-                if out.ok:
-                    assert out.value is not None
-                    rows.extend(engine.rows(p.pair_id, out.value))
-                    scored.append(p.pair_id)
-                else:
-                    fail(p.pair_id, "pairwise", out)
-        else:
-            texts = [t for p in pairs for t in (p.reference, p.candidate)]
-            extractions, by_text, usage = await self._llm_extractions(runner, texts, run, progress, label)
-            for p in pairs:
-                ok = True
-                for stage, text in (("extract-reference", p.reference), ("extract-candidate", p.candidate)):
-                    if text not in extractions:
-                        fail(p.pair_id, stage, by_text[text])
-                        ok = False
-                if ok:
-                    rows.extend(compare_extractions(p.pair_id, extractions[p.reference],
-                                                    extractions[p.candidate], self.ontology, self.uncertain))
-                    scored.append(p.pair_id)
-        result = self.score(rows, scored)
-        result.failures = failures
-        result.usage = usage
+    def _result(self, out: EngineOutput, pairs: Sequence[ReportPair], run: int) -> EvaluationResult:
+        """Scores of one run's engine output, with its failures, usage and the scored pairs' kept columns."""
+        result = score_table(out.table, self.ontology, self.signature)
+        result.failures = list(out.failures)
+        result.usage = out.usage
         result.run = run + 1
-        done = set(scored)
+        done = set(out.table.pair_ids)
         result.meta = _pair_meta([p for p in pairs if p.pair_id in done])
         return result
 
@@ -428,16 +304,18 @@ class Evaluator:
 def score_judgements(
     rows: Sequence[EntityJudgement], pair_ids: Sequence[str], ontology: Ontology, signature: Signature
 ) -> EvaluationResult:
+    """Every score of judgement rows of ``pair_ids`` as an :class:`EvaluationResult` (:func:`score_table`)."""
+    return score_table(JudgementTable.from_rows(rows, pair_ids, str(signature)), ontology, signature)
+
+
+def score_table(table: JudgementTable, ontology: Ontology, signature: Signature) -> EvaluationResult:
     """Every score of a judgement table (:func:`cxreval.scores.spec_scores`, the one place SPEC
     numbers are computed) as an :class:`EvaluationResult`."""
-    from cxreval.judge.table import JudgementTable
-
-    rows = list(rows)
-    spec = spec_scores(JudgementTable.from_rows(rows, pair_ids, str(signature)), ontology)
+    spec = spec_scores(table, ontology)
     return EvaluationResult(
         signature=signature,
-        pair_ids=list(pair_ids),
-        judgements=rows,
+        pair_ids=list(table.pair_ids),
+        judgements=table.rows(),
         entities=spec.entities,
         groups=spec.groups,
         averages=spec.averages,
@@ -487,23 +365,6 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
 def _pair_meta(pairs: Sequence[ReportPair]) -> dict[str, dict[str, str]]:
     """The kept input columns per pair id (empty when no pair keeps any)."""
     return {p.pair_id: dict(p.meta) for p in pairs} if any(p.meta for p in pairs) else {}
-
-
-def _progress(pairs: list[ReportPair], show: bool) -> Iterable[ReportPair]:
-    if not show:
-        yield from pairs
-        return
-    columns = (
-        TextColumn("[bold]judging pairs"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("judge", total=len(pairs))
-        for pair in pairs:
-            yield pair
-            bar.advance(task)
 
 
 def evaluate(

@@ -70,6 +70,7 @@ class Engine(str, Enum):
     rules = "rules"
     llm_extract = "llm-extract"
     llm_pairwise = "llm-pairwise"
+    llm_pairwise_2pass = "llm-pairwise-2pass"
 
 
 class Provider(str, Enum):
@@ -163,7 +164,7 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
-    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report) or llm-pairwise (SPEC-CXR, one call per pair).")] = Engine.rules,
+    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine.rules,
     llm_config: Annotated[Optional[Path], typer.Option("--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).", rich_help_panel=LLM)] = None,
     provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM)] = None,

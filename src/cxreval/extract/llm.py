@@ -5,7 +5,7 @@ candidate models is read once (and, through the answer cache, once ever).
 
 The report stands in a fence the text cannot close (:func:`cxreval.llm.prompts.fence_code`). An
 answer with no mention for a report in which the rule engine reads a finding is invalid
-(:class:`cxreval.llm.schemas.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
+(:class:`cxreval.extract.llm_answers.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import hashlib
 from functools import partial
 from typing import Any
 
+from cxreval.extract.llm_answers import EmptyAnswerCheck, mention_format, mention_schema, parse_mentions
 from cxreval.extract.models import Extraction, Mention
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import entity_list, fence_code, format_instructions, load_prompt, ontology_fingerprint
+from cxreval.llm.prompts import entity_list, fence_code, load_prompt, ontology_fingerprint
 from cxreval.llm.runner import Task
-from cxreval.llm.schemas import EmptyAnswerCheck, ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.llm.schemas import ParsedAnswer, schema_name
 from cxreval.ontology import Ontology
 
 ENGINE_VERSION = "2"  # 2: fenced report, empty answers for reports with findings refused
@@ -34,14 +35,12 @@ class LLMExtractor:
         self.ontology = ontology
         self.config = config
         self.prompt = load_prompt("extract")
-        self.schema = build_schema(
-            "extract", config.schema_style, ontology,
-            max_items=config.max_items, max_evidence=config.max_evidence_chars,
-        )
+        self.schema = mention_schema(config.schema_style, ontology, max_items=config.max_items,
+                                     max_evidence=config.max_evidence_chars)
         self.schema_name = schema_name("extract", config.schema_style)
         self._system = self.prompt.render("system")
         self._entities = entity_list(ontology, "extract")
-        self._format = format_instructions("extract", config.schema_style, config.max_items, config.max_evidence_chars)
+        self._format = mention_format(config.schema_style, config.max_items, config.max_evidence_chars)
         self._fingerprint = ontology_fingerprint(ontology)
         self._empty = EmptyAnswerCheck(ontology)
 
@@ -64,8 +63,8 @@ class LLMExtractor:
     def parse(self, raw: str, text: str | None = None) -> ParsedAnswer:
         """A validated answer; given the report ``text``, an empty one for a report with findings is refused."""
         c = self.config
-        parsed = parse_answer(raw, "extract", c.schema_style, self.ontology, max_items=c.max_items,
-                              max_evidence=c.max_evidence_chars)
+        parsed = parse_mentions(raw, c.schema_style, self.ontology, max_items=c.max_items,
+                                max_evidence=c.max_evidence_chars)
         return self._empty.check(parsed, "extract", c.schema_style, {"the report": text})
 
     def task(self, text: str, run: int = 0) -> Task:

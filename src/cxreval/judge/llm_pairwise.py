@@ -9,7 +9,7 @@ entities and are left implicit, which changes no score (scores count TN as the r
 Both reports stand in fences the texts cannot close (:func:`cxreval.llm.prompts.fence_code`). An
 answer that judges no entity (sparse: no item; dense: every entity TN) scores the pair as
 perfect by omission, so it is invalid when the rule engine reads a finding in either report
-(:class:`cxreval.llm.schemas.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
+(:class:`cxreval.extract.llm_answers.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
@@ -19,21 +19,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from cxreval.extract.llm_answers import EmptyAnswerCheck
 from cxreval.io import ReportPair
 from cxreval.judge.compare import UncertainPolicy
+from cxreval.judge.llm_answers import pairwise_format, pairwise_schema, parse_pairwise
 from cxreval.judge.models import EntityJudgement
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import (
-    entity_list,
-    fence_code,
-    format_instructions,
-    load_prompt,
-    ontology_fingerprint,
-    uncertain_rule,
-)
+from cxreval.llm.prompts import entity_list, fence_code, load_prompt, ontology_fingerprint, uncertain_rule
 from cxreval.llm.runner import Task
-from cxreval.llm.schemas import EmptyAnswerCheck, ParsedAnswer, build_schema, parse_answer, schema_name
+from cxreval.llm.schemas import ParsedAnswer, schema_name
 from cxreval.ontology import Ontology
 
 ENGINE_VERSION = "2"  # 2: fenced reports, empty answers for pairs with findings refused
@@ -49,11 +44,11 @@ class LLMPairwiseJudge:
         self.config = config
         self.uncertain: UncertainPolicy = uncertain
         self.prompt = load_prompt("pairwise")
-        self.schema = build_schema("pairwise", config.schema_style, ontology, max_items=config.max_items)
+        self.schema = pairwise_schema(config.schema_style, ontology, max_items=config.max_items)
         self.schema_name = schema_name("pairwise", config.schema_style)
         self._system = self.prompt.render("system")
         self._entities = entity_list(ontology, "pairwise")
-        self._format = format_instructions("pairwise", config.schema_style, config.max_items, 0)
+        self._format = pairwise_format(config.schema_style, config.max_items)
         self._fingerprint = ontology_fingerprint(ontology)
         self._order = {eid: i for i, eid in enumerate(ontology.entity_ids)}
         self._empty = EmptyAnswerCheck(ontology)
@@ -80,7 +75,7 @@ class LLMPairwiseJudge:
     def parse(self, raw: str, reference: str | None = None, candidate: str | None = None) -> ParsedAnswer:
         """A validated answer; given the reports, an empty one for a pair with findings is refused."""
         style = self.config.schema_style
-        parsed = parse_answer(raw, "pairwise", style, self.ontology, max_items=self.config.max_items)
+        parsed = parse_pairwise(raw, style, self.ontology, max_items=self.config.max_items)
         reports = {"the reference report": reference, "the candidate report": candidate}
         return self._empty.check(parsed, "pairwise", style, reports)
 

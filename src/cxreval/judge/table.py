@@ -11,7 +11,7 @@ the bench cache stores the same rows compactly (non-TN rows, evidence on error r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cxreval.judge.models import EntityJudgement
@@ -32,17 +32,21 @@ class JudgementTable:
     """Judgement rows of a set of pairs, as a DataFrame with :data:`COLUMNS`.
 
     ``signature`` says what produced the rows (engine, model, prompt, policies), when known.
+    A table built :meth:`from_rows` keeps the row objects, so :meth:`rows` gives them back
+    without rebuilding them (the frame is not to be changed in place).
     """
 
     pair_ids: tuple[str, ...]
     frame: "pd.DataFrame"
     signature: str | None = None
+    _objects: tuple[EntityJudgement, ...] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_rows(cls, rows: Iterable[EntityJudgement], pair_ids: Sequence[str],
                   signature: str | None = None) -> "JudgementTable":
-        records = [tuple(getattr(r, c) for c in COLUMNS) for r in rows]
-        return cls(tuple(pair_ids), _frame(records), signature)
+        objects = tuple(rows)
+        records = [tuple(getattr(r, c) for c in COLUMNS) for r in objects]
+        return cls(tuple(pair_ids), _frame(records), signature, objects)
 
     @classmethod
     def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[CompactRow] | None],
@@ -58,6 +62,8 @@ class JudgementTable:
 
     def rows(self) -> list[EntityJudgement]:
         """The rows as :class:`EntityJudgement` objects (``judgements.jsonl``)."""
+        if self._objects is not None:
+            return list(self._objects)
         return [EntityJudgement(**dict(zip(COLUMNS, r))) for r in self.frame.itertuples(index=False, name=None)]
 
 

@@ -1,5 +1,10 @@
-"""LLM engines' shared parts: settings, backends, schemas, prompts, the answer cache and the runner.
+"""The LLM infrastructure the engines are built on: settings, backends, the runner, the answer
+store, prompt rendering and generic answer parsing (JSON loading, errors for the model, votes,
+entity ids).
 
+It knows no engine: the engines' own answers live next to them (:mod:`cxreval.extract.llm`,
+:mod:`cxreval.judge.llm_pairwise`, :mod:`cxreval.judge.twopass`, the labeler in
+:mod:`cxreval.labelers`), and nothing here imports ``extract``, ``judge`` or ``scores``.
 Importing this package makes no network call and does not import the provider SDKs; a backend
 is created (and its SDK imported) only when an LLM engine actually runs.
 """

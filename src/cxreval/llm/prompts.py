@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from string import Template
-from typing import Literal
 
 import yaml
 
 from cxreval.ontology import Ontology
 
-from .schemas import MAX_ZONES, Mode, zone_values
+from .schemas import Mode
 
 MAX_SYNONYMS_SHOWN = 4
 _SECTION = re.compile(r"^## (system|user)\s*$", re.MULTILINE)
@@ -79,40 +78,6 @@ def entity_list(ontology: Ontology, mode: Mode) -> str:
         also = f"; also: {', '.join(syn)}" if syn else ""
         lines.append(f"- {e.id}: {e.name} ({e.kind}; {attrs}{also})")
     return "\n".join(lines)
-
-
-def format_instructions(mode: Mode, style: Literal["dense", "sparse"], max_items: int, max_evidence: int) -> str:
-    """The answer shape in words and an example, for servers that do not enforce the schema."""
-    if mode == "pairwise":
-        verdict = {"presence": "TP", "location": "aligned", "severity": "not-available", "comparison": "other"}
-        if style == "sparse":
-            ex = json.dumps({"entities": [{"entity": "<entity id>", **verdict}]})
-            return (
-                f"Answer with JSON only, in this shape: {ex}. List every entity that either report "
-                f"mentions (TN when both deny it), each once, at most {max_items} items; leave out "
-                "entities that neither report mentions."
-            )
-        return (
-            f"Answer with JSON only: one key per entity id of the list, in list order, each like "
-            f"{json.dumps(verdict)}. Entities that neither report mentions are TN with "
-            "not-available and other."
-        )
-    zones = ", ".join(zone_values())
-    verdict = {"status": "present", "side": "left", "zones": ["lower"], "severity": "mild", "comparison": "none"}
-    if style == "sparse":
-        item = {"entity": "<entity id>", **verdict}
-        if max_evidence:
-            item["evidence"] = "<the words of the report, short>"
-        return (
-            f"Answer with JSON only, in this shape: {json.dumps({'entities': [item]})}. One item per "
-            f"mention, at most {max_items} items; zones from: {zones} (at most {MAX_ZONES})"
-            + (f"; evidence at most {max_evidence} characters." if max_evidence else ".")
-        )
-    return (
-        f"Answer with JSON only: one key per entity id of the list, in list order, each like "
-        f"{json.dumps(verdict)}; status not-mentioned (side none, zones [], severity none, "
-        f"comparison none) for entities the report does not mention; zones from: {zones}."
-    )
 
 
 def uncertain_rule(policy: str) -> str:

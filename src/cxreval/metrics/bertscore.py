@@ -45,7 +45,7 @@ class BertScore:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import torch
+            import torch  # noqa: F401  (here to say it is missing; _embed uses it)
             from transformers import AutoModel, AutoTokenizer
         except ImportError as exc:
             raise MetricUnavailable(f"bertscore needs torch and transformers: {INSTALL_HINT}") from exc
@@ -53,7 +53,7 @@ class BertScore:
         self.encoder = "all-MiniLM-L6-v2" if model_path is None else path.name
         if not (path / "config.json").is_file():
             raise MetricUnavailable(f"no encoder at {path} (config.json missing): {INSTALL_HINT}")
-        self._torch = torch
+        self._model_path = model_path  # as given: what a copy in another process is rebuilt from
         self.path = path
         self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         self.model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
@@ -62,11 +62,18 @@ class BertScore:
 
     @property
     def signature(self) -> Signature:
+        # max_length truncates long reports, so it changes values; batch_size does not (padding is masked)
         return Signature(metric="bertscore-f1", ontology="none", engine="none", model=self.encoder,
-                         options={"layer": str(self.layer), "idf": "no", "rescale": "no"})
+                         options={"layer": str(self.layer), "idf": "no", "rescale": "no",
+                                  "max_length": str(self.max_length)})
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        # pickled as its options (worker processes): the encoder is loaded again from the same folder
+        return (type(self), (self._model_path, self.batch_size, self.max_length))
 
     def _embed(self, texts: Sequence[str]) -> list[np.ndarray]:
-        torch = self._torch
+        import torch
+
         out: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [str(t) for t in texts[start : start + self.batch_size]]

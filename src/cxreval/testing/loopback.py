@@ -23,7 +23,7 @@ lists no entity: ``{"entities": []}``; dense: every entity TN / not-mentioned), 
 every request. ``latency`` delays every answer; ``hold_after`` holds every request after the first N until
 :meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight).
 
-It binds to 127.0.0.1 only. ``python -m cxreval.llm.loopback --port 8011 --latency 0.2``.
+It binds to 127.0.0.1 only. ``python -m cxreval.testing.loopback --port 8011 --latency 0.2``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Oracle:
 
     def labels(self, text: str, prompt: str) -> dict[str, int]:
         """A labeler's answer: the rule engine's projection (present = 1, anything else = 0)."""
-        from cxreval.llm.labeler import label_key
+        from cxreval.labelers import label_key
         from cxreval.scores.labels import project_states
 
         keys = set(re.findall(r"^- ([a-z0-9_]+) \(", prompt, flags=re.MULTILINE))

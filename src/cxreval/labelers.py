@@ -4,6 +4,10 @@ The few-shot prompt is built from a versioned exemplar library (``exemplars/<lab
 a definition and positive / negative example sentences per label, written by us) and the
 label set of the ontology. Answers are validated like every other LLM answer (one re-ask that
 shows the error; still invalid -> a failure with the raw answer, never a label).
+
+A labeler, not a judgement engine: it reads one report at a time into labels, and
+:func:`llm_label_metrics` scores them (:mod:`cxreval.scores.labels`). It sits above ``llm``
+(calls, answer store, prompts and exemplars, which stay in ``cxreval/llm/``) and ``scores``.
 """
 
 from __future__ import annotations
@@ -20,13 +24,12 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cxreval.llm.cache import AnswerCache, cache_key
+from cxreval.llm.config import LLMConfig
+from cxreval.llm.prompts import fence_code, load_prompt
+from cxreval.llm.runner import LLMRunner, Outcome, Task, Usage
+from cxreval.llm.schemas import AnswerError, ParsedAnswer, load_json
 from cxreval.ontology import Ontology
-
-from .cache import AnswerCache, cache_key
-from .config import LLMConfig
-from .prompts import fence_code, load_prompt
-from .runner import LLMRunner, Outcome, Task, Usage
-from .schemas import AnswerError, ParsedAnswer, load_json
 
 ENGINE_VERSION = "1"
 

@@ -1,0 +1,454 @@
+"""Judgement engines behind one protocol, and the registry that builds them by name.
+
+An :class:`Engine` judges a batch of (reference, candidate) pairs for one run and returns an
+:class:`EngineOutput`: the judgement table of the pairs it scored, the extractions it really made
+(``None`` for an engine that judges pairs without reading reports one by one), the pairs it could
+not score (:class:`Failure`) and what its LLM calls cost. Every score is computed from that output
+(:func:`cxreval.scores.spec_scores` on the table; label metrics from the extractions), whichever
+engine wrote it, and signed with the engine's :attr:`Engine.signature`.
+
+Registered engines (:func:`engine_names`):
+
+- ``rules``: the offline rule engine, one extraction per distinct text (cached for the engine's
+  life), then the deterministic comparison of :mod:`cxreval.judge.compare`.
+- ``llm-extract``: one LLM call per distinct report text (:mod:`cxreval.extract.llm`), then the
+  same comparison.
+- ``llm-pairwise``: SPEC-CXR, one LLM call per pair (:mod:`cxreval.judge.llm_pairwise`).
+- ``llm-pairwise-2pass``: ``llm-pairwise`` then a verification call per pair that returns the
+  corrected table (:mod:`cxreval.judge.twopass`).
+
+This module sits above ``judge`` and ``scores`` (it signs with :class:`~cxreval.scores.Signature`)
+and below ``evaluate``, which dispatches through :func:`get_engine`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from cxreval.extract.models import Extraction
+from cxreval.extract.rules import RuleExtractor
+from cxreval.io import ReportPair
+from cxreval.judge.compare import UncertainPolicy, compare_extractions
+from cxreval.judge.models import EntityJudgement
+from cxreval.judge.table import JudgementTable
+from cxreval.ontology import Ontology
+from cxreval.scores.signature import Signature
+
+if TYPE_CHECKING:
+    from cxreval.extract.llm import LLMExtractor
+    from cxreval.judge.llm_pairwise import LLMPairwiseJudge
+    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.config import LLMConfig
+    from cxreval.llm.runner import LLMRunner, Outcome, Usage
+
+T = TypeVar("T")
+
+
+class Failure(BaseModel):
+    """A pair that could not be judged, and why; it is left out of every score.
+
+    ``stage``: which call failed (``pairwise``, ``verify``, ``extract-reference``,
+    ``extract-candidate``; ``extract`` for a report read on its own, whose ``pair_id`` is empty).
+    ``reason``: ``answer`` (invalid after the re-ask), ``transport`` (no answer after all
+    retries), ``budget`` (not run: ``--max-cost`` reached) or ``stopped`` (not run: the endpoint
+    refused the run). ``raw`` holds the model's answers, if any.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pair_id: str
+    stage: str
+    reason: str
+    error: str
+    raw: list[str] = []
+    run: int = 1
+
+
+@dataclass(frozen=True)
+class EngineOutput:
+    """What an engine made of a batch of pairs in one run.
+
+    ``table``: the judgement rows of the pairs it scored (``table.pair_ids``), signed with the
+    engine's signature. ``extractions``: text -> :class:`Extraction` for every report text it read
+    (``None``: the engine makes no extraction). ``failures``: the pairs it could not score.
+    ``usage``: calls, tokens and cost (``None`` for an offline engine).
+    """
+
+    table: JudgementTable
+    extractions: dict[str, Extraction] | None
+    failures: list[Failure] = field(default_factory=list)
+    usage: "Usage | None" = None
+
+
+@dataclass(frozen=True)
+class ExtractOutput:
+    """What an extracting engine read in report texts: ``extractions`` (text -> Extraction) for
+    the texts it read, ``failures`` (text -> :class:`Failure`, stage ``extract``) for the others."""
+
+    extractions: dict[str, Extraction]
+    failures: dict[str, Failure] = field(default_factory=dict)
+    usage: "Usage | None" = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A judgement engine: report pairs -> :class:`EngineOutput`.
+
+    ``offline``: the engine makes no call and its coroutines never await, so it can be run
+    without an event loop (:func:`run_offline`) and repeated runs are copies of the first.
+    ``runner``: the LLM runner (answer store, backend, budget) an LLM engine makes its calls
+    through, shared by the caller across runs; without one an LLM engine opens its own.
+    """
+
+    name: str
+    offline: bool
+
+    @property
+    def signature(self) -> Signature: ...
+
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+        """Judge ``pairs`` for run ``run`` (0-based: repeated runs have their own cache keys)."""
+        ...
+
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+        """Extractions of report texts; an engine that makes none raises :class:`NoExtraction`."""
+        ...
+
+
+class UnknownEngine(ValueError):
+    """An engine name that is not registered; the message lists the registered ones."""
+
+
+class NoExtraction(ValueError):
+    """Asked for the extraction of a report from an engine that makes none."""
+
+
+def run_offline(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of an offline engine's coroutine, run here (no event loop needed, and none
+    disturbed when the caller is inside one)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("an offline engine's coroutine awaited; run it in an event loop")
+
+
+@asynccontextmanager
+async def open_runner(config: "LLMConfig", runner: "LLMRunner | None" = None, *, cache: "AnswerCache | None" = None,
+                      retry_failed: bool = False) -> AsyncIterator["LLMRunner"]:
+    """``runner`` when given (the caller closes it), else a runner on ``cache`` (or the answer
+    store of ``config``, closed afterwards) that is closed on exit."""
+    if runner is not None:
+        yield runner
+        return
+    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.runner import LLMRunner
+
+    store = cache or AnswerCache(config.resolved_cache_path())
+    own = LLMRunner(config, cache=store, retry_failed=retry_failed)
+    try:
+        yield own
+    finally:
+        await own.aclose()
+        if cache is None:
+            store.close()
+
+
+def _failure(pair_id: str, stage: str, out: "Outcome", run: int) -> Failure:
+    return Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer", error=out.error, raw=out.raw,
+                   run=run + 1)
+
+
+# -- rules ---------------------------------------------------------------------------------------
+class RulesEngine:
+    """The offline rule engine; each distinct text is read once for the engine's life."""
+
+    name = "rules"
+    offline = True
+
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive") -> None:
+        self.ontology = ontology
+        self.uncertain: UncertainPolicy = uncertain
+        self.extractor = RuleExtractor(ontology)
+        self.cache: dict[str, Extraction] = {}
+        """Extractions by the SHA-256 of their text."""
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
+                         options={"uncertain": self.uncertain})
+
+    def read(self, texts: Iterable[str]) -> dict[str, Extraction]:
+        """The extraction of each distinct text, from the cache when it was read before."""
+        out = {}
+        for text in dict.fromkeys(texts):
+            key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            hit = self.cache.get(key)
+            if hit is None:
+                hit = self.cache[key] = self.extractor.extract(text)
+            out[text] = hit
+        return out
+
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+                    progress: bool = False, label: str = "judging pairs") -> EngineOutput:
+        rows: list[EntityJudgement] = []
+        read: dict[str, Extraction] = {}
+        for pair in _progress(pairs, progress, label):
+            read.update(self.read([pair.reference, pair.candidate]))
+            rows.extend(compare_extractions(pair.pair_id, read[pair.reference], read[pair.candidate],
+                                            self.ontology, self.uncertain))
+        table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
+        return EngineOutput(table=table, extractions=read)
+
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+                      progress: bool = False, label: str = "") -> ExtractOutput:
+        return ExtractOutput(extractions=self.read(texts))
+
+
+def _progress(pairs: Sequence[ReportPair], show: bool, label: str) -> Iterable[ReportPair]:
+    if not show:
+        yield from pairs
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("judge", total=len(pairs))
+        for pair in pairs:
+            yield pair
+            bar.advance(task)
+
+
+# -- LLM engines ---------------------------------------------------------------------------------
+class _LLMEngine:
+    """What the LLM engines share: the endpoint checks, the signature and the own-runner rule."""
+
+    name: str
+    offline = False
+    calls: "LLMExtractor | LLMPairwiseJudge"
+
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+        llm.check_endpoint()  # --local-only, before anything is sent
+        llm.api_key()  # a missing key fails now, naming the variable (never the value)
+        self.ontology = ontology
+        self.uncertain: UncertainPolicy = uncertain
+        self.llm = llm
+
+    @property
+    def prompt_signature(self) -> str:
+        return self.calls.prompt.signature
+
+    def signature_options(self) -> dict[str, str]:
+        cfg = self.llm
+        return {"uncertain": self.uncertain, "schema": cfg.schema_style, "temperature": f"{cfg.temperature:g}",
+                "format": cfg.response_format}
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.calls.signature,
+                         model=f"{self.llm.provider}:{self.llm.model}", prompt=self.prompt_signature,
+                         options=self.signature_options())
+
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+        raise no_extraction(self.name)
+
+
+class LLMExtractEngine(_LLMEngine):
+    """``llm-extract``: one LLM call per distinct report text, then the deterministic comparison."""
+
+    name = "llm-extract"
+
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+        from cxreval.extract.llm import LLMExtractor
+
+        super().__init__(ontology, uncertain, llm)
+        self.calls: LLMExtractor = LLMExtractor(ontology, llm)
+
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+        tasks = {t: self.calls.task(t, run) for t in texts}
+        async with open_runner(self.llm, runner) as r:
+            outcomes, usage = await r.run(list(tasks.values()), progress=progress, label=label)
+        done: dict[str, Extraction] = {}
+        failed: dict[str, Failure] = {}
+        for text, task in tasks.items():
+            out = outcomes[task.key]
+            if out.ok and out.value is not None:
+                done[text] = self.calls.extraction(out.value)
+            else:
+                failed[text] = _failure("", "extract", out, run)
+        return ExtractOutput(extractions=done, failures=failed, usage=usage)
+
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+        read = await self.extract([t for p in pairs for t in (p.reference, p.candidate)], run, runner=runner,
+                                  progress=progress, label=label)
+        done = read.extractions
+        rows: list[EntityJudgement] = []
+        failures: list[Failure] = []
+        scored: list[str] = []
+        for p in pairs:
+            ok = True
+            for stage, text in (("extract-reference", p.reference), ("extract-candidate", p.candidate)):
+                if text not in done:
+                    failures.append(read.failures[text].model_copy(update={"pair_id": p.pair_id, "stage": stage}))
+                    ok = False
+            if ok:
+                rows.extend(compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
+                                                self.uncertain))
+                scored.append(p.pair_id)
+        table = JudgementTable.from_rows(rows, scored, str(self.signature))
+        return EngineOutput(table=table, extractions=done, failures=failures, usage=read.usage)
+
+
+class LLMPairwiseEngine(_LLMEngine):
+    """``llm-pairwise``: SPEC-CXR's judge, one LLM call per (reference, candidate) pair."""
+
+    name = "llm-pairwise"
+
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+        from cxreval.judge.llm_pairwise import LLMPairwiseJudge
+
+        super().__init__(ontology, uncertain, llm)
+        self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
+
+    async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: "LLMRunner", progress: bool,
+                         label: str) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], "Usage"]:
+        """Each pair the pairwise call judged with its rows (in pair order), the failures, usage."""
+        tasks = {p.pair_id: self.calls.task(p, run) for p in pairs}
+        outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
+        judged: list[tuple[ReportPair, list[EntityJudgement]]] = []
+        failures: list[Failure] = []
+        for p in pairs:
+            out = outcomes[tasks[p.pair_id].key]
+            if out.ok:
+                assert out.value is not None
+                judged.append((p, self.calls.rows(p.pair_id, out.value)))
+            else:
+                failures.append(_failure(p.pair_id, "pairwise", out, run))
+        return judged, failures, usage
+
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+        async with open_runner(self.llm, runner) as r:
+            judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
+        table = JudgementTable.from_rows([row for _, rows in judged for row in rows], [p.pair_id for p, _ in judged],
+                                         str(self.signature))
+        return EngineOutput(table=table, extractions=None, failures=failures, usage=usage)
+
+
+class TwoPassEngine(LLMPairwiseEngine):
+    """``llm-pairwise-2pass``: the pairwise judgement, then a verification call per judged pair
+    whose corrected table replaces the first (:mod:`cxreval.judge.twopass`)."""
+
+    name = "llm-pairwise-2pass"
+
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+        from cxreval.judge.twopass import TwoPassJudge
+
+        super().__init__(ontology, uncertain, llm)
+        self.verifier = TwoPassJudge(self.calls)
+
+    @property
+    def prompt_signature(self) -> str:
+        return self.verifier.prompt_signature
+
+    def signature_options(self) -> dict[str, str]:
+        return {**super().signature_options(), "passes": "2"}
+
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+        async with open_runner(self.llm, runner) as r:
+            judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
+            checks = [(p, self.verifier.verify_task(p.reference, p.candidate, rows, run)) for p, rows in judged]
+            outcomes, verify_usage = await r.run([t for _, t in checks], progress=progress, label="verification calls")
+        usage.add(verify_usage)
+        rows: list[EntityJudgement] = []
+        scored: list[str] = []
+        for p, task in checks:
+            out = outcomes[task.key]
+            if out.ok and out.value is not None:
+                rows.extend(self.calls.rows(p.pair_id, out.value))
+                scored.append(p.pair_id)
+            else:
+                failures.append(_failure(p.pair_id, "verify", out, run))
+        table = JudgementTable.from_rows(rows, scored, str(self.signature))
+        return EngineOutput(table=table, extractions=None, failures=failures, usage=usage)
+
+
+# -- registry ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineInfo:
+    """A registered engine: how to build it, whether it needs ``llm=LLMConfig(...)`` and whether it
+    makes extractions (what label metrics such as the Ran Score are computed from)."""
+
+    name: str
+    build: Callable[[Ontology, UncertainPolicy, "LLMConfig | None"], Engine]
+    needs_llm: bool
+    extracts: bool
+    help: str
+
+
+def _llm(cls: Callable[[Ontology, UncertainPolicy, "LLMConfig"], Engine]
+         ) -> Callable[[Ontology, UncertainPolicy, "LLMConfig | None"], Engine]:
+    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig | None") -> Engine:
+        assert llm is not None
+        return cls(ontology, uncertain, llm)
+
+    return build
+
+
+ENGINES: dict[str, EngineInfo] = {
+    info.name: info
+    for info in (
+        EngineInfo("rules", lambda onto, unc, llm: RulesEngine(onto, unc), needs_llm=False, extracts=True,
+                   help="offline rule engine"),
+        EngineInfo("llm-extract", _llm(LLMExtractEngine), needs_llm=True, extracts=True,
+                   help="one LLM call per report text, then the deterministic comparison"),
+        EngineInfo("llm-pairwise", _llm(LLMPairwiseEngine), needs_llm=True, extracts=False,
+                   help="SPEC-CXR: one LLM call per pair"),
+        EngineInfo("llm-pairwise-2pass", _llm(TwoPassEngine), needs_llm=True, extracts=False,
+                   help="llm-pairwise, then one verification call per pair"),
+    )
+}
+
+
+def engine_names() -> tuple[str, ...]:
+    """The registered engines, in registry order."""
+    return tuple(ENGINES)
+
+
+def engine_info(name: str) -> EngineInfo:
+    """The registry entry of ``name``; :class:`UnknownEngine` lists the registered ones."""
+    info = ENGINES.get(name)
+    if info is None:
+        raise UnknownEngine(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+    return info
+
+
+def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
+               llm: "LLMConfig | None" = None) -> Engine:
+    """The engine ``name`` for ``ontology`` and the uncertain policy; LLM engines need ``llm``
+    and check its endpoint (``--local-only``) and API key now, before anything is sent."""
+    info = engine_info(name)
+    if info.needs_llm and llm is None:
+        raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
+    return info.build(ontology, uncertain, llm)
+
+
+def no_extraction(name: str) -> NoExtraction:
+    """The error for asking engine ``name`` for an extraction it does not make."""
+    extracting = " or ".join(repr(n) for n, i in ENGINES.items() if i.extracts)
+    return NoExtraction(f"engine {name!r} judges pairs and makes no extraction of a report; label metrics "
+                        f"(Ran Score, CheXpert-14) need the {extracting} engine")
