@@ -159,7 +159,7 @@ def test_stale_failures_of_another_engine_are_removed(tmp_path: Path) -> None:
     (out / "failures.jsonl").write_text('{"pair_id": "old"}\n')
     assert run_cli("evaluate", "--example", "--out", str(out), "--json").returncode == 0
     assert not (out / "failures.jsonl").exists()
-    assert {p.name for p in out.iterdir()} == {"judgements.jsonl", "errors.csv", "scores.json"}
+    assert {p.name for p in out.iterdir() if p.name != ".cxreval-outputs.json"} == {"judgements.jsonl", "errors.csv", "scores.json"}
 
 
 class _Boom(list):  # a judgement table that breaks half-way through being written
@@ -224,7 +224,7 @@ def test_long_format_scores_every_system_like_separate_files(tmp_path: Path) -> 
                    str(tmp_path / "o"), env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stderr
     assert "2 systems" in proc.stdout
-    a = json.loads((tmp_path / "o" / "A" / "scores.json").read_text())
+    a = json.loads((tmp_path / "o" / "systems" / "A" / "scores.json").read_text())
     alone = cxreval.evaluate(read_pairs(example_path()))
     assert a["report_level"]["mean"] == alone.error_summary.mean
     with (tmp_path / "o" / "systems.csv").open(newline="") as fh:

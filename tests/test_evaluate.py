@@ -116,7 +116,7 @@ def test_cli_example(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for needle in ("presence_macro_f1", "By group", "Report level", "signature:", "engine:rules@"):
         assert needle in proc.stdout
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {"judgements.jsonl", "errors.csv", "scores.json"}
+    assert {p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")} == {"judgements.jsonl", "errors.csv", "scores.json"}
 
 
 def test_cli_json_summary(tmp_path):

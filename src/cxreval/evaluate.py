@@ -15,6 +15,7 @@ with the stage, the error and the raw answers.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import sys
@@ -74,6 +75,8 @@ class EvaluationResult:
     """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
     critical_error_free: float | None = None
     """Share of pairs with no error on an entity the ontology marks critical."""
+    references_sha256: str | None = None
+    """Fingerprint of the input's (pair id, reference text) list: two results compare only if equal."""
 
     @property
     def n_pairs(self) -> int:
@@ -102,6 +105,7 @@ class EvaluationResult:
             "ontology": {"id": self.ontology.id, "version": self.ontology.version},
             "n_pairs": self.n_pairs,
             "n_failed": self.n_failed,
+            "references_sha256": self.references_sha256,
             "metrics": self.metrics(),
             "averages": self.averages.model_dump(),
             "report_level": {
@@ -294,11 +298,22 @@ class Evaluator:
         result.run = run + 1
         done = set(out.table.pair_ids)
         result.meta = _pair_meta([p for p in pairs if p.pair_id in done])
+        result.references_sha256 = references_fingerprint(pairs)
         return result
 
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
         """Scores from an existing judgement table (any engine's)."""
         return score_judgements(rows, pair_ids, self.ontology, self.signature)
+
+
+def references_fingerprint(pairs: Sequence[ReportPair]) -> str:
+    """sha256 of the sorted (pair id, reference text) list: the references a result was scored against."""
+    h = hashlib.sha256()
+    for pid, ref in sorted((p.pair_id, p.reference) for p in pairs):
+        for part in (pid, ref):
+            data = part.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
 
 
 def score_judgements(
@@ -359,7 +374,9 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
             except ValueError as exc:
                 raise ResultsError(f"{paths['judgements.jsonl']}, line {lineno}: not a judgement ({exc})") from None
     pair_ids = pd.read_csv(paths["errors.csv"], usecols=["pair_id"], dtype=str, keep_default_na=False)["pair_id"]
-    return score_judgements(rows, list(pair_ids), onto, signature)
+    result = score_judgements(rows, list(pair_ids), onto, signature)
+    result.references_sha256 = scores.get("references_sha256")
+    return result
 
 
 def _pair_meta(pairs: Sequence[ReportPair]) -> dict[str, dict[str, str]]:
@@ -380,15 +397,29 @@ def evaluate(
     return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm).evaluate(pairs, progress=progress)
 
 
-def systems_frame(results: Mapping[str, EvaluationResult]) -> pd.DataFrame:
-    """One row per system: pairs scored and failed, then each headline metric of :meth:`EvaluationResult.metrics`."""
-    rows = {
-        system: {"n_pairs": r.n_pairs, "n_failed": r.n_failed, **{m["name"]: m["value"] for m in r.metrics()}}
-        for system, r in results.items()
-    }
+def systems_frame(results: Mapping[str, Sequence[EvaluationResult]]) -> pd.DataFrame:
+    """One row per system: pairs scored and failed, then each headline metric of
+    :meth:`EvaluationResult.metrics`; with several runs, each metric is its mean over the runs
+    (:func:`summarize_runs`) and pairs/failures are those of the worst run."""
+    rows = {}
+    for system, runs in results.items():
+        if len(runs) == 1:
+            values = {m["name"]: m["value"] for m in runs[0].metrics()}
+        else:
+            values = {m["name"]: m["mean"] for m in summarize_runs(runs)["metrics"]}
+        rows[system] = {"n_pairs": min(r.n_pairs for r in runs), "n_failed": max(r.n_failed for r in runs),
+                        **({"runs": len(runs)} if len(runs) > 1 else {}), **values}
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index.name = "system"
     return frame
+
+
+def systems_signature(results: Sequence[Sequence[EvaluationResult]]) -> str:
+    """The signature of a systems table: the evaluator's, with ``runs:N`` when runs were averaged."""
+    first = results[0]
+    if len(first) == 1:
+        return str(first[0].signature)
+    return summarize_runs(first)["signature"]
 
 
 def summarize_runs(results: Sequence[EvaluationResult]) -> dict[str, Any]:

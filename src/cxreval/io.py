@@ -782,8 +782,7 @@ def read_pairs(
                    meta=_meta_dict(r, meta_cols), system=r.meta[system_col] if system_col else None)
         for r in rows
     ]
-    warn_if_copied([p.reference for p in pairs], [p.candidate for p in pairs],
-                   source=f"{table.file} (column {candidate_col!r})")
+    _warn_copied(pairs, f"{table.file} (column {candidate_col!r})")
     return pairs
 
 
@@ -844,7 +843,7 @@ def read_pair_files(
     refs_path: PathLike,
     cands_path: PathLike,
     *,
-    id_col: str = "id",
+    id_col: str | None = None,
     ref_id_col: str | None = None,
     cand_id_col: str | None = None,
     reference_col: str | None = None,
@@ -862,7 +861,8 @@ def read_pair_files(
     references read ``reference_col`` if named, else the field of ``section`` (default
     ``report``); candidates read ``candidate_col`` if named, else ``model_prediction``.
     ``section`` applies to a ReXrank-layout references file only; naming it for a tabular one is
-    an error. ``ref_id_col`` / ``cand_id_col`` default to ``id_col``. ``meta_cols`` are read from
+    an error. ``ref_id_col`` / ``cand_id_col`` default to ``id_col`` (default ``id``); naming an id
+    column for a ReXrank-layout file (keyed by id) is an error. ``meta_cols`` are read from
     the candidates file when it has them, else from the references file. With ``system_col`` the
     candidates file is in long format (one row per study and system) and every system must
     cover every reference.
@@ -873,8 +873,8 @@ def read_pair_files(
     """
     if section is not None:
         _section_field(section)  # an unknown section is a programming error, raised at once
-    ref_id = ref_id_col or id_col
-    cand_id = cand_id_col or id_col
+    ref_id = ref_id_col or id_col or "id"
+    cand_id = cand_id_col or id_col or "id"
     system = [system_col] if system_col else []
     refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
     cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system],
@@ -885,6 +885,12 @@ def read_pair_files(
                                       keyed_default=SECTIONS["report"], meta_cols=ref_meta)
     cand_rows, cand_col = _reports_rows(cands, cand_id, candidate_col, None, default="candidate",
                                         keyed_default=PREDICTION_FIELD, meta_cols=cand_meta, system_col=system_col)
+    for table, named in ((refs, ref_id_col or id_col), (cands, cand_id_col or id_col)):
+        if table.keyed and named is not None:  # a column the user named must be the one read
+            table.problems.append(InputProblem(
+                file=table.file, unit=table.unit, field=named,
+                message="a ReXrank-layout file is keyed by study id, so an id column does not apply to it; "
+                        "leave --id-col / --ref-id-col / --cand-id-col out for this file"))
     if section is not None and not refs.keyed:
         refs.problems.append(InputProblem(
             file=refs.file, unit=refs.unit,
@@ -926,9 +932,18 @@ def read_pair_files(
         )
         for r in cand_rows
     ]
-    warn_if_copied([p.reference for p in pairs], [p.candidate for p in pairs],
-                   source=f"{cands.file} (field {cand_col!r})")
+    _warn_copied(pairs, f"{cands.file} (field {cand_col!r})")
     return pairs
+
+
+def _warn_copied(pairs: Sequence[ReportPair], source: str) -> None:
+    """:func:`warn_if_copied` per system (a long file's one copied system must not hide in the pool)."""
+    by_system: dict[str | None, list[ReportPair]] = {}
+    for p in pairs:
+        by_system.setdefault(p.system, []).append(p)
+    for system, group in by_system.items():
+        where = source if system is None else f"{source}, system {system!r}"
+        warn_if_copied([p.reference for p in group], [p.candidate for p in group], source=where)
 
 
 # --------------------------------------------------------------------------------------------

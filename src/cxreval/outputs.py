@@ -8,13 +8,16 @@ truncated ``judgements.jsonl`` beside a previous run's ``scores.json``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["OutputError", "atomic_writer", "atomic_write_text", "check_out_dir", "remove_stale"]
+__all__ = ["OutputError", "OutputManifest", "atomic_writer", "atomic_write_text", "check_out_dir", "remove_stale"]
 
 
 class OutputError(ValueError):
@@ -85,3 +88,52 @@ def remove_stale(folder: str | os.PathLike[str], names: Iterable[str]) -> list[P
             p.unlink()
             removed.append(p)
     return removed
+
+
+#: Names an output folder of ``cxreval evaluate`` may hold, for folders written before manifests.
+KNOWN_OUTPUTS = re.compile(r"(scores\.json|judgements\.jsonl|errors\.csv|failures\.jsonl|runs\.json|systems\.csv"
+                           r"|run-\d+|systems)")
+
+
+class OutputManifest:
+    """What one run wrote into an output folder, so the next run removes what it does not rewrite.
+
+    A folder holds ``.cxreval-outputs.json``, the entries (files or folders, relative) the last run
+    wrote there. :meth:`finish` deletes the previous run's entries this run did not write (a
+    ``run-2/`` after ``--runs 1``, a top-level ``scores.json`` after ``--system-col``) and records
+    this run's; only entries cxreval itself wrote are ever deleted. A folder written before
+    manifests existed is treated as holding the names :data:`KNOWN_OUTPUTS` matches.
+    """
+
+    NAME = ".cxreval-outputs.json"
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        self.written: list[str] = []
+        path = self.folder / self.NAME
+        try:
+            self.previous: list[str] = list(json.loads(path.read_text(encoding="utf-8"))["entries"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.previous = ([p.name for p in self.folder.iterdir() if KNOWN_OUTPUTS.fullmatch(p.name)]
+                             if self.folder.is_dir() else [])
+
+    def add(self, *names: str) -> None:
+        """Record entries (names relative to the folder) this run writes."""
+        self.written.extend(n for n in names if n not in self.written)
+
+    def finish(self) -> list[Path]:
+        """Delete the previous run's entries that this run did not write; save the manifest."""
+        removed = []
+        for name in self.previous:
+            if name in self.written or "/" in name or name in ("", ".", ".."):
+                continue
+            target = self.folder / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+                removed.append(target)
+            elif target.is_file():
+                target.unlink()
+                removed.append(target)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.folder / self.NAME, json.dumps({"entries": self.written}, indent=1) + "\n")
+        return removed

@@ -33,7 +33,8 @@ class Column:
     keep: int = 0
 
 
-def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
+def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+                 note: str = "all in scores.json") -> Table:
     """A table that fits the console: columns are dropped by priority, never squeezed to ``0.…``.
 
     Every kept column shows its values in full; the first (name) column is cut with an ellipsis
@@ -53,7 +54,7 @@ def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: 
             break
         kept.remove(i)
     dropped = [columns[i].header for i in range(len(columns)) if i not in kept]
-    caption = f"not shown at this width: {', '.join(dropped)} (all in scores.json)" if dropped else None
+    caption = f"not shown at this width: {', '.join(dropped)} ({note})" if dropped else None
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for i in kept:
         c = columns[i]
@@ -174,7 +175,8 @@ def print_runs(results: "list[EvaluationResult]", summary: "dict[str, Any]", con
 #: Short headers for the systems table, in the order columns are kept when space runs out.
 SYSTEM_COLUMNS: dict[str, tuple[str, int]] = {
     "n_pairs": ("pairs", 3),
-    "n_failed": ("failed", 2),
+    "n_failed": ("failed", 10),
+    "runs": ("runs", 2),
     "presence_macro_f1": ("macro F1", 9),
     "presence_micro_f1": ("micro F1", 7),
     "presence_micro_precision": ("P", 4),
@@ -184,6 +186,7 @@ SYSTEM_COLUMNS: dict[str, tuple[str, int]] = {
     "comparison_accuracy": ("cmp", 0),
     "errors_per_report_mean": ("err/rep", 8),
     "error_free_rate": ("err-free", 6),
+    "critical_error_free_rate": ("crit-free", 5),
 }
 
 
@@ -192,11 +195,13 @@ def print_systems(frame: "pd.DataFrame", console: Console, *, signature: str) ->
     cols = [c for c in SYSTEM_COLUMNS if c in frame.columns]
     rows = []
     for system, row in frame.iterrows():
-        rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") else _f(_num(row[c])) for c in cols)))
+        rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") or c == "runs" else _f(_num(row[c]))
+                                    for c in cols)))
     console.print(fitted_table(
         console, f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
         [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
         rows,
+        note="all in systems.csv",
     ))
     print_signature(signature, console)
 

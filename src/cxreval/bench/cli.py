@@ -1,8 +1,9 @@
 """``cxreval bench CONFIG.yaml``: run a benchmark and write the page, JSON, CSV and LaTeX tables.
 
 Register with ``app.command("bench")(bench)`` in ``cxreval.cli``. Exit codes: 0 done, 2 bad
-input or settings (every problem listed, before any judging), 130 interrupted (Ctrl-C; what was
-judged is cached and a rerun resumes).
+input or settings (every problem listed, before any judging), 4 pairs left unjudged by an LLM
+engine (results written; those systems are scored on fewer studies), 130 interrupted (Ctrl-C;
+what was judged is cached and a rerun resumes).
 """
 
 from __future__ import annotations
@@ -143,6 +144,14 @@ def bench(
     except KeyboardInterrupt as exc:
         _interrupted(exc, cache)
         raise typer.Exit(130) from None
+    if stats.failed:
+        # an LLM engine left pairs unjudged: each system is scored on the pairs it got, so systems
+        # with failures are ranked on fewer studies than the others (their n shows it); like
+        # cxreval evaluate, say so with exit code 4 rather than present a full leaderboard
+        _err.print(f"[bold red]unscored:[/] {stats.failed:,} pairs were not judged (LLM answers that stayed "
+                   "invalid); the systems concerned are scored on fewer studies (see n). Rerun to retry them.",
+                   soft_wrap=True, highlight=False)
+        raise typer.Exit(4)
 
 
 def _write_outputs(result: BenchmarkResult, stats: "RunStats", out_dir: Path, html: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from cxreval._version import __version__
 from cxreval.cli.agree import agree
 from cxreval.bench.cli import bench
 from cxreval.meta.cli import meta_app
-from cxreval.io import CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
+from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
 
@@ -93,6 +94,8 @@ class SchemaStyle(str, Enum):
 LLM = "LLM engines"
 INPUT = "Input"
 
+SUFFIXES = {sfx for suffixes in FORMATS.values() for sfx in suffixes}
+EXIT_WRITE = 1
 EXIT_INPUT = 2
 EXIT_STOPPED = 3
 EXIT_UNSCORED = 4
@@ -149,8 +152,8 @@ def evaluate(
     refs: Annotated[Optional[Path], typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
     cands: Annotated[Optional[Path], typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
     example: Annotated[bool, typer.Option("--example", help="Score the small example shipped with the package.", rich_help_panel=INPUT)] = False,
-    input_format: Annotated[Optional[InputFormat], typer.Option("--format", help="Format of every input file, when the suffix does not tell (needed for -).", rich_help_panel=INPUT)] = None,
-    id_col: Annotated[str, typer.Option("--id-col", help="Id column.", rich_help_panel=INPUT)] = "id",
+    input_format: Annotated[Optional[InputFormat], typer.Option("--format", help="Input format: of each file whose suffix does not tell (needed for -), or of every file when all suffixes tell.", rich_help_panel=INPUT)] = None,
+    id_col: Annotated[Optional[str], typer.Option("--id-col", help="Id column [default: id].", rich_help_panel=INPUT)] = None,
     ref_id_col: Annotated[Optional[str], typer.Option("--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
     cand_id_col: Annotated[Optional[str], typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
     reference_col: Annotated[Optional[str], typer.Option("--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT)] = None,
@@ -205,6 +208,12 @@ def evaluate(
         _fail("--ref-id-col, --cand-id-col and --section apply to two-file input (--refs, --cands)")
     if str(refs) == "-" and str(cands) == "-":
         _fail("only one of --refs and --cands can be - (standard input)")
+    reserved = {"pair_id", "errors", "fp", "fn", "location_not_aligned", "severity_not_aligned",
+                "adding_unmentioned_comparison", "missing_mentioned_comparison"}
+    clash = sorted(set(meta_col or []) & reserved)
+    if clash:
+        _fail(f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; rename the column "
+              "in your file")
     try:
         check_out_dir(out)
     except OutputError as exc:
@@ -218,16 +227,17 @@ def evaluate(
                 source = example_path() if example else pairs
                 assert source is not None
                 loaded = read_pairs(
-                    source, id_col=id_col, reference_col=reference_col or "reference",
+                    source, id_col=id_col or "id", reference_col=reference_col or "reference",
                     candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
                     system_col=system_col, format=fmt,
                 )
             else:
                 assert refs is not None and cands is not None
+                ref_fmt, cand_fmt = _formats_of(fmt, refs, cands)
                 loaded = read_pair_files(
                     refs, cands, id_col=id_col, ref_id_col=ref_id_col, cand_id_col=cand_id_col,
-                    reference_col=reference_col, candidate_col=candidate_col, reference_format=fmt,
-                    candidate_format=fmt, section=section.value if section else None,
+                    reference_col=reference_col, candidate_col=candidate_col, reference_format=ref_fmt,
+                    candidate_format=cand_fmt, section=section.value if section else None,
                     meta_cols=meta_col or [], system_col=system_col,
                 )
     except (InputError, OntologyError) as exc:
@@ -270,12 +280,16 @@ def evaluate(
             results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
             _save_runs(results, folders[system])
             outcomes.append((system, results))
+        if system_col:
+            _save_systems(outcomes, out, folders)
     except KeyboardInterrupt:
         done = f"results of {len(outcomes)} of {len(groups)} systems are in {out}; " if system_col and outcomes else ""
         kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
                 if llm is not None else "rerun the same command to score again")
         err_console.print(f"[bold yellow]interrupted:[/] {escape(done + kept)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
+        _fail(f"cannot write the results to {out}: {exc.strerror or exc}", EXIT_WRITE)
     if system_col:
         _print_systems(outcomes, out, as_json)
     else:
@@ -289,17 +303,58 @@ def evaluate(
             highlight=False, soft_wrap=True,
         )
         raise typer.Exit(EXIT_STOPPED)
-    n_total = len(loaded)
-    # the worst run decides: a pair unscored in any run is a hole in that run's numbers
-    n_failed = max(sum(results[i].n_failed for _, results in outcomes) for i in range(runs))
-    if n_failed and (n_failed > allow_failures * n_total or n_failed == n_total):
-        err_console.print(
-            f"[bold red]unscored:[/] {n_failed} of {n_total} pairs were not scored (failures.jsonl lists why); "
-            f"--allow-failures {allow_failures:g} accepts at most {int(allow_failures * n_total)}. "
-            "Rerun with --retry-failed to ask again.",
-            highlight=False, soft_wrap=True,
-        )
+    unscored = [msg for system, results in outcomes
+                if (msg := _unscored(system, results, len(groups[system]), allow_failures))]
+    if unscored:
+        for msg in unscored:
+            err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+        err_console.print("failures.jsonl lists why; rerun with --retry-failed to ask again.", highlight=False)
         raise typer.Exit(EXIT_UNSCORED)
+
+
+def _unscored(system: str | None, results: list[EvaluationResult], n_total: int, allow: float) -> str | None:
+    """Why a system's pairs left unscored fail the run (``--allow-failures``), or None.
+
+    Per system and per run (the worst run decides: a pair unscored in any run is a hole in that
+    run's numbers); a system with no pair scored always fails. The share is compared with a
+    tolerance, so ``--allow-failures 0.29`` accepts 29 of 100.
+    """
+    n_failed = max(r.n_failed for r in results)
+    if not n_failed:
+        return None
+    limit = math.floor(allow * n_total + 1e-9)
+    if n_failed <= limit and n_failed < n_total:
+        return None
+    who = f"system {system!r}: " if system is not None else ""
+    return (f"{who}{n_failed} of {n_total} pairs were not scored; --allow-failures {allow:g} accepts at most "
+            f"{min(limit, n_total - 1)}")
+
+
+def _save_systems(outcomes: list[tuple[str | None, list[EvaluationResult]]], out: Path,
+                  folders: dict[str | None, Path]) -> None:
+    """``systems.csv`` and the record of what this run wrote under ``out`` (stale entries go)."""
+    from cxreval.evaluate import systems_frame
+    from cxreval.outputs import OutputManifest, atomic_writer
+
+    systems = OutputManifest(out / SYSTEMS_DIR)
+    systems.add(*(folders[s].name for s, _ in outcomes))
+    systems.finish()
+    with atomic_writer(out / "systems.csv", newline="") as fh:
+        systems_frame({str(s): results for s, results in outcomes}).to_csv(fh)
+    top = OutputManifest(out)
+    top.add(SYSTEMS_DIR, "systems.csv")
+    top.finish()
+
+
+def _formats_of(fmt: str | None, *files: Path) -> list[str | None]:
+    """``--format`` for each input file: the files whose suffix does not tell (``-`` included) take
+    it; when every file's suffix tells, every file takes it (the user overrides them all)."""
+    if fmt is None:
+        return [None] * len(files)
+    untold = [str(f) == "-" or f.suffix.lower() not in SUFFIXES for f in files]
+    if not any(untold):
+        return [fmt] * len(files)
+    return [fmt if u else None for u in untold]
 
 
 def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
@@ -310,8 +365,16 @@ def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
     return groups
 
 
+#: The folder under ``--out`` that holds one folder per system (``--system-col``).
+SYSTEMS_DIR = "systems"
+
+
 def _system_folders(out: Path, groups: dict[str | None, list[ReportPair]]) -> dict[str | None, Path]:
-    """One output folder per system (``out`` itself without a system column); names must not clash."""
+    """One output folder per system, ``OUT/systems/NAME`` (``out`` itself without a system column).
+
+    Names are made safe for any file system; two systems whose safe names match ignoring case
+    would share a folder on some file systems, so that is refused.
+    """
     if list(groups) == [None]:
         return {None: out}
     folders: dict[str | None, Path] = {}
@@ -319,27 +382,31 @@ def _system_folders(out: Path, groups: dict[str | None, list[ReportPair]]) -> di
     for system in groups:
         assert system is not None
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("._") or "system"
-        if name in seen:
-            raise ValueError(f"systems {seen[name]!r} and {system!r} would share the output folder {out / name}; rename one")
-        seen[name] = system
-        folders[system] = out / name
+        if name.lower() in seen:
+            raise ValueError(f"systems {seen[name.lower()]!r} and {system!r} would share the output folder "
+                             f"{out / SYSTEMS_DIR / name}; rename one")
+        seen[name.lower()] = system
+        folders[system] = out / SYSTEMS_DIR / name
     return folders
 
 
 def _save_runs(results: list[EvaluationResult], folder: Path) -> None:
-    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. Stale files go."""
+    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. What an
+    earlier run left there and this one does not rewrite is removed (see OutputManifest)."""
     from cxreval.evaluate import summarize_runs
-    from cxreval.outputs import atomic_write_text, remove_stale
+    from cxreval.outputs import OutputManifest, atomic_write_text
 
+    manifest = OutputManifest(folder)
     if len(results) == 1:
-        results[0].save(folder)
-        remove_stale(folder, ["runs.json"])
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    remove_stale(folder, ["scores.json", "judgements.jsonl", "errors.csv", "failures.jsonl", "runs.json"])
-    for r in results:
-        r.save(folder / f"run-{r.run}")
-    atomic_write_text(folder / "runs.json", json.dumps(summarize_runs(results), indent=2) + "\n")
+        manifest.add(*(p.name for p in results[0].save(folder).values()))
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            r.save(folder / f"run-{r.run}")
+            manifest.add(f"run-{r.run}")
+        atomic_write_text(folder / "runs.json", json.dumps(summarize_runs(results), indent=2) + "\n")
+        manifest.add("runs.json")
+    manifest.finish()
 
 
 def _print_results(results: list[EvaluationResult], out: Path, as_json: bool, top: int) -> None:
@@ -366,18 +433,15 @@ def _print_results(results: list[EvaluationResult], out: Path, as_json: bool, to
 
 
 def _print_systems(outcomes: list[tuple[str | None, list[EvaluationResult]]], out: Path, as_json: bool) -> None:
-    from cxreval.evaluate import systems_frame
-    from cxreval.outputs import atomic_writer
+    from cxreval.evaluate import systems_frame, systems_signature
     from cxreval.summary import print_systems
 
-    frame = systems_frame({str(s): results[0] for s, results in outcomes})
-    with atomic_writer(out / "systems.csv", newline="") as fh:
-        frame.to_csv(fh)
+    frame = systems_frame({str(s): results for s, results in outcomes})
     if as_json:
         out_console.print_json(frame.reset_index().to_json(orient="records"))
         return
-    print_systems(frame, out_console, signature=str(outcomes[0][1][0].signature))
-    out_console.print(f"wrote {out / 'systems.csv'} and one folder per system in {out}", style="dim",
+    print_systems(frame, out_console, signature=systems_signature([r for _, r in outcomes]))
+    out_console.print(f"wrote {out / 'systems.csv'} and one folder per system in {out / SYSTEMS_DIR}", style="dim",
                       highlight=False, soft_wrap=True)
 
 
@@ -438,6 +502,7 @@ def compare(
          Column(ci, keep=6), Column("p boot", keep=3), Column("p rand", keep=4)],
         [(t.name, f(t.a), f(t.b), f(t.difference), f"[{f(t.low)}, {f(t.high)}]", f(t.p_bootstrap),
           f(t.p_randomization)) for t in tests],
+        note="--json prints them all",
     ))
     print_signature(str(result.signature), out_console)
 
@@ -540,7 +605,7 @@ def cache_cmd(
     from cxreval.llm.config import default_cache_path
 
     target = path or default_cache_path()
-    if not target.exists():
+    if not target.exists() or (target.is_file() and target.stat().st_size == 0):
         out_console.print(f"{target}: no cache yet", highlight=False)
         return
     try:

@@ -164,6 +164,10 @@ def compare_evaluations(
     references, judged the same way. Pairs are aligned by id.
     """
     check_comparable(a.signature, b.signature)
+    ra, rb = getattr(a, "references_sha256", None), getattr(b, "references_sha256", None)
+    if ra is not None and rb is not None and ra != rb:
+        raise ValueError("the two evaluations were scored against different references (their references_sha256 "
+                         "differ): a paired test needs the same reference reports")
     if sorted(a.pair_ids) != sorted(b.pair_ids):
         raise ValueError("the two evaluations do not cover the same pair ids")
     cache_a = evaluation_cache(a)
