@@ -379,3 +379,24 @@ def test_outputs_get_the_ordinary_file_mode(tmp_path: Path) -> None:
     atomic_write_text(tmp_path / "a.txt", "x")
     (tmp_path / "b.txt").write_text("x")
     assert (tmp_path / "a.txt").stat().st_mode == (tmp_path / "b.txt").stat().st_mode
+
+
+def test_rexrank_candidates_without_shared_data(tmp_path: Path) -> None:
+    """The item-1 regression on files written here (the shared-data tests skip without it)."""
+    base = example_rows()
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({r["id"]: {"report": r["reference"], "section_findings": r["reference"]} for r in base}))
+    cands = tmp_path / "preds.json"
+    cands.write_text(json.dumps({r["id"]: {"report": r["reference"], "section_findings": r["reference"],
+                                           "model_prediction": r["candidate"]} for r in base}))
+    pairs = read_pair_files(refs, cands, section="findings")
+    assert [p.candidate for p in pairs] == [r["candidate"] for r in base]
+    assert read_pair_files(refs, cands, section="findings", candidate_col="model_prediction") == pairs
+    with pytest.warns(CopiedCandidatesWarning):
+        read_pair_files(refs, cands, section="findings", candidate_col="section_findings")
+    proc = run_cli("evaluate", "--refs", str(refs), "--section", "findings", "--cands", str(cands), "--out",
+                   str(tmp_path / "o"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    scored = json.loads((tmp_path / "o" / "scores.json").read_text())
+    alone = cxreval.evaluate(read_pairs(example_path()))
+    assert scored["report_level"]["mean"] == alone.error_summary.mean > 0
