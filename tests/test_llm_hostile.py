@@ -27,7 +27,7 @@ from cxreval.llm.runner import LLMRunner, estimate_tokens
 from .llm_support import llm_rows, loop_config, rule_rows, with_fault, written_pairs
 
 KEY = "sk-test-hostile-0123456789abcdef"
-USAGE_FAULTS = {"no-usage", "usage-not-int", "negative-usage"}  # the answer itself is fine
+USAGE_FAULTS = {"no-usage", "usage-not-int", "negative-usage", "zero-usage"}  # the answer itself is fine
 
 
 @pytest.fixture
@@ -357,3 +357,344 @@ def test_bench_settings_never_echo_a_password(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "credentials" in proc.stderr
     assert "Secr3tPW" not in proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# 7. Answers no reader can read (too deep, too long a number) never crash the run
+# ------------------------------------------------------------------------------------------
+
+UNREADABLE_CONTENT = ("deep-answer", "long-int-answer")  # the answer text: re-asked, then listed
+UNREADABLE_BODY = ("deep-body", "long-int-body")  # the HTTP 200 body itself: retried, then listed
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_unreadable_answers_and_bodies_end_scored_or_listed(server, tmp_path, provider, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    names = (*UNREADABLE_CONTENT, *UNREADABLE_BODY)
+    once = [with_fault(f"once-{name}", name) for name in names]
+    always = [with_fault(f"always-{name}", f"{name}-always") for name in names]
+    pairs = [*once, *always, *written_pairs(2)]
+    url = dict(_urls(server))[provider]
+    result = Evaluator(engine="llm-pairwise", llm=loop_config(url, tmp_path / "c.sqlite", provider=provider,
+                                                                retries=1)).evaluate(pairs)
+    _partition(result, pairs)
+    expected, got = rule_rows(pairs), llm_rows(result.judgements)
+    for p in [*once, *written_pairs(2)]:  # the re-ask / the retry got a proper answer
+        assert p.pair_id in result.pair_ids, p.pair_id
+        assert got.get(p.pair_id, set()) == expected[p.pair_id]
+    failures = {f.pair_id: f for f in result.failures}
+    assert set(failures) == {f"always-{name}" for name in names}
+    for name in UNREADABLE_CONTENT:
+        f = failures[f"always-{name}"]
+        assert f.reason == "answer" and "invalid answer after one re-ask" in f.error, f.error
+        assert len(f.raw) == 2  # both answers kept (cut to the stored bound)
+    for name in UNREADABLE_BODY:
+        f = failures[f"always-{name}"]
+        assert f.reason == "transport" and "malformed response" in f.error, f.error
+
+
+def test_a_parser_surprise_is_a_listed_failure_not_a_crash(server, tmp_path, monkeypatch):
+    import dataclasses
+
+    from cxreval.judge.llm_pairwise import LLMPairwiseJudge
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    cfg = loop_config(server.base_url, tmp_path / "c.sqlite")
+    judge = LLMPairwiseJudge(Evaluator().ontology, cfg, "positive")
+
+    def surprised(raw: str):
+        raise RuntimeError(f"parser bug while reading, key {KEY}")
+
+    good, bad = written_pairs(2)
+    tasks = [judge.task(good), dataclasses.replace(judge.task(bad), parse=surprised)]
+
+    async def go():
+        with AnswerCache(cfg.resolved_cache_path()) as store:
+            runner = LLMRunner(cfg, cache=store)
+            try:
+                return await runner.run(tasks)
+            finally:
+                await runner.aclose()
+
+    outcomes, usage = asyncio.run(go())
+    assert outcomes[tasks[0].key].ok
+    out = outcomes[tasks[1].key]
+    assert not out.ok and out.stage == "answer" and "RuntimeError" in out.error
+    assert KEY not in out.error and "[redacted]" in out.error
+    assert usage.reasks == 1 and usage.failed == 1
+
+
+# ------------------------------------------------------------------------------------------
+# 8. A key cut by the error-message limit, or JSON-escaped, is never shown in part
+# ------------------------------------------------------------------------------------------
+
+SLASH_KEY = "sk-hostile/KQZJWXVBNM/0123456789/abcdefghij"
+
+
+def _key_pieces(text: str, key: str = SLASH_KEY, width: int = 8) -> list[str]:
+    return [key[i:i + width] for i in range(len(key) - width + 1) if key[i:i + width] in text]
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_key_straddling_the_cut_or_json_escaped_is_never_shown_in_part(server, tmp_path, provider, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SLASH_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SLASH_KEY)
+    # the key lands at every offset around the 500-character cut, in one pair or another
+    pairs = [with_fault(f"pad{n}", f"echo-key-pad-{n}") for n in range(420, 520, 5)]
+    pairs.append(with_fault("escaped", "echo-key-escaped"))
+    url = dict(_urls(server))[provider]
+    cfg = loop_config(url, tmp_path / "c.sqlite", provider=provider, retries=0, concurrency=4)
+    result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    _partition(result, pairs)
+    assert len(result.failures) == len(pairs)
+    shown = "\n".join(f.error for f in result.failures)
+    assert "[redac" in shown
+    assert _key_pieces(shown) == []  # not one 8-character piece of the key
+    escaped = next(f.error for f in result.failures if f.pair_id == "escaped")
+    assert "[redacted]" in escaped and "rejected credentials" in escaped
+
+
+def test_redact_replaces_every_escaped_form_before_cutting(monkeypatch):
+    from cxreval.llm.backends import OpenAIBackend
+
+    monkeypatch.setenv("OPENAI_API_KEY", SLASH_KEY)
+    backend = OpenAIBackend(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
+    try:
+        texts = [SLASH_KEY, json.dumps(SLASH_KEY), json.dumps(SLASH_KEY).replace("/", "\\/"),
+                 json.dumps(json.dumps(SLASH_KEY)), json.dumps({"k": SLASH_KEY})]
+        for text in texts:
+            assert _key_pieces(backend.redact(f"{'.' * 480} {text} tail", limit=None)) == [], text
+            assert _key_pieces(backend.redact(f"{'.' * 480} {text} tail")) == [], text  # cut at 500
+    finally:
+        asyncio.run(backend.aclose())
+
+
+# ------------------------------------------------------------------------------------------
+# 9. A key pasted as --api-key-env is never printed, even when it could be a variable name
+# ------------------------------------------------------------------------------------------
+
+KEY_LIKE_NAMES = ("gsk_3xAmPlEsEcReTkEy1234567890abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+                  "SK_" + "A" * 70)
+
+
+@pytest.mark.parametrize("name", KEY_LIKE_NAMES)
+def test_a_key_like_api_key_env_value_is_never_echoed(name, monkeypatch):
+    monkeypatch.delenv(name, raising=False)
+    cfg = LLMConfig.load(None, model="m", base_url="https://llm.example.org/v1", api_key_env=name)
+    with pytest.raises(LLMConfigError) as exc:
+        cfg.api_key()
+    assert name not in str(exc.value) and "does not look like a variable name" in str(exc.value)
+    assert name not in cfg.key_env_shown and name not in repr(cfg) and name not in str(cfg)
+    assert name not in json.dumps(cfg.answer_params())
+
+
+def test_a_conventional_variable_name_is_still_named(monkeypatch):
+    monkeypatch.delenv("MY_TEAM_KEY", raising=False)
+    cfg = LLMConfig.load(None, model="m", base_url="https://llm.example.org/v1", api_key_env="MY_TEAM_KEY")
+    with pytest.raises(LLMConfigError, match="environment variable MY_TEAM_KEY is not set"):
+        cfg.api_key()
+
+
+def test_cli_never_prints_a_key_like_api_key_env_value(tmp_path):
+    name = KEY_LIKE_NAMES[0]
+    data = tmp_path / "p.jsonl"
+    data.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
+                            for p in written_pairs(1)))
+    env = {k: v for k, v in os.environ.items() if k != name}
+    proc = subprocess.run(
+        [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--out", str(tmp_path / "o"),
+         "--engine", "llm-pairwise", "--base-url", "http://0.0.0.0:9/v1", "--model", "m",
+         "--api-key-env", name, "--cache", str(tmp_path / "c.sqlite")],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "does not look like a variable name" in proc.stdout + proc.stderr
+    everything = proc.stdout + proc.stderr + "".join(
+        p.read_text(errors="replace") for p in (tmp_path / "o").glob("*") if p.is_file())
+    assert name not in everything
+
+
+# ------------------------------------------------------------------------------------------
+# 10. The cost cap waits for requests in flight instead of stopping
+# ------------------------------------------------------------------------------------------
+
+
+def test_cap_waits_for_requests_in_flight_instead_of_stopping(tmp_path):
+    worst = 4096 * 10.0 / 1e6  # price_input 0: a request's worst case is max_tokens of output
+    cap = 5.5 * worst  # room for 5 worst cases, with concurrency 8
+    pairs = written_pairs(20)
+    with LoopbackServer(latency=0.05) as srv:
+        cfg = loop_config(srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=10.0,
+                          max_tokens=4096, max_cost=cap)
+        result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    assert result.usage.stopped is None, result.usage.stopped
+    assert result.n_pairs == 20 and result.n_failed == 0  # all of them, in one go
+    assert 0 < result.usage.cost <= cap
+    with AnswerCache(tmp_path / "c.sqlite") as store:
+        assert store.spent() == pytest.approx(result.usage.cost)
+
+
+def test_cap_still_stops_when_real_spending_leaves_no_room(tmp_path):
+    pairs = written_pairs(20)
+    with LoopbackServer(latency=0.02) as srv:
+        cfg = loop_config(srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=1000.0,
+                          max_tokens=256, max_cost=2.0)
+        result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    _partition(result, pairs)
+    assert result.usage.stopped and result.usage.stopped.startswith("--max-cost")
+    assert 0 < result.n_pairs < 20 and result.usage.cost <= 2.0
+    assert {f.reason for f in result.failures} == {"budget"}
+
+
+# ------------------------------------------------------------------------------------------
+# 11. Zero usage for a non-empty prompt or answer is not believed
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_zero_usage_is_estimated_not_believed(server, tmp_path, provider, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    pairs = written_pairs(4, marker="FAULT:zero-usage-always")
+    url = dict(_urls(server))[provider]
+    cfg = loop_config(url, tmp_path / "c.sqlite", provider=provider, price_input=1.0, price_output=4.0,
+                      max_tokens=512)
+    result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    assert result.n_pairs == 4
+    assert result.usage.estimated == result.usage.answers == 4
+    assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0 and result.usage.cost > 0
+
+
+# ------------------------------------------------------------------------------------------
+# 12. Malformed HTTP 200s are charged: a provider bills them
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_malformed_200s_are_charged_in_the_ledger(server, tmp_path, provider, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    pairs = [with_fault("cut", "cut-body-always"), with_fault("nomsg", "no-message-always"),
+             with_fault("deep", "deep-body-always")]
+    url = dict(_urls(server))[provider]
+    cache = tmp_path / "c.sqlite"
+    cfg = loop_config(url, cache, provider=provider, retries=1, price_input=1.0, price_output=4.0, max_tokens=512)
+    result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    assert result.n_pairs == 0 and len(result.failures) == 3
+    received = [e for e in server.log if e["status"] == 200]
+    assert len(received) == 6  # 3 pairs x 2 attempts, every one an HTTP 200
+    with AnswerCache(cache) as store:
+        sql = "SELECT estimated, input_tokens, output_tokens, cost FROM ledger"
+        rows = store._db.execute(sql).fetchall()  # noqa: SLF001 - the test reads the ledger
+        assert len(rows) == 6 and all(r[0] == 1 and r[1] > 0 and 0 < r[2] <= 512 and r[3] > 0 for r in rows)
+        assert store.spent() == pytest.approx(result.usage.cost) and result.usage.cost > 0
+    assert result.usage.estimated == 6
+
+
+def test_malformed_200s_count_against_the_cap(server, tmp_path):
+    pairs = written_pairs(12, marker="FAULT:cut-body-always")
+    cfg = loop_config(server.base_url, tmp_path / "c.sqlite", concurrency=4, retries=1, price_input=1.0,
+                      price_output=4.0, max_tokens=512, max_cost=0.03)
+    result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+    _partition(result, pairs)
+    assert result.usage.stopped and result.usage.stopped.startswith("--max-cost")
+    assert 0 < result.usage.cost <= 0.03
+    assert "budget" in {f.reason for f in result.failures}
+
+
+# ------------------------------------------------------------------------------------------
+# 13. Leases are short and renewed: a dead owner's lease ends within timeout + 30 s, any host
+# ------------------------------------------------------------------------------------------
+
+
+def _lease(cache: Path) -> tuple[str, float] | None:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5) as db:
+        try:
+            return db.execute("SELECT owner, expires FROM leases").fetchone()
+        except sqlite3.OperationalError:
+            return None
+
+
+def _in_thread(fn):
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box
+
+
+def _wait_for(cond, limit: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < end, "gave up waiting"
+        time.sleep(0.02)
+
+
+def test_leases_are_short_and_renewed_at_every_attempt(tmp_path):
+    import time
+
+    cache = tmp_path / "c.sqlite"
+    timeout = 5.0
+    pairs = [with_fault("slow", "429")]  # 429 (Retry-After: 1), then the retry is held by the server
+    with LoopbackServer(hold_after=1) as srv:
+        cfg = loop_config(srv.base_url, cache, timeout=timeout, concurrency=1)
+        t0 = time.time()
+        thread, box = _in_thread(lambda: Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs))
+        _wait_for(lambda: any(e["status"] == "held" for e in srv.log))
+        owner, expires = _lease(cache)
+        now = time.time()
+        assert not owner.startswith("otherhost")
+        assert expires <= now + timeout + 30 + 0.5  # short: one timeout and a margin
+        assert expires >= t0 + 1 + timeout + 30 - 0.5  # renewed after the 1 s wait, at the retry
+        srv.release()
+        thread.join(60)
+    assert "error" not in box, box.get("error")
+    assert box["value"].n_pairs == 1
+    assert _lease(cache) is None
+
+
+def test_a_stale_lease_of_another_host_is_taken_over_after_expiry(tmp_path):
+    import time
+
+    from cxreval.judge.llm_pairwise import LLMPairwiseJudge
+
+    cache = tmp_path / "c.sqlite"
+    pairs = written_pairs(3)
+    with LoopbackServer() as srv:
+        cfg = loop_config(srv.base_url, cache, timeout=1.0)
+        judge = LLMPairwiseJudge(Evaluator().ontology, cfg, "positive")
+        with AnswerCache(cache) as store:  # a process on another host took the lease, then died
+            for p in pairs:
+                store._db.execute("INSERT INTO leases VALUES (?,?,?)",  # noqa: SLF001
+                                  (judge.task(p).key, "otherhost:1:deadbeef", time.time() + 1.5))
+        t0 = time.monotonic()
+        result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+        took = time.monotonic() - t0
+    assert result.n_pairs == 3 and result.n_failed == 0
+    assert 1.0 <= took < 15  # waited for the expiry (the owner might have been alive), then took over
+    assert len(srv.log) == 3
+
+
+def test_renew_extends_only_the_owners_lease(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    with AnswerCache(cache) as a, AnswerCache(cache) as b:
+        assert a.claim("k", 0.5)
+        assert not b.claim("k", 10)
+        assert a.renew("k", 60)
+        assert not b.renew("k", 60)  # b cannot take over a live lease by renewing
+        import time
+
+        time.sleep(0.6)
+        assert not b.claim("k", 10)  # renewed: still a's
+        a.release("k")
+        assert b.claim("k", 10)

@@ -341,6 +341,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("evaluate.py", "pandas.read_csv"): "reads the pair_id column of errors.csv in a results folder that "
                                         "cxreval itself wrote (scores recomputed from judgements), not user input",
     ("evaluate.py", "json.loads(file text)"): "reads scores.json in a results folder that cxreval itself wrote",
+    ("outputs.py", "json.loads(file text)"): "reads .cxreval-outputs.json, the list of entries cxreval itself "
+                                             "wrote into an output folder",
 }
 
 

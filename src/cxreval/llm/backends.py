@@ -12,13 +12,16 @@ Structured output on OpenAI-compatible servers comes in three variants:
 when the server says it does not understand the variant. Anthropic gets the schema as the input
 schema of a forced tool.
 
-Error text that leaves a backend passes through :meth:`redact`, so the key never reaches logs,
-caches or outputs, whatever a server echoes back.
+Error text that leaves a backend passes through :meth:`redact` (the key as sent, and as JSON
+or a URL would escape it, is replaced first; only then is the text cut), so the key never
+reaches logs, caches or outputs, whatever a server echoes back.
 
 Answers are read as raw text and validated here, not trusted to the SDKs' models: an HTTP 200
-whose body is cut off, has no message, a non-string content or nonsensical usage is a
-:class:`TransientError` (retried, then listed as a failure), never a crash. Usage that is
-missing or not a non-negative integer is reported as ``None``, and the runner estimates it.
+whose body is cut off, nested too deeply, has no message, a non-string content or nonsensical
+usage is a :class:`MalformedResponse` (a :class:`TransientError`: retried, then listed as a
+failure; it carries the body's length, so the runner charges the estimated cost of a request a
+provider bills anyway), never a crash. Usage that is missing or not a non-negative integer is
+reported as ``None``, and the runner estimates it.
 
 No redirect is ever followed (the report text would be posted again to wherever it points), and
 a loopback endpoint or ``--local-only`` ignores proxy settings from the environment
@@ -30,9 +33,10 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import re
 import time
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel
 
@@ -68,9 +72,15 @@ def _loads_object(body: str, what: str) -> dict[str, Any]:
     """A response body as a JSON object, or a TransientError saying what is wrong with it."""
     try:
         value = json.loads(body)
-    except (TypeError, ValueError):
+    except json.JSONDecodeError:
         raise TransientError(f"malformed response: the {what} body is not complete JSON "
                              f"({len(body)} characters)") from None
+    except RecursionError:
+        raise TransientError(f"malformed response: the {what} body is nested too deeply to read "
+                             f"({len(body)} characters)") from None
+    except (TypeError, ValueError) as exc:  # e.g. an integer of more digits than Python converts
+        raise TransientError(f"malformed response: the {what} body holds a value that cannot be read "
+                             f"({str(exc)[:120]})") from None
     if not isinstance(value, dict):
         raise TransientError(f"malformed response: the {what} body is not a JSON object")
     return value
@@ -95,6 +105,15 @@ class TransientError(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class MalformedResponse(TransientError):
+    """An HTTP 200 whose body is unusable: retried like any transport error, but a provider bills
+    it, so the runner charges its estimated cost (``body_bytes``: the size of what came back)."""
+
+    def __init__(self, message: str, body_bytes: int) -> None:
+        super().__init__(message)
+        self.body_bytes = body_bytes
 
 
 class FatalError(Exception):
@@ -129,14 +148,28 @@ def parse_retry_after(headers: Any) -> float | None:
     except ValueError:
         pass
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError, IndexError):  # a header no date reader understands
         return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _status_transient(status: int) -> bool:
     return status in (408, 409, 425, 429) or status >= 500
+
+
+def key_forms(key: str) -> list[str]:
+    """The ways a key may come back inside text: as sent, JSON-escaped (``"``, ``\\``, non-ASCII,
+    ``/`` as ``\\/``), JSON-escaped twice, as a Python repr and URL-encoded; longest first."""
+    once = json.dumps(key)[1:-1]
+    forms = {key, once, once.replace("/", "\\/"), json.dumps(key, ensure_ascii=False)[1:-1],
+             json.dumps(once)[1:-1], json.dumps(once)[1:-1].replace("/", "\\/"), repr(key)[1:-1],
+             quote(key, safe="")}
+    return sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
+
+
+def _redactor(key: str) -> re.Pattern[str] | None:
+    forms = key_forms(key) if key and len(key) >= 4 else []
+    return re.compile("|".join(map(re.escape, forms))) if forms else None
 
 
 class _Base:
@@ -144,12 +177,15 @@ class _Base:
         config.check_endpoint()
         self.config = config
         self._key = config.api_key()
+        self._key_pattern = _redactor(self._key)
 
     def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
-        """``text`` with the key replaced (and cut to ``limit`` characters; None keeps it whole)."""
+        """``text`` with the key replaced in every form it may take (see :func:`key_forms`), then
+        cut to ``limit`` characters (None keeps it whole): redacted first, so a key straddling the
+        cut cannot survive in part."""
         text = str(text)
-        if self._key and len(self._key) >= 4:
-            text = text.replace(self._key, "[redacted]")
+        if self._key_pattern is not None:
+            text = self._key_pattern.sub("[redacted]", text)
         return text if limit is None else text[:limit]
 
     def _status_error(self, status: int, body: str, headers: Any) -> Exception:
@@ -228,7 +264,7 @@ class OpenAIBackend(_Base):
                 raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
             except oa.APIError as exc:
                 raise TransientError(self.redact(f"bad response: {exc}")) from None
-            return self._parse(body_text)
+            return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
         """A chat completion read defensively: every malformed shape is a TransientError."""
@@ -297,7 +333,7 @@ class AnthropicBackend(_Base):
             raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
         except an.APIError as exc:
             raise TransientError(self.redact(f"bad response: {exc}")) from None
-        return self._parse(body_text)
+        return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
         """A Message read defensively: the forced tool's input, else the first text block."""
@@ -312,7 +348,10 @@ class AnthropicBackend(_Base):
             if block.get("type") == "tool_use":
                 if not isinstance(block.get("input"), dict):
                     raise TransientError("malformed response: the tool input is not an object")
-                text = json.dumps(block["input"], ensure_ascii=False)
+                try:
+                    text = json.dumps(block["input"], ensure_ascii=False)
+                except (RecursionError, TypeError, ValueError):
+                    raise TransientError("malformed response: the tool input is nested too deeply to read") from None
                 break
             if block.get("type") == "text" and text is None:
                 if not isinstance(block.get("text"), str):
@@ -331,17 +370,37 @@ class AnthropicBackend(_Base):
         await self.client.close()
 
 
+def _parsed(parse: Any, body_text: Any) -> ChatResponse:
+    """``parse(body_text)``; anything wrong with an HTTP 200's body is a :class:`MalformedResponse`
+    (with the body's size, for the ledger), whatever the parser raised."""
+    text = body_text if isinstance(body_text, str) else str(body_text)
+    size = len(text.encode("utf-8", "replace"))
+    try:
+        return parse(text)
+    except MalformedResponse:
+        raise
+    except TransientError as exc:
+        raise MalformedResponse(str(exc), size) from None
+    except (RecursionError, TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise MalformedResponse(f"malformed response: {type(exc).__name__} while reading the body", size) from None
+
+
 def _body_text(exc: Any) -> str:
+    """An error response's body, whole: the caller redacts it and only then cuts it, so a key
+    straddling the cut cannot survive in part. A body the SDK parsed is written back as JSON; one
+    it could not parse is the server's text as sent."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        return body
     if body is not None:
         try:
-            return json.dumps(body)[:MAX_ERROR_CHARS]
-        except (TypeError, ValueError):
+            return json.dumps(body, ensure_ascii=False)
+        except (RecursionError, TypeError, ValueError):
             pass
     try:
-        return exc.response.text[:MAX_ERROR_CHARS]
+        return str(exc.response.text)
     except Exception:  # noqa: BLE001 - best effort for an error message
-        return str(exc)[:MAX_ERROR_CHARS]
+        return str(exc)
 
 
 def _cause(exc: BaseException) -> str:

@@ -13,7 +13,11 @@ sharing a store agree.
 
 Several processes may share one store. Before a call, a process takes a *lease* on the key
 (``claim``); another process that wants the same key waits for the answer instead of paying
-for it again. A lease whose process is gone (same host) or that has expired is taken over.
+for it again. Leases are short and renewed (``renew``): the runner gives one a life of one
+request's timeout plus 30 s and renews it at every HTTP attempt and by a heartbeat, so a lease
+whose owner died expires within about ``timeout + 30`` seconds, whatever host it ran on (a
+reused PID cannot keep it alive). An expired lease, or one whose process is gone (same host,
+checked at once), is taken over.
 
 The *ledger* records the cost of every answered request (cache hits cost nothing), so
 ``--max-cost`` is a budget per store across reruns until ``reset_budget``.
@@ -196,6 +200,21 @@ class AnswerCache:
             return True
         finally:
             self._db.execute("COMMIT")
+
+    def renew(self, key: str | None, ttl: float) -> bool:
+        """Extend this process's lease on ``key`` (or all of its leases) to ``ttl`` seconds from now.
+
+        A lease of ``key`` that lapsed and is free again is taken back; one another owner took
+        over stays theirs. Returns whether ``key`` (or any lease, for None) is now this process's.
+        """
+        expires = time.time() + ttl
+        if key is None:
+            return self._db.execute("UPDATE leases SET expires = ? WHERE owner = ?",
+                                    (expires, self.owner)).rowcount > 0
+        if self._db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ?",
+                            (expires, key, self.owner)).rowcount > 0:
+            return True
+        return self._db.execute("INSERT OR IGNORE INTO leases VALUES (?,?,?)", (key, self.owner, expires)).rowcount > 0
 
     def release(self, key: str | None = None) -> None:
         """Give back one lease of this process (or all of them)."""

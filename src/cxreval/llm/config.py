@@ -3,7 +3,9 @@
 Precedence, lowest to highest: defaults < YAML file (``--llm-config``) < environment
 (``CXREVAL_LLM_<FIELD>``, e.g. ``CXREVAL_LLM_MODEL``) < explicit arguments (CLI flags).
 The API key itself is never a setting: ``api_key_env`` names the environment variable that
-holds it, so keys stay out of files, caches, logs and outputs.
+holds it, so keys stay out of files, caches, logs and outputs. That name is printed only when it
+looks like a conventional variable name (:data:`SHOWN_ENV_NAME`: capitals, digits and ``_``, at
+most 64 characters): anything else (``gsk_...``, ``hf_...``) may be a key pasted by mistake.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ DEFAULT_BASE_URL: dict[str, str] = {
 }
 ENV_PREFIX = "CXREVAL_LLM_"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+#: Names that may be printed: conventional variable names. Any other accepted name is never shown.
+SHOWN_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
 
 class LLMConfigError(ValueError):
@@ -43,7 +47,7 @@ class LLMConfig(BaseModel):
     provider: Provider = "openai"
     base_url: str | None = Field(None, description="endpoint; None = the provider's public API")
     model: str = Field(..., min_length=1)
-    api_key_env: str | None = Field(None, description="name of the env variable holding the key")
+    api_key_env: str | None = Field(None, repr=False, description="name of the env variable holding the key")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(4096, ge=16, le=200_000)
     timeout: float = Field(120.0, gt=0, description="seconds per HTTP request")
@@ -97,6 +101,12 @@ class LLMConfig(BaseModel):
         return self.api_key_env or DEFAULT_KEY_ENV[self.provider]
 
     @property
+    def key_env_shown(self) -> str:
+        """How to name the key's variable in a message: the name itself only when it looks like
+        a conventional variable name, never a value that may be a key."""
+        return shown_env_name(self.key_env)
+
+    @property
     def is_local(self) -> bool:
         return is_loopback_url(self.endpoint)
 
@@ -111,9 +121,13 @@ class LLMConfig(BaseModel):
             return value
         if self.is_local:
             return "sk-local-no-key"
+        if SHOWN_ENV_NAME.fullmatch(self.key_env):
+            raise LLMConfigError(
+                f"no API key: environment variable {self.key_env} is not set (choose another with --api-key-env)")
         raise LLMConfigError(
-            f"no API key: environment variable {self.key_env} is not set (choose another with --api-key-env)"
-        )
+            "no API key: the value given to --api-key-env (api_key_env) does not look like a variable name "
+            "(capitals, digits and _, e.g. OPENAI_API_KEY) and may be a key itself, so it is not shown; "
+            "no environment variable of that name is set. Put the key in a variable and give its NAME")
 
     def check_endpoint(self) -> None:
         """Enforce ``local_only``: only 127.0.0.0/8, ::1 and ``localhost`` pass."""
@@ -186,6 +200,13 @@ class LLMConfig(BaseModel):
                 f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
             )
             raise LLMConfigError(f"invalid LLM settings: {problems}") from None
+
+
+def shown_env_name(name: str) -> str:
+    """``name`` if it may be printed (:data:`SHOWN_ENV_NAME`), else a description that does not echo it."""
+    if SHOWN_ENV_NAME.fullmatch(name):
+        return name
+    return "(the value given to --api-key-env: not shown, it does not look like a variable name and may be a key)"
 
 
 def safe_url(url: str) -> str:

@@ -5,21 +5,34 @@ are retried with exponential backoff, or exactly as long as ``Retry-After`` says
 is validated, and an invalid answer gets one re-ask that shows the model its error (a bounded
 excerpt of its answer, never the whole of an oversized one). The outcome is written to the
 cache as soon as it is known. Nothing is dropped: every task ends as ``ok`` or as a failure
-with its stage, error and raw answers. The key is redacted from every answer before it is
-parsed, stored or shown.
+with its stage, error and raw answers; an answer no parser can read, or any surprise in one
+task, ends that task as a listed failure, never the run (Ctrl-C and cancellation pass). The key
+is redacted from every answer before it is parsed, stored or shown.
 
 The budget (``--max-cost``) is a hard cap per answer store: a request starts only if what the
-store has spent (every run, every process: the ledger), plus what is reserved by requests in
-flight, plus this request's worst case (its prompt estimated at one token per 3 bytes, and
-``max_tokens`` of output) stays within the cap. Spending therefore never passes the cap unless
-a server reports more tokens than that worst case. Where a server reports no usable usage, the
-tokens are estimated the same way (``Usage.estimated`` counts those answers).
+store has spent (every run, every process: the ledger), plus what is reserved by this runner's
+requests in flight, plus this request's worst case (its prompt estimated at one token per 3
+bytes, and ``max_tokens`` of output) stays within the cap. A request that does not fit only
+because of reservations waits for requests in flight to finish (their real cost is usually far
+below their worst case) and checks again; the run stops only when nothing is in flight and it
+still does not fit. Spending therefore never passes the cap unless a server reports more tokens
+than that worst case. Every HTTP 200 is charged: where a server reports no usable usage (none,
+not a non-negative integer, or zero tokens for a non-empty prompt or answer), and for a 200
+whose body is unusable (retried, but billed by a real provider), the tokens are estimated the
+same way, output at most ``max_tokens`` (``Usage.estimated`` counts those).
+
+Leases (see :mod:`cxreval.llm.cache`) last ``timeout + LEASE_MARGIN`` seconds and are renewed at
+the start of every HTTP attempt, before every wait between attempts (to cover it) and by a
+heartbeat while the runner runs, so a live owner keeps its leases and a dead one's expire within
+about ``timeout + 30`` seconds, on any host.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .backends import Backend, ChatResponse, FatalError, TransientError, make_backend
+from .backends import Backend, ChatResponse, FatalError, MalformedResponse, TransientError, make_backend
 from .cache import AnswerCache, CachedAnswer
 from .config import LLMConfig
 from .prompts import load_prompt
@@ -44,6 +57,10 @@ REASK_EXCERPT_CHARS = 2000
 #: An answer longer than this many characters per max_tokens is over any schema's bounds.
 CHARS_PER_TOKEN_BOUND = 8
 LEASE_POLL_SECONDS = 0.2
+#: Seconds a lease lasts past one request's timeout (renewed at every attempt and by a heartbeat).
+LEASE_MARGIN = 30.0
+#: The heartbeat renews a runner's leases at least this often (and at least 3 times per lease life).
+HEARTBEAT_SECONDS = 10.0
 Stage = Literal["answer", "transport", "budget", "stopped"]
 
 
@@ -87,7 +104,8 @@ class Usage(BaseModel):
     cost: float = 0.0
     failed: int = 0
     not_run: int = 0
-    estimated: int = Field(0, description="answers whose server reported no usable usage: tokens estimated")
+    estimated: int = Field(0, description="HTTP 200s without usable usage (none, nonsensical, or an unusable "
+                                          "body): tokens estimated")
     retry_after_waits: list[float] = Field(default_factory=list, description="Retry-After values honoured")
     response_format: str | None = None
     stopped: str | None = None
@@ -141,7 +159,14 @@ class LLMRunner:
         self.reask = load_prompt("reask")
         self.spent_here = 0.0  # by this runner, across its batches
         self.reserved = 0.0  # worst cases of the requests in flight, for --max-cost
+        self.in_flight = 0  # requests holding a reservation
+        self._released = asyncio.Event()  # set (and replaced) whenever a reservation is given back
         self.stop_reason: str | None = None
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds a lease lasts unless renewed: one request's timeout and a margin."""
+        return self.config.timeout + LEASE_MARGIN
 
     @property
     def backend(self) -> Backend:
@@ -187,6 +212,8 @@ class LLMRunner:
                 todo.append(task)
         if todo:
             _ = self.backend  # create the client (imports the SDK) before timing the calls
+            if not self.in_flight:  # nobody waits on it: a fresh one, bound to this event loop
+                self._released = asyncio.Event()
             t0 = time.perf_counter()
             bar = _Bar(len(unique), len(unique) - len(todo), label, progress)
             queue = iter(todo)
@@ -197,10 +224,14 @@ class LLMRunner:
                     outcomes[task.key] = out
                     bar.advance(out, self.spent_here)
 
+            beat = asyncio.ensure_future(self._heartbeat())
             try:
                 with bar:
                     await asyncio.gather(*(worker() for _ in range(min(self.config.concurrency, len(todo)))))
             finally:
+                beat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beat
                 usage.response_format = getattr(self._backend, "format", None) or self.config.response_format
         if self.stop_reason:  # said once every call in flight has finished, so the figures are final
             usage.stopped = (f"{self.stop_reason}; {self.spent:.4f} USD spent from {self.cache.path} "
@@ -218,9 +249,17 @@ class LLMRunner:
         return Outcome(key=hit.key, ok=hit.status == "ok", value=hit.value, raw=hit.raw, error=hit.error,
                        stage=None if hit.status == "ok" else "answer", cached=True)
 
+    async def _heartbeat(self) -> None:
+        """Renew every lease of this runner's store owner while calls run."""
+        every = min(HEARTBEAT_SECONDS, self.lease_ttl / 3)
+        while True:
+            await asyncio.sleep(every)
+            with contextlib.suppress(sqlite3.Error):  # a busy store: the next beat or attempt renews
+                self.cache.renew(None, self.lease_ttl)
+
     async def _wait_for_lease(self, task: Task, usage: Usage) -> Outcome | None:
         """Take the task's lease; while another process holds it, wait and use its answer."""
-        ttl = self.config.timeout * (self.config.retries + 1) * 2 + 60
+        ttl = self.lease_ttl
         while not self.cache.claim(task.key, ttl):
             await asyncio.sleep(LEASE_POLL_SECONDS)
             hit = self.cache.get(task.key)
@@ -239,13 +278,18 @@ class LLMRunner:
     async def _one(self, task: Task, usage: Usage) -> Outcome:
         if self.stop_reason:
             return self._not_run(task, usage)
-        shared = await self._wait_for_lease(task, usage)
-        if shared is not None:
-            return shared
         try:
+            shared = await self._wait_for_lease(task, usage)
+            if shared is not None:
+                return shared
             return await self._ask(task, usage)
+        except Exception as exc:  # noqa: BLE001 - one task's surprise never ends the run; Ctrl-C and cancellation pass
+            usage.failed += 1
+            return Outcome(key=task.key, ok=False, error=self.redact(f"unexpected error: {type(exc).__name__}: {exc}"),
+                           stage="transport")
         finally:
-            self.cache.release(task.key)
+            with contextlib.suppress(sqlite3.Error):
+                self.cache.release(task.key)
 
     async def _ask(self, task: Task, usage: Usage) -> Outcome:
         cfg = self.config
@@ -277,7 +321,13 @@ class LLMRunner:
                     raise AnswerError(f"the answer is {len(text):,} characters, over the bound of {bound:,} "
                                       f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={cfg.max_tokens}); "
                                       "answer with the JSON object only")
-                parsed = task.parse(text)
+                try:
+                    parsed = task.parse(text)
+                except AnswerError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a parser surprised by the answer: an invalid answer
+                    raise AnswerError(self.redact(f"the answer could not be read ({type(exc).__name__}: {exc}); "
+                                                  "answer with one JSON object of the schema", limit=300)) from None
             except AnswerError as exc:
                 error = str(exc)
                 if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
@@ -314,59 +364,95 @@ class LLMRunner:
             return Outcome(key=task.key, ok=True, value=value, raw=raws)
         return Outcome(key=task.key, ok=False, raw=raws, error=error, stage="answer")
 
-    def _reserve(self, messages: list[dict[str, str]]) -> float:
-        """Reserve this request's worst-case cost, or raise BudgetReached (see the module doc)."""
+    async def _reserve(self, messages: list[dict[str, str]]) -> float | None:
+        """Reserve this request's worst-case cost (None: no cap), waiting while requests in flight
+        hold the budget it needs; raise BudgetReached when it cannot fit (see the module doc)."""
         cfg = self.config
         if cfg.max_cost is None:
-            return 0.0
+            return None
         worst = cfg.cost(estimate_tokens(messages), cfg.max_tokens)
-        spent = self.spent
-        if spent + self.reserved + worst > cfg.max_cost:
-            self.stop_reason = self.stop_reason or (
-                f"--max-cost {cfg.max_cost:g} USD reached (a request may cost up to {worst:.4f} USD, "
-                f"{max(cfg.max_cost - spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a new budget)")
-            raise BudgetReached(self.stop_reason)
-        self.reserved += worst
-        return worst
+        while True:
+            spent = self.spent
+            if spent + self.reserved + worst <= cfg.max_cost:
+                self.reserved += worst
+                self.in_flight += 1
+                return worst
+            if self.in_flight == 0:  # only what is really spent is in the way: stop
+                self.stop_reason = self.stop_reason or (
+                    f"--max-cost {cfg.max_cost:g} USD reached (a request may cost up to {worst:.4f} USD, "
+                    f"{max(cfg.max_cost - spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a new budget)")
+                self._signal()  # the others waiting stop too
+                raise BudgetReached(self.stop_reason)
+            await self._released.wait()  # a request in flight finishes: its real cost is known, check again
+
+    def _unreserve(self, reserved: float | None) -> None:
+        if reserved is None:
+            return
+        self.in_flight -= 1
+        self.reserved = self.reserved - reserved if self.in_flight else 0.0  # no float residue when idle
+        self._signal()
+
+    def _signal(self) -> None:
+        released, self._released = self._released, asyncio.Event()
+        released.set()
+
+    def _charge(self, task: Task, usage: Usage, input_tokens: int, output_tokens: int, estimated: bool) -> None:
+        """Count one HTTP 200's tokens and cost in ``usage`` and the store's ledger (the budget)."""
+        cfg = self.config
+        usage.estimated += estimated
+        usage.input_tokens += input_tokens
+        usage.output_tokens += output_tokens
+        cost = cfg.cost(input_tokens, output_tokens)
+        usage.cost += cost
+        self.spent_here += cost
+        self.cache.record_spend(task.key, cfg.model, input_tokens, output_tokens, estimated, cost)
 
     async def _call(self, messages: list[dict[str, str]], task: Task, usage: Usage) -> ChatResponse:
         cfg = self.config
         attempts = cfg.retries + 1
         for attempt in range(attempts):
             await self.limiter.wait()
-            reserved = self._reserve(messages)
+            reserved = await self._reserve(messages)
             usage.requests += 1
+            failure: TransientError | None = None
             try:
+                self.cache.renew(task.key, self.lease_ttl)
                 resp = await self.backend.complete(messages, task.schema, task.schema_name)
+            except FatalError:
+                raise
             except TransientError as exc:
+                failure = exc
+            except Exception as exc:  # noqa: BLE001 - a surprise in the client: a transport error, retried
+                failure = TransientError(self.redact(f"{type(exc).__name__}: {exc}"))
+            finally:
+                self._unreserve(reserved)
+            if failure is not None:
+                if isinstance(failure, MalformedResponse):  # an HTTP 200 all the same: a provider bills it
+                    self._charge(task, usage, estimate_tokens(messages),
+                                 min(-(-failure.body_bytes // BYTES_PER_TOKEN), cfg.max_tokens), True)
                 if attempt + 1 >= attempts:
-                    raise TransientError(f"{exc} (gave up after {attempts} attempts)") from None
+                    raise TransientError(f"{failure} (gave up after {attempts} attempts)") from None
                 usage.retries += 1
-                if exc.retry_after is not None:
-                    delay = min(exc.retry_after, MAX_RETRY_AFTER)
+                if failure.retry_after is not None:
+                    delay = min(failure.retry_after, MAX_RETRY_AFTER)
                     usage.retry_after_waits.append(delay)
                 else:
                     delay = min(MAX_BACKOFF, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+                with contextlib.suppress(sqlite3.Error):  # a busy store: the heartbeat renews
+                    self.cache.renew(task.key, delay + self.lease_ttl)  # the wait and the next attempt
                 await asyncio.sleep(delay)
                 continue
-            finally:
-                self.reserved -= reserved
             usage.answers += 1
-            estimated = resp.input_tokens is None or resp.output_tokens is None
-            if estimated:
-                usage.estimated += 1
-                resp = resp.model_copy(update={
-                    "input_tokens": resp.input_tokens if resp.input_tokens is not None else estimate_tokens(messages),
-                    "output_tokens": (resp.output_tokens if resp.output_tokens is not None
-                                      else _estimate(resp.text)),
-                })
+            # a count that is missing, or zero for a non-empty prompt / answer, is not believed
+            tokens_in = resp.input_tokens if resp.input_tokens or not any(m.get("content") for m in messages) else None
+            tokens_out = resp.output_tokens if resp.output_tokens or not resp.text else None
+            estimated = tokens_in is None or tokens_out is None
+            resp = resp.model_copy(update={
+                "input_tokens": tokens_in if tokens_in is not None else estimate_tokens(messages),
+                "output_tokens": tokens_out if tokens_out is not None else min(_estimate(resp.text), cfg.max_tokens),
+            })
             assert resp.input_tokens is not None and resp.output_tokens is not None
-            usage.input_tokens += resp.input_tokens
-            usage.output_tokens += resp.output_tokens
-            cost = cfg.cost(resp.input_tokens, resp.output_tokens)
-            usage.cost += cost
-            self.spent_here += cost
-            self.cache.record_spend(task.key, cfg.model, resp.input_tokens, resp.output_tokens, estimated, cost)
+            self._charge(task, usage, resp.input_tokens, resp.output_tokens, estimated)
             return resp
         raise AssertionError("unreachable")
 

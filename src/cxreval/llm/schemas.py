@@ -32,6 +32,9 @@ from cxreval.ontology import Ontology
 Mode = Literal["pairwise", "extract"]
 Style = Literal["dense", "sparse"]
 MAX_LISTED_PROBLEMS = 8
+#: The deepest nesting an answer may have (every schema here needs at most 4 levels); deeper
+#: answers are rejected before anything walks them (recursion in validation or storage).
+MAX_DEPTH = 16
 
 
 class AnswerError(ValueError):
@@ -122,9 +125,33 @@ def load_json(raw: str) -> tuple[Any, list[tuple[str, Any]]]:
             f"the answer is not valid JSON ({exc.msg} at character {exc.pos} of {len(text)}); "
             "it may have been cut off: answer with one complete JSON object, shorter if needed"
         ) from None
+    except RecursionError:
+        raise AnswerError(f"the answer is nested too deeply to read; {_SHALLOW}") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
+        raise AnswerError(f"the answer holds a value that cannot be read ({str(exc)[:120]}); "
+                          "answer with one JSON object of the schema's fields only") from None
     if not isinstance(value, dict):
         raise AnswerError(f"the answer must be a JSON object, got {type(value).__name__}")
+    if _depth_over(value, MAX_DEPTH):
+        raise AnswerError(f"the answer is nested more than {MAX_DEPTH} levels deep; {_SHALLOW}")
     return value, dup_keys
+
+
+_SHALLOW = "answer with one JSON object shaped like the schema (a list of flat objects)"
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``limit`` levels deep (iterative: any depth)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 class EntityResolver:

@@ -16,11 +16,17 @@ answer cut in half), ``schema`` (first answer has a value outside the enum), ``u
 answer names an entity that does not exist), ``duplicate`` / ``duplicate-tie`` (an entity judged
 three times, majority = the right verdict / twice, right verdict first), the malformed HTTP 200s
 of :data:`MALFORMED` (``cut-body``, ``no-message``, ``content-not-string``, ``usage-not-int``,
-``no-usage``, ``negative-usage``, ``not-a-message``, ``bad-block``), ``echo-key-answer`` (a 200
+``no-usage``, ``negative-usage``, ``zero-usage`` (0 tokens in and out), ``not-a-message``,
+``bad-block``, ``deep-body`` (the body nested 3,000 deep), ``long-int-body`` (the body holds a
+5,000-digit integer)), ``deep-answer`` / ``long-int-answer`` (first answer's content nested 3,000
+deep / holding a 5,000-digit integer; Anthropic: as a text block), ``echo-key-answer`` (a 200
 whose answer quotes the key), ``huge`` (an answer with a 3 MB extra field), ``empty`` (first answer
 lists no entity: ``{"entities": []}``; dense: every entity TN / not-mentioned), ``echo-key`` (a
-500 whose body quotes the request's Authorization header). ``<name>-always`` repeats the fault on
-every request. ``latency`` delays every answer; ``hold_after`` holds every request after the first N until
+500 whose body quotes the request's Authorization header), ``echo-key-pad-<N>`` (the same, after
+N dots: the key lands where an error message may be cut), ``echo-key-escaped`` (a 500 whose body,
+cut-off JSON, quotes the credentials JSON-escaped: ``/`` as ``\\/``). ``<name>-always`` repeats the
+fault on every request (``echo-key-pad-<N>`` and ``echo-key-escaped`` always do). ``latency``
+delays every answer; ``hold_after`` holds every request after the first N until
 :meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight).
 
 It binds to 127.0.0.1 only. ``python -m cxreval.testing.loopback --port 8011 --latency 0.2``.
@@ -330,6 +336,18 @@ class _Handler(BaseHTTPRequestHandler):
             auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
             self._reply(entry, 500, {"error": {"message": f"upstream rejected credentials {auth}", "type": "server_error"}})
             return
+        pad = next((int(f.rsplit("-", 1)[1]) for f in faults if re.fullmatch(r"echo-key-pad-\d{1,6}", f)), None)
+        if pad is not None:
+            entry["fault"] = f"echo-key-pad-{pad}"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            self._reply(entry, 500, {"error": {"message": "." * pad + auth, "type": "server_error"}})
+            return
+        if "echo-key-escaped" in faults:
+            entry["fault"] = "echo-key-escaped"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            escaped = json.dumps(f"upstream rejected credentials {auth}").replace("/", "\\/")
+            self._reply_raw(entry, 500, ('{"error": {"message": ' + escaped + ', "type": "server_').encode("utf-8"))
+            return
 
         try:
             reports, instructions = read_prompt(first_user)
@@ -365,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
             tool = (body.get("tools") or [{}])[0].get("name", "answer")
             try:
                 content = [{"type": "tool_use", "id": "toolu_loopback", "name": tool, "input": json.loads(text)}]
-            except json.JSONDecodeError:  # a truncated answer cannot be a tool input: send it as text
+            except (ValueError, RecursionError):  # a truncated / unreadable answer cannot be a tool input: text
                 content = [{"type": "text", "text": text}]
             payload: dict[str, Any] = {
                 "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
@@ -419,7 +437,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 #: HTTP 200 answers that are not what the API promises (each a ``FAULT:<name>``).
 MALFORMED = ("cut-body", "no-message", "content-not-string", "usage-not-int", "no-usage", "negative-usage",
-             "not-a-message", "bad-block")
+             "zero-usage", "not-a-message", "bad-block", "deep-body", "long-int-body")
+#: How deep ``deep-*`` faults nest, and how many digits ``long-int-*`` faults' integer has.
+DEEP = 3000
+LONG_INT_DIGITS = 5000
 
 
 def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, Any] | list[Any] | bytes:
@@ -428,6 +449,12 @@ def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, A
     if name == "cut-body":
         data = json.dumps(payload).encode("utf-8")
         return data[: len(data) // 2]
+    if name in ("deep-body", "long-int-body"):  # valid JSON that a reader chokes on
+        bad = "[" * DEEP + "]" * DEEP if name == "deep-body" else "9" * LONG_INT_DIGITS
+        return json.dumps({**payload, "x_extra": "@@"}).replace('"@@"', bad).encode("utf-8")
+    if name == "zero-usage":
+        return {**payload, "usage": {**payload["usage"], usage_key[0]: 0, usage_key[1]: 0}
+                | ({} if anthropic else {"total_tokens": 0})}
     if name == "no-usage":
         return {k: v for k, v in payload.items() if k != "usage"}
     if name == "usage-not-int":
@@ -466,6 +493,10 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
 
     if want("truncate"):
         return text[: max(1, len(text) // 2)], "length", "truncate"
+    if want("deep-answer"):
+        return '{"entities": ' + "[" * DEEP + "]" * DEEP + "}", "stop", "deep-answer"
+    if want("long-int-answer"):
+        return '{"entities": [{"entity": ' + "9" * LONG_INT_DIGITS + "}]}", "stop", "long-int-answer"
     if mode == "labels":
         bad = json.loads(text)
         if want("schema") and bad:
