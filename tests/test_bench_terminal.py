@@ -134,3 +134,11 @@ def test_progress_flag_forces_the_bar_onto_a_pipe(bench_dir: Path) -> None:  # n
                          timeout=60)
     assert res.returncode == 0, res.stderr
     assert BAR.search(ANSI.sub("", res.stderr))
+
+
+def test_interrupt_line_names_the_llm_answer_store(tmp_path, capsys):
+    from cxreval.bench.cli import _interrupted
+
+    _interrupted(KeyboardInterrupt(), tmp_path / "none.sqlite", tmp_path / "answers.sqlite")
+    err = capsys.readouterr().err
+    assert "answers.sqlite" in err and "rerun the same command to resume" in err and len(err.strip().splitlines()) == 1

@@ -30,6 +30,7 @@ from cxreval.bench.models import BenchmarkResult, Leaderboard
 from cxreval.render import number as _fmt
 
 if TYPE_CHECKING:
+    from cxreval.bench.config import BenchConfig
     from cxreval.bench.runner import RunStats
 
 _out = Console()
@@ -88,21 +89,36 @@ class _Bars:
         self.bar.update(self.tasks[stage], completed=done, total=total)
 
 
-def _interrupted(exc: KeyboardInterrupt, cache: Path | None) -> None:
-    """The one line Ctrl-C prints: what is kept and how to resume."""
+def _interrupted(exc: KeyboardInterrupt, cache: Path | None, answers: Path | None = None) -> None:
+    """The one line Ctrl-C prints: what is kept (judged pairs; with an LLM engine, its finished
+    answers too) and how to resume."""
     from cxreval.bench.cache import BenchCache
     from cxreval.bench.runner import Interrupted
 
+    llm = f"; finished LLM answers are kept in {escape(str(answers))}" if answers is not None else ""
     if isinstance(exc, Interrupted):
         cache, cached = exc.cache, exc.cached
     elif cache is not None and cache.is_file():
         with BenchCache(cache) as db:
             cached = db.count()
     else:
-        _err.print("interrupted before any pair was judged; nothing was cached")
+        _err.print(f"interrupted before any pair was judged{llm or '; nothing was cached'}; "
+                   "rerun the same command to resume", soft_wrap=True)
         return
-    _err.print(f"interrupted: {cached} judged pairs are cached in {escape(str(cache))}; "
+    _err.print(f"interrupted: {cached} judged pairs are cached in {escape(str(cache))}{llm}; "
                "rerun the same command to resume", soft_wrap=True)
+
+
+def _answer_store(cfg: "BenchConfig") -> Path | None:
+    """The LLM answer store of an LLM engine's settings (None for the rule engine or bad settings)."""
+    if cfg.engine.name == "rules" or cfg.engine.llm is None:
+        return None
+    from cxreval.llm.config import LLMConfig, LLMConfigError
+
+    try:
+        return LLMConfig.from_settings(cfg.engine.llm).resolved_cache_path()
+    except LLMConfigError:
+        return None
 
 
 def bench(
@@ -121,6 +137,7 @@ def bench(
 
     bars = _Bars(_err.is_terminal if progress is None else progress)
     cache: Path | None = None
+    answers: Path | None = None
     try:
         try:
             cfg = load_config(config)
@@ -128,6 +145,7 @@ def bench(
                 cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": resamples})})
             out_dir = Path(out if out is not None else cfg.out)
             cache = out_dir / "cache.sqlite"
+            answers = _answer_store(cfg)
             with bars.bar:
                 result, stats = run_benchmark(cfg, out, log=bars.log, warn=bars.warn, progress=bars)
         except InputError as exc:
@@ -142,7 +160,7 @@ def bench(
             raise typer.Exit(2) from None
         _write_outputs(result, stats, out_dir, html)
     except KeyboardInterrupt as exc:
-        _interrupted(exc, cache)
+        _interrupted(exc, cache, answers)
         raise typer.Exit(130) from None
     if stats.failed:
         # an LLM engine left pairs unjudged: each system is scored on the pairs it got, so systems
