@@ -114,13 +114,11 @@ def test_class_and_functional_form_agree(tester: MetricTester) -> None:
     tester.check_functional()
 
 
-# Known deviations, kept visible ---------------------------------------------------------------
+# Non-ASCII text ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="rouge-l tokenises with [a-z0-9]+ (ASCII): accented letters split words "
-                   "('Épanchement' -> 'panchement') and a report in another script has no token, so identical "
-                   "reports score 0; pycocoevalcap keeps such words. A fix changes values: its tok: must change too")
 def test_rouge_l_reads_non_ascii_words() -> None:
+    """Accented and non-Latin words are words (they were dropped: identical CJK reports scored 0)."""
     from cxreval.metrics.lexical import rouge_tokens
 
     assert get_metric("rouge-l").score_pairs(["肺野清晰。"], ["肺野清晰。"]).tolist() == [1.0]

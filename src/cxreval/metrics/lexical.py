@@ -6,7 +6,7 @@
   smoothed to ``0.1 / max(1, #candidate bigrams)`` (NLTK's method1 with epsilon 0.1); no unigram
   match (or an empty candidate) gives 0; brevity penalty ``exp(1 - r / c)`` when c <= r.
   Verified to 1e-16 against ReXrank's per-report values for MoERad (590 IU studies).
-- ``rouge-l``: ROUGE-L per report on lower-cased alphanumeric tokens, LCS F-measure with
+- ``rouge-l``: ROUGE-L per report on lower-cased tokens of Unicode letters and digits, LCS F-measure with
   beta = 1.2 (the pycocoevalcap convention used by the R2Gen-style leaderboards).
 - ``bleu4-corpus``: corpus BLEU-4 by sacreBLEU (13a tokenisation, lower-cased, exp smoothing,
   one reference), on a 0-1 scale. It is a corpus metric: the value of a system is computed from
@@ -27,7 +27,8 @@ from cxreval.metrics.base import MetricUnavailable, register_metric
 from cxreval.scores.signature import Signature
 
 BLEU2_SMOOTH_EPSILON = 0.1
-_WORD = re.compile(r"[a-z0-9]+")
+#: A word: a run of Unicode letters and digits (so "modéré" and "肺野清晰" are words, not dropped).
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _signature(metric: str, **options: str) -> Signature:
@@ -123,7 +124,8 @@ class Bleu2:
 
 
 def rouge_tokens(text: str) -> list[str]:
-    """Lower-cased alphanumeric tokens (punctuation dropped)."""
+    """Lower-cased tokens of Unicode letters and digits (punctuation dropped); on ASCII text the
+    same as ``[a-z0-9]+``."""
     return _WORD.findall(str(text).lower())
 
 
@@ -167,7 +169,7 @@ class RougeL:
 
     @property
     def signature(self) -> Signature:
-        return _signature("rouge-l", tok="alnum-lc", beta=f"{self.beta:g}")
+        return _signature("rouge-l", tok="unicode-alnum-lc", beta=f"{self.beta:g}")
 
     def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         _check_lengths(references, candidates)
