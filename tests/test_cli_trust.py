@@ -370,7 +370,9 @@ def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
         rerun = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
         assert rerun.returncode == 0, rerun.stderr
         usage = json.loads((tmp_path / "o" / "scores.json").read_text())["usage"]
-        assert usage["cache_hits"] >= 3 and usage["tasks"] == 20  # the finished answers were not asked again
+        # concurrency 1: when the server has answered 3, at least the first 2 were received and stored
+        # (the 3rd may have been cut by the interrupt); those are not asked again
+        assert usage["cache_hits"] >= 2 and usage["tasks"] == 20
 
 
 def test_outputs_get_the_ordinary_file_mode(tmp_path: Path) -> None:
