@@ -37,7 +37,7 @@ from cxreval.bench.models import (
 )
 from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology
-from cxreval.scores.ratios import mean_defined_rows, prf, safe_div
+from cxreval.scores.ratios import presence_prf, safe_div
 from cxreval.scores.spec import SpecScores, spec_scores
 from cxreval.scores.stats import bootstrap_weights
 
@@ -90,20 +90,14 @@ class Features:
             b = self.blocks[name]
             part = sums[:, b]
             if name in ("presence-macro-f1", "presence-micro-f1"):
-                out.append(_f1(part, self.n_entities, macro=name == "presence-macro-f1"))
+                _, macro, micro = presence_prf(part.reshape(len(part), self.n_entities, 3))
+                out.append((macro if name == "presence-macro-f1" else micro)[:, 2])
             elif name in self.corpus:
                 out.append(np.asarray(self.corpus[name].corpus_from_stats(part), dtype=float))
             else:
                 out.append(safe_div(part[:, 0], part[:, 1]))
         return np.stack(out, axis=1)
 
-
-def _f1(part: np.ndarray, n_entities: int, macro: bool) -> np.ndarray:
-    c = part.reshape(len(part), n_entities, 3)
-    if macro:
-        return mean_defined_rows(prf(c[..., 0], c[..., 1], c[..., 2])[..., 2])
-    T = c.sum(axis=1)
-    return prf(T[:, 0], T[:, 1], T[:, 2])[..., 2]
 
 
 @dataclass

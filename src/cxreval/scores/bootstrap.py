@@ -20,7 +20,7 @@ import pandas as pd
 
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import ATTRIBUTES
-from cxreval.scores.ratios import mean_defined_rows, prf, safe_div
+from cxreval.scores.ratios import presence_prf, safe_div
 from cxreval.scores.signature import Signature, check_comparable
 from cxreval.scores.stats import (
     BootstrapResult,
@@ -84,12 +84,7 @@ def attribute_counts(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence
 
 def _entity_statistic(n_entities: int) -> StatFn:
     def statistic(sums: np.ndarray) -> np.ndarray:
-        c = sums.reshape(len(sums), n_entities, 3)
-        tp, fp, fn = c[..., 0], c[..., 1], c[..., 2]
-        per = prf(tp, fp, fn)
-        macro = np.stack([mean_defined_rows(per[..., k]) for k in range(3)], axis=-1)
-        T = c.sum(axis=1)
-        micro = prf(T[:, 0], T[:, 1], T[:, 2])
+        per, macro, micro = presence_prf(sums.reshape(len(sums), n_entities, 3))
         return np.concatenate([per.reshape(len(sums), -1), macro, micro], axis=1)
 
     return statistic

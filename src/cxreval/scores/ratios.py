@@ -41,3 +41,13 @@ def mean_defined_rows(x: np.ndarray, axis: int = 1) -> np.ndarray:
     """Mean over ``axis`` of the values that are not NaN; NaN where none is."""
     defined = ~np.isnan(x)
     return safe_div(np.where(defined, x, 0.0).sum(axis=axis), defined.sum(axis=axis))
+
+
+def presence_prf(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Presence scores of TP/FP/FN counts ``(R, E, 3)`` (R resamples, E entities or labels):
+    per entity ``(R, E, 3)``, macro (mean over the entities where defined) ``(R, 3)`` and micro
+    (pooled counts) ``(R, 3)``; the last axis is precision, recall, F1."""
+    per = prf(counts[..., 0], counts[..., 1], counts[..., 2])
+    macro = np.stack([mean_defined_rows(per[..., k]) for k in range(3)], axis=-1)
+    pooled = counts.sum(axis=1)
+    return per, macro, prf(pooled[:, 0], pooled[:, 1], pooled[:, 2])
