@@ -28,7 +28,7 @@ from cxreval.cli.agree import agree
 from cxreval.bench.cli import bench
 from cxreval.meta.cli import meta_app
 from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
-from cxreval.ontology import OntologyError, load_ontology
+from cxreval.ontology import Ontology, OntologyError, load_ontology
 from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
@@ -112,6 +112,15 @@ def _fail(message: str, code: int = EXIT_INPUT) -> None:
     # soft_wrap: never break a path or a line number across lines; escape: messages may hold "[".
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _ontology(path: Path | None) -> Ontology:
+    """The packaged ontology or the user's YAML; a bad one ends the command with exit 2."""
+    try:
+        return load_ontology(path)
+    except OntologyError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
 
 
 def _version_callback(value: bool) -> None:
@@ -540,11 +549,7 @@ def extract(
 
     from cxreval.extract import RuleExtractor
 
-    try:
-        onto = load_ontology(ontology)
-    except OntologyError as exc:
-        _fail(str(exc))
-        return
+    onto = _ontology(ontology)
     extraction = RuleExtractor(onto).extract(text)
     table = Table(title=f"mentions ({extraction.engine})")
     for col in ("entity", "status", "side", "zones", "severity", "comparison", "cue", "section"):
@@ -569,11 +574,7 @@ def ontology_cmd(
     list_entities: Annotated[bool, typer.Option("--list", help="List every entity.")] = False,
 ) -> None:
     """Validate an ontology and summarise it."""
-    try:
-        onto = load_ontology(path)
-    except OntologyError as exc:
-        _fail(str(exc))
-        return
+    onto = _ontology(path)
     out_console.print(
         f"{onto.signature}: {len(onto.findings())} findings, {len(onto.differentials())} differential "
         f"diagnoses, {len(onto.groups)} groups, label sets: {', '.join(onto.labelsets)}",
