@@ -144,6 +144,53 @@ def _spec_errors_reference(options: Options, refs: Sequence[str], cands: Sequenc
     return result.errors["errors"].reindex([p.pair_id for p in pairs]).to_numpy(dtype=float)
 
 
+def _evaluate_pairs(refs: Sequence[str], cands: Sequence[str], **options: Any) -> Any:
+    import cxreval
+    from cxreval.io import ReportPair
+
+    pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
+    return cxreval.evaluate(pairs, progress=False, **options)
+
+
+def _presence_f1(average: str) -> tuple[Reference, Callable[[Options, Sequence[str], Sequence[str]], float]]:
+    """Per-pair and corpus references: ``evaluate()``'s presence F1 on each pair, and on all."""
+
+    def value(result: Any) -> float:
+        v = result.averages.macro_f1 if average == "macro" else result.averages.micro.f1
+        return np.nan if v is None else float(v)
+
+    def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+        return np.array([value(_evaluate_pairs([r], [c], **options)) for r, c in zip(refs, cands)])
+
+    def corpus(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
+        return value(_evaluate_pairs(refs, cands, **options))
+
+    return per_pair, corpus
+
+
+def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[str], Sequence[str]], float]]:
+    """Per-pair and corpus references: :func:`cxreval.scores.label_metrics` on the engine's labels."""
+
+    def value(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
+        from cxreval import Evaluator
+        from cxreval.io import ReportPair
+        from cxreval.scores import label_metrics, project_pairs
+
+        opts = dict(options)
+        label_uncertain = opts.pop("label_uncertain", "negative")
+        undefined = opts.pop("undefined", "skip")
+        ev = Evaluator(**opts)
+        pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
+        ref, cand = project_pairs(ev, pairs, ev.ontology, labelset)
+        v = label_metrics(ref, cand, labelset=labelset, uncertain=label_uncertain, undefined=undefined).macro_f1
+        return np.nan if v is None else float(v)
+
+    def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+        return np.array([value(options, [r], [c]) for r, c in zip(refs, cands)])
+
+    return per_pair, value
+
+
 def _bertscore_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
     from cxreval.metrics.bertscore import default_encoder_path
     from cxreval.testing.reference import bertscore_f1_unbatched
@@ -201,7 +248,7 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         slack=1e-15,
     ),
     MetricCase(
-        "spec-errors", "spec-report-errors", bounds=(0, np.inf), perfect=0.0, integer=True,
+        "spec-errors", "spec-report-errors-mean", bounds=(0, np.inf), perfect=0.0, integer=True,
         variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
                   Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
                   Variant(_llm_pairwise, ("engine:llm-pairwise@", "model:openai:tester"), scored=False)),
@@ -209,6 +256,23 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         nan="a pair whose LLM answer stayed unusable (LLM engines only)",
         reference=_spec_errors_reference,
     ),
+    *[MetricCase(
+        f"spec-presence-{avg}-f1", f"spec-presence-{avg}-f1", bounds=(0, 1), perfect=1.0,
+        variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
+                  Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",))),
+        nan="no entity is present in either report (no TP, FP or FN): F1 is undefined",
+        reference=_presence_f1(avg)[0], corpus_reference=_presence_f1(avg)[1],
+    ) for avg in ("macro", "micro")],
+    *[MetricCase(
+        name, name, bounds=(0, 1), perfect=1.0,
+        variants=(Variant(lambda: {"label_uncertain": "positive"}, ("uncertain:positive",)),
+                  Variant(lambda: {"undefined": "zero"}, ("undefined:zero",))),
+        unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
+                  "ontology": "in the signature's ontology field; the test ontology has no label sets"},
+        nan="no label is positive in either report: every label's F1 is undefined",
+        reference=_labels_f1(labelset)[0], corpus_reference=_labels_f1(labelset)[1],
+    ) for name, labelset in (("ran-score", "ran21"), ("labels-chexpert14", "chexpert14"),
+                             ("labels-chestxray14", "chestxray14"))],
     MetricCase(
         "bertscore", "bertscore-f1", bounds=(-1, 1), perfect=1.0, atol=1e-5,
         variants=(Variant(lambda: {"max_length": 16}, ("max_length:16",)),),
@@ -279,6 +343,8 @@ class MetricTester:
         if c.integer:
             assert np.array_equal(ok, np.round(ok)), f"{c.name}: non-integer counts {ok}"
         same = self.scores(refs=[r for r, _ in IDENTICAL], cands=[x for _, x in IDENTICAL])
+        if c.nan is not None:  # undefined for identical reports that state nothing it counts
+            same = np.where(np.isnan(same), c.perfect, same)
         assert self.close(same, np.full(len(IDENTICAL), c.perfect), atol=max(c.atol, 1e-12)), (
             f"{c.name}: identical reports score {same}, not {c.perfect}")
         empty = self.metric.score_pairs([], [])
@@ -316,33 +382,35 @@ class MetricTester:
         parts = np.concatenate([self.scores(refs=self.refs[:n], cands=self.cands[:n]),
                                 self.scores(refs=self.refs[n:], cands=self.cands[n:])])
         assert self.close(parts, whole), f"{self.case.name}: a pair's value depends on the other pairs in the call"
-        if not hasattr(m, "pair_stats"):
-            return
-        assert hasattr(m, "corpus_from_stats"), f"{self.case.name}: pair_stats without corpus_from_stats"
-        stats = np.asarray(m.pair_stats(self.refs, self.cands), dtype=float)  # type: ignore[attr-defined]
+        stats = np.asarray(m.pair_stats(self.refs, self.cands), dtype=float)
         assert stats.ndim == 2 and len(stats) == len(self.refs) and np.isfinite(stats).all()
-        first = np.asarray(m.pair_stats(self.refs[:n], self.cands[:n]))  # type: ignore[attr-defined]
-        second = np.asarray(m.pair_stats(self.refs[n:], self.cands[n:]))  # type: ignore[attr-defined]
+        first = np.asarray(m.pair_stats(self.refs[:n], self.cands[:n]))
+        second = np.asarray(m.pair_stats(self.refs[n:], self.cands[n:]))
         assert np.array_equal(np.concatenate([first, second]), stats)
-        summed = first.sum(axis=0) + second.sum(axis=0)
-        assert np.array_equal(summed, stats.sum(axis=0)), f"{self.case.name}: statistics do not add up over halves"
-        corpus = m.corpus_from_stats  # type: ignore[attr-defined]
-        whole_corpus = float(np.asarray(corpus(summed)).reshape(-1)[0])
-        if hasattr(m, "corpus_score"):
-            assert whole_corpus == m.corpus_score(self.refs, self.cands)  # type: ignore[attr-defined]
+        summed = stats.sum(axis=0)  # in the order corpus_score sums them
+        halves = first.sum(axis=0) + second.sum(axis=0)  # float values: equal up to summation order
+        assert np.allclose(halves, summed, rtol=1e-12, atol=0), f"{self.case.name}: statistics do not add up over halves"
+        corpus = m.compute
+        whole_corpus = float(np.asarray(corpus(summed[None, :])).reshape(-1)[0])
+        score = m.corpus_score(self.refs, self.cands)
+        assert score.value == whole_corpus or (np.isnan(score.value) and np.isnan(whole_corpus))
+        assert score.low is None and str(score.signature) == str(m.signature)
+        boot = m.corpus_score(self.refs, self.cands, n_bootstrap=50, seed=3)
+        assert boot.low is not None and boot.low <= boot.high, f"{self.case.name}: interval {boot}"
+        assert all(_shows(str(boot.signature), f) for f in ("resamples:50", "seed:3", "ci:percentile"))
         # several rows at once (the bootstrap's replicates), as JSON floats (the bench cache)
-        rows = np.stack([first.sum(axis=0), second.sum(axis=0), summed])
+        rows = np.stack([first.sum(axis=0), second.sum(axis=0), summed])  # JSON keeps floats exactly
         rows = np.asarray(json.loads(json.dumps(rows.tolist())))
-        assert np.array_equal(np.asarray(corpus(rows)),
-                              [corpus(r.reshape(1, -1))[0] for r in rows]), f"{self.case.name}: rows interact"
-        assert np.asarray(corpus(rows))[2] == whole_corpus
+        assert np.array_equal(np.asarray(corpus(rows)), [corpus(r.reshape(1, -1))[0] for r in rows],
+                              equal_nan=True), f"{self.case.name}: rows interact"
+        assert self.close(np.asarray(corpus(rows))[2:], np.array([whole_corpus]), atol=0)
         # per-pair rows give the per-pair values (bench correlates those)
         assert self.close(np.asarray(corpus(stats), dtype=float), whole, atol=0)
         if self.case.corpus_reference is not None:
             want = self.case.corpus_reference({}, self.refs, self.cands)
             assert abs(whole_corpus - want) <= 1e-12, f"{self.case.name}: corpus {whole_corpus} vs reference {want}"
             half = self.case.corpus_reference({}, self.refs[:n], self.cands[:n])
-            assert abs(float(np.asarray(corpus(first.sum(axis=0))).reshape(-1)[0]) - half) <= 1e-12
+            assert abs(float(np.asarray(corpus(first.sum(axis=0)[None, :])).reshape(-1)[0]) - half) <= 1e-12
 
     # (d) direction and signature ----------------------------------------------------------
     def check_signature(self) -> None:
@@ -387,9 +455,7 @@ class MetricTester:
         back = pickle.loads(pickle.dumps(m))
         assert str(back.signature) == str(m.signature) and back.higher_is_better is m.higher_is_better
         assert self.close(self.scores(back), self.whole()), f"{self.case.name}: values change after pickling"
-        if hasattr(m, "pair_stats"):
-            stats = back.pair_stats(self.refs, self.cands)  # type: ignore[attr-defined]
-            assert np.array_equal(stats, m.pair_stats(self.refs, self.cands))  # type: ignore[attr-defined]
+        assert np.array_equal(back.pair_stats(self.refs, self.cands), m.pair_stats(self.refs, self.cands))
 
     # (f) class and functional form --------------------------------------------------------
     def check_functional(self) -> None:

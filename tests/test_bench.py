@@ -247,7 +247,7 @@ def test_correlations_need_variation() -> None:
 
 
 def test_cli_writes_outputs(bench_dir: Path, tmp_path: Path) -> None:
-    from cxreval.bench.cli import bench
+    from cxreval.cli.bench import bench
 
     app = typer.Typer()
     app.command("bench")(bench)

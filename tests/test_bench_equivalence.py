@@ -18,11 +18,12 @@ from cxreval.bench.config import load_config
 from cxreval.bench.runner import load_candidates, load_dataset, run_benchmark
 from cxreval.cli import example_path
 from cxreval.io import ReportPair, read_pairs
+from cxreval.scores import ran_score
 from tests.conftest import shared_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-LEADERBOARD = {"spec-errors": "errors_per_report_mean", "presence-macro-f1": "presence_macro_f1",
-               "presence-micro-f1": "presence_micro_f1"}
+LEADERBOARD = {"spec-errors": "errors_per_report_mean", "spec-presence-macro-f1": "presence_macro_f1",
+               "spec-presence-micro-f1": "presence_micro_f1"}
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -56,6 +57,10 @@ def _check(config_path: Path, out: Path) -> int:
                     assert _same(row.metrics[bench_name].value, ev[name]), (system.name, stratum, bench_name)
                 assert _same(row.error_free.value, ev["error_free_rate"]), (system.name, stratum)
                 assert _same(row.critical_error_free.value, ev["critical_error_free_rate"]), (system.name, stratum)
+                if "ran-score" in cfg.metrics:  # a label metric through the Metric interface
+                    evaluator = cxreval.Evaluator()
+                    want = ran_score(evaluator, subset, evaluator.ontology).macro_f1
+                    assert _same(row.metrics["ran-score"].value, want), (system.name, stratum)
                 checked += 1
             summary = next(s for s in result.summaries if s.system == system.name and s.dataset == ds.name)
             every = {m["name"]: m["value"] for m in full.metrics()}
@@ -91,11 +96,21 @@ def test_synthetic_benchmark_numbers_equal_evaluate(tmp_path: Path) -> None:
             w.writerow(["id", "report"])
             w.writerows((p.pair_id, t) for p, t in zip(pairs, texts))
     (tmp_path / "bench.yaml").write_text(
-        "name: synthetic\nmetrics: [spec-errors]\n"
+        "name: synthetic\nmetrics: [spec-errors, ran-score]\n"
         "datasets: [{name: example, references: {path: refs.csv, text_col: report}}]\n"
         "systems:\n" + "".join(f"  - {{name: {n}, path: {n}.csv}}\n" for n in "ABC")
         + "  - {name: normal-template, baseline: normal-template}\n")
     assert _check(tmp_path / "bench.yaml", tmp_path / "out") == 4 * 3
+
+
+def test_old_names_of_derived_metrics_are_still_read(tmp_path: Path) -> None:
+    from cxreval.bench.config import BenchConfig
+
+    base = {"name": "x", "datasets": [{"name": "d", "references": {"path": "r.csv"}}],
+            "systems": [{"name": "s", "baseline": "normal-template"}]}
+    assert BenchConfig.model_validate({**base, "rank_by": "presence-macro-f1"}).rank_by == "spec-presence-macro-f1"
+    with pytest.raises(ValueError, match="computed from the judgements"):
+        BenchConfig.model_validate({**base, "metrics": ["spec-errors", "spec-presence-micro-f1"]})
 
 
 @pytest.mark.skipif(shared_data_dir() is None, reason="shared data not present")

@@ -92,7 +92,7 @@ def test_text_col_and_section_together_is_a_config_error(bench_dir: Path) -> Non
 
 
 def _app() -> typer.Typer:
-    from cxreval.bench.cli import bench
+    from cxreval.cli.bench import bench
 
     app = typer.Typer()
     app.command("bench")(bench)
@@ -117,7 +117,8 @@ def test_unknown_metric_and_rank_by_are_named_with_a_hint(bench_dir: Path) -> No
     assert code == 2
     lines = output.splitlines()
     metric = next(line for line in lines if "unknown metric 'bleu-2'" in line)
-    assert "did you mean 'bleu2'?" in metric and "known: bertscore, bleu2, bleu4-corpus, rouge-l, spec-errors" in metric
+    assert "did you mean 'bleu2'?" in metric and ("known: bertscore, bleu2, bleu4-corpus, labels-chestxray14, labels-chexpert14, ran-score, rouge-l, "
+                                                  "spec-errors") in metric
     rank = next(line for line in lines if "rank_by 'rouge'" in line)
     assert "is not one of the metrics" in rank and "choose from spec-errors, bleu-2" in rank
 

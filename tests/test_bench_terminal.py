@@ -137,7 +137,7 @@ def test_progress_flag_forces_the_bar_onto_a_pipe(bench_dir: Path) -> None:  # n
 
 
 def test_interrupt_line_names_the_llm_answer_store(tmp_path, capsys):
-    from cxreval.bench.cli import _interrupted
+    from cxreval.cli.bench import _interrupted
 
     _interrupted(KeyboardInterrupt(), tmp_path / "none.sqlite", tmp_path / "answers.sqlite")
     err = capsys.readouterr().err

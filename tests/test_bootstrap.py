@@ -52,13 +52,13 @@ def test_cache_estimates_equal_the_table_scores(tiny, table):
     ents = entity_scores(frame, tiny, len(PAIRS))
     avg = averages(ents)
     est = dict(zip((c := entity_cache(frame, tiny, PAIRS)).names, c.estimate()))
-    assert est["macro/f1"] == pytest.approx(avg.macro_f1)
-    assert est["micro/f1"] == pytest.approx(avg.micro.f1)
-    assert est["micro/precision"] == pytest.approx(avg.micro.precision)
+    assert est["presence_macro_f1"] == pytest.approx(avg.macro_f1)
+    assert est["presence_micro_f1"] == pytest.approx(avg.micro.f1)
+    assert est["presence_micro_precision"] == pytest.approx(avg.micro.precision)
     assert est["effusion/recall"] == pytest.approx(2 / 3)
     assert np.isnan(est["pneumonia/f1"]) and np.isnan(est["consolidation/recall"])
     for attr in ("location", "severity", "comparison"):
-        assert est[f"{attr}/accuracy"] == pytest.approx(getattr(avg, attr).accuracy)
+        assert est[f"{attr}_accuracy"] == pytest.approx(getattr(avg, attr).accuracy)
     rep = report_cache(pair_errors(frame, PAIRS))
     errs = pair_errors(frame, PAIRS)["errors"]
     assert rep.estimate().tolist() == pytest.approx([errs.mean(), (errs == 0).mean()])
@@ -75,7 +75,7 @@ def test_weighted_cache_equals_recomputing_on_the_resampled_table(tiny, table):
     for s in slow:
         f1 = fast[f"{s.entity}/f1"]
         assert (s.presence.f1 is None and np.isnan(f1)) or f1 == pytest.approx(s.presence.f1)
-    assert fast["macro/f1"] == pytest.approx(averages(slow).macro_f1)
+    assert fast["presence_macro_f1"] == pytest.approx(averages(slow).macro_f1)
 
 
 def test_unknown_pair_in_the_table_is_an_error(tiny, table):
@@ -95,10 +95,10 @@ def two_systems():
 def test_bootstrap_evaluation_brackets_the_headline_numbers(two_systems):
     res, _, _ = two_systems
     boot = bootstrap_evaluation(res, resamples=300, seed=1)
-    macro = boot.get("macro/f1")
+    macro = boot.get("presence_macro_f1")
     assert macro.estimate == pytest.approx(res.averages.macro_f1)
     assert macro.low <= macro.estimate <= macro.high
-    assert boot.get("errors/mean").estimate == pytest.approx(res.error_summary.mean)
+    assert boot.get("errors_per_report_mean").estimate == pytest.approx(res.error_summary.mean)
     sig = str(boot.signature)
     assert "seed:1" in sig and "resamples:300" in sig and "ci:bca" in sig and "uncertain:positive" in sig
 
@@ -111,7 +111,7 @@ def test_compare_evaluations_is_paired_and_checks_signatures(two_systems):
     shuffled = ev.score(res.judgements, list(reversed(res.pair_ids)))
     assert isinstance(shuffled, EvaluationResult)
     cmp = compare_evaluations(res, shuffled, resamples=100, permutations=100)
-    t = cmp.get("macro/f1")
+    t = cmp.get("presence_macro_f1")
     assert t.difference == 0.0 and t.p_randomization == 1.0
     other = cxreval.Evaluator(uncertain="negative").score(res.judgements, res.pair_ids)
     with pytest.raises(SignatureMismatch):

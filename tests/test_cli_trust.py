@@ -255,14 +255,14 @@ def test_compare_two_result_folders(tmp_path: Path) -> None:
                    "--json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    errors = next(t for t in got["tests"] if t["name"] == "errors/mean")
+    errors = next(t for t in got["tests"] if t["name"] == "errors_per_report_mean")
     a = json.loads((tmp_path / "A" / "scores.json").read_text())["report_level"]["mean"]
     b = json.loads((tmp_path / "B" / "scores.json").read_text())["report_level"]["mean"]
     assert errors["a"] == pytest.approx(a) and errors["b"] == pytest.approx(b)
     assert errors["difference"] == pytest.approx(a - b) and errors["low"] <= a - b <= errors["high"]
     assert "resamples:200" in got["signature"]
     table = run_cli("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--resamples", "50", "--permutations", "50")
-    assert table.returncode == 0 and "errors/mean" in table.stdout and "signature:" in table.stdout
+    assert table.returncode == 0 and "errors_per_report_mean" in table.stdout and "signature:" in table.stdout
     assert run_cli("evaluate", "--example", "--uncertain", "negative", "--out", str(tmp_path / "N"), "--json").returncode == 0
     refused = run_cli("compare", str(tmp_path / "A"), str(tmp_path / "N"))
     assert refused.returncode == 2 and "signatures differ" in refused.stderr

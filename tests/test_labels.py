@@ -196,11 +196,11 @@ def test_label_cache_estimate_equals_label_metrics_and_bootstraps():
         m = label_metrics(ref, cand, uncertain=unc)
         cache = label_cache(ref, cand, uncertain=unc)
         est = dict(zip(cache.names, cache.estimate()))
-        assert est["macro/f1"] == pytest.approx(m.macro_f1)
-        assert est["micro/accuracy"] == pytest.approx(m.micro.accuracy)
+        assert est["macro_f1"] == pytest.approx(m.macro_f1)
+        assert est["micro_accuracy"] == pytest.approx(m.micro.accuracy)
         assert est["b/recall"] == pytest.approx(m.get("b").recall)
     res = bootstrap(label_cache(ref, cand), resamples=200, seed=0)
-    e = res.get("macro/f1")
+    e = res.get("macro_f1")
     assert e.low <= e.estimate <= e.high
 
 

@@ -114,17 +114,17 @@ def test_corpus_bleu4_equals_sacrebleu() -> None:
     cands = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 20))).upper() for _ in range(60)]
     m = Bleu4Corpus()
     want = sacrebleu.corpus_bleu(cands, [refs], lowercase=True).score / 100
-    assert m.corpus_score(refs, cands) == pytest.approx(want, abs=1e-12)
+    assert m.corpus_score(refs, cands).value == pytest.approx(want, abs=1e-12)
     stats = m.pair_stats(refs, cands)
     assert stats.shape == (60, 10)
     # sums over any subset give that subset's corpus BLEU (what the bootstrap relies on)
     sub = slice(10, 35)
-    assert m.corpus_from_stats(stats[sub].sum(axis=0))[0] == pytest.approx(
+    assert m.compute(stats[sub].sum(axis=0, keepdims=True))[0] == pytest.approx(
         sacrebleu.corpus_bleu(cands[sub], [refs[sub]], lowercase=True).score / 100, abs=1e-12)
     # per pair: sentence-level values in [0, 1]
     per = m.score_pairs(refs, cands)
     assert per.shape == (60,) and np.all((per >= 0) & (per <= 1))
-    assert m.corpus_score(["a b c"], [""]) == 0.0
+    assert m.corpus_score(["a b c"], [""]).value == 0.0
     assert bleu_from_stats(np.zeros(10))[0] == 0.0
 
 

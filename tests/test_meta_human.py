@@ -11,7 +11,7 @@ from scipy import stats as sps
 from typer.testing import CliRunner
 
 from cxreval.io import InputError
-from cxreval.meta.cli import meta_app
+from cxreval.cli.meta import meta_app
 from cxreval.meta.human import (
     RatingsFormatError,
     RexvalColumns,

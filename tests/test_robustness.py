@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cxreval.llm import LLMConfig
 from cxreval.testing.loopback import LoopbackServer
-from cxreval.meta.cli import meta_app
+from cxreval.cli.meta import meta_app
 from cxreval.meta.perturb import PerturbationSuite, PerturbedPair, read_suite
 from cxreval.meta.report import bar_chart_svg, render_page
 from cxreval.meta.robustness import (

@@ -36,8 +36,9 @@ from cxreval.bench.models import (
     SystemSummary,
 )
 from cxreval.judge.table import JudgementTable
+from cxreval.metrics.base import mean_of_stats, mean_stats
 from cxreval.ontology import Ontology
-from cxreval.scores.ratios import presence_prf, safe_div
+from cxreval.scores.ratios import presence_prf
 from cxreval.scores.spec import SpecScores, spec_scores
 from cxreval.scores.stats import bootstrap_weights
 
@@ -58,20 +59,24 @@ def _none(x: float) -> float | None:
 # ------------------------------------------------------------------------------------------
 
 
+Compute = Any  # summed statistics ``(R, k)`` -> scores ``(R,)``: a metric's ``compute``
+
+
 @dataclass
 class Features:
-    """Per-pair features of one system on one dataset and how to turn their sums into scores.
+    """Per-pair statistics of one system on one dataset, and how each metric scores their sums.
 
     ``values`` (dense) and ``presence`` (sparse TP/FP/FN per active entity, ``(n, 3E)``) are
-    summed separately; ``blocks`` index the concatenation ``[dense sums, presence sums]``.
+    summed separately; ``blocks`` index the concatenation ``[dense sums, presence sums]``;
+    ``compute`` holds each metric's own ``compute`` (:class:`cxreval.metrics.Metric`), so bench
+    applies no arithmetic of its own to a metric's statistics.
     """
 
     values: np.ndarray  # (n, F) float32/float64
     presence: sparse.csr_matrix  # (n, 3 * n_entities) float
     names: list[str]  # score names, in the order ``scores`` returns them
     blocks: dict[str, slice]
-    n_entities: int
-    corpus: dict[str, Any]  # metric name -> metric object with corpus_from_stats
+    compute: dict[str, Compute]
 
     def sums(self, idx: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """Weighted column sums over the pairs ``idx``: ``(R, F + 3E)`` (one row when unweighted)."""
@@ -85,19 +90,16 @@ class Features:
 
     def scores(self, sums: np.ndarray) -> np.ndarray:
         """Column sums ``(R, F + 3E)`` -> scores ``(R, len(names))``."""
-        out: list[np.ndarray] = []
-        for name in self.names:
-            b = self.blocks[name]
-            part = sums[:, b]
-            if name in ("presence-macro-f1", "presence-micro-f1"):
-                _, macro, micro = presence_prf(part.reshape(len(part), self.n_entities, 3))
-                out.append((macro if name == "presence-macro-f1" else micro)[:, 2])
-            elif name in self.corpus:
-                out.append(np.asarray(self.corpus[name].corpus_from_stats(part), dtype=float))
-            else:
-                out.append(safe_div(part[:, 0], part[:, 1]))
-        return np.stack(out, axis=1)
+        return np.stack([np.asarray(self.compute[name](sums[:, self.blocks[name]]), dtype=float)
+                         for name in self.names], axis=1)
 
+
+def _presence_f1(n_entities: int, average: str) -> Compute:
+    def compute(sums: np.ndarray) -> np.ndarray:
+        _, macro, micro = presence_prf(sums.reshape(len(sums), n_entities, 3))
+        return (macro if average == "macro" else micro)[:, 2]
+
+    return compute
 
 
 @dataclass
@@ -137,51 +139,45 @@ def pair_table(sys: "SystemRun", ontology: Ontology, ids: Sequence[str]) -> Pair
 
 
 def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], runner: "Runner") -> Features:
-    """The feature matrix of one system (see module doc)."""
+    """The statistics of one system (see module doc): each metric's ``pair_stats`` (the bench
+    cache holds them, or a pair-mean metric's values), the judgement table's counts for the
+    SPEC metrics."""
     cols: list[np.ndarray] = []
     blocks: dict[str, slice] = {}
-    corpus: dict[str, Any] = {}
+    compute: dict[str, Compute] = {}
     width = 0
 
-    def add(name: str, block: np.ndarray) -> None:
+    def add(name: str, block: np.ndarray, fn: Compute) -> None:
         nonlocal width
         block = block.reshape(len(block), -1)
         cols.append(block)
         blocks[name] = slice(width, width + block.shape[1])
+        compute[name] = fn
         width += block.shape[1]
 
-    j = table.judged.astype(float)
-
-    def mean_block(v: np.ndarray) -> np.ndarray:
-        ok = np.isfinite(v)
-        return np.stack([np.where(ok, v, 0.0), ok.astype(float)], axis=1)
-
-    names: list[str] = []
+    judged = np.where(table.judged, 1.0, np.nan)
     presence_names = []
     for name in metric_names:
         if name == JUDGEMENT_METRIC:
-            add(name, mean_block(table.errors))
-        elif name in ("presence-macro-f1", "presence-micro-f1"):
+            add(name, mean_stats(table.errors), mean_of_stats)
+        elif name in ("spec-presence-macro-f1", "spec-presence-micro-f1"):
             presence_names.append(name)
-        elif name == "error-free":
-            add(name, np.stack([(table.errors == 0) & table.judged, j], axis=1).astype(float))
-        elif name == "critical-error-free":
-            add(name, np.stack([(table.critical_errors == 0) & table.judged, j], axis=1).astype(float))
+        elif name == "spec-report-error-free-rate":
+            add(name, mean_stats((table.errors == 0) * judged), mean_of_stats)
+        elif name == "spec-report-critical-error-free-rate":
+            add(name, mean_stats((table.critical_errors == 0) * judged), mean_of_stats)
         else:
             metric = runner.metric(name)
             values = sys.metrics[name]
-            if hasattr(metric, "corpus_from_stats"):
-                corpus[name] = metric
-                add(name, values)
-            else:
-                add(name, mean_block(values))
-        names.append(name)
+            add(name, values if values.ndim == 2 else mean_stats(values), metric.compute)
     n_ent = len(table.entities)
     for name in presence_names:
         blocks[name] = slice(width, width + 3 * n_ent)
-    values = np.concatenate(cols, axis=1) if cols else np.zeros((len(j), 0))
+        compute[name] = _presence_f1(n_ent, "macro" if "macro" in name else "micro")
+    values = np.concatenate(cols, axis=1) if cols else np.zeros((len(judged), 0))
     exact = values.size == 0 or (np.array_equal(values, np.round(values)) and len(values) * np.abs(values).max() < 2**24)
-    return Features(values.astype(np.float32 if exact else np.float64), table.presence, names, blocks, n_ent, corpus)
+    return Features(values.astype(np.float32 if exact else np.float64), table.presence, list(metric_names),
+                    blocks, compute)
 
 
 # ------------------------------------------------------------------------------------------
@@ -244,7 +240,8 @@ def leaderboard(
         rows.append(LeaderboardRow(
             system=name, n_pairs=n_judged, n_failed=n - n_judged, metrics=metrics,
             rank=int(rank[s]), rank_low=int(r_lo[s]), rank_high=int(r_hi[s]),
-            error_free=metrics.get("error-free"), critical_error_free=metrics.get("critical-error-free"),
+            error_free=metrics.get("spec-report-error-free-rate"),
+            critical_error_free=metrics.get("spec-report-critical-error-free-rate"),
             baseline=base,
         ))
     rows.sort(key=lambda r: (r.rank, r.system))
@@ -334,7 +331,7 @@ def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
     interval = {"method": "percentile", "resamples": bs.resamples, "seed": bs.seed, "confidence": bs.confidence}
     sig = runner.evaluator.signature.with_intervals(**interval)
     infos = [MetricInfo(name=JUDGEMENT_METRIC, higher_is_better=False, label="Errors / report",
-                        signature=str(sig.with_metric("spec-report-errors")),
+                        signature=str(sig.with_metric("spec-report-errors-mean")),
                         description="SPEC-CXR errors per report: FP + FN + not-aligned + comparison errors")]
     for name in config.metrics:
         if name == JUDGEMENT_METRIC:
@@ -344,16 +341,15 @@ def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
                                 signature=str(m.signature.with_intervals(**interval)),
                                 label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
                                 description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
-    sig_names = {"presence-macro-f1": "spec-presence-macro-f1", "presence-micro-f1": "spec-presence-micro-f1",
-                 "error-free": "spec-report-error-free-rate", "critical-error-free": "spec-report-critical-error-free-rate"}
-    desc = {"presence-macro-f1": "entity presence F1, mean over entities with a defined F1",
-            "presence-micro-f1": "entity presence F1 over pooled TP/FP/FN",
-            "error-free": "share of reports with no SPEC-CXR error",
-            "critical-error-free": "share of reports with no error on a critical entity (ontology `critical: true`)"}
+    desc = {"spec-presence-macro-f1": "entity presence F1, mean over entities with a defined F1",
+            "spec-presence-micro-f1": "entity presence F1 over pooled TP/FP/FN",
+            "spec-report-error-free-rate": "share of reports with no SPEC-CXR error",
+            "spec-report-critical-error-free-rate": "share of reports with no error on a critical entity "
+                                                    "(ontology `critical: true`)"}
     for name, (label, higher) in DERIVED_METRICS.items():
         infos.append(MetricInfo(name=name, higher_is_better=higher, label=label, description=desc[name],
-                                signature=str(sig.with_metric(sig_names[name])),
-                                level="dataset" if "f1" in name else "pair"))
+                                signature=str(sig.with_metric(name)),
+                                level="corpus" if "f1" in name else "pair"))
     return infos
 
 
@@ -438,8 +434,8 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
                 if m == JUDGEMENT_METRIC:
                     continue
                 v = s.metrics[m]
-                if v.ndim == 2:
-                    v = np.asarray(runner.metric(m).corpus_from_stats(v), dtype=float)  # type: ignore[attr-defined]
+                if v.ndim == 2:  # statistics: the pair's own value is the metric's compute of its row
+                    v = np.asarray(runner.metric(m).compute(v), dtype=float)
                 per_pair.setdefault(m, []).append(v)
         if per_pair:
             corrs.extend(correlations(d.name, {m: np.concatenate(v) for m, v in per_pair.items()}))

@@ -160,6 +160,14 @@ class BenchConfig(_Model):
     datasets: list[DatasetConfig] = Field(..., min_length=1)
     systems: list[SystemConfig] = Field(..., min_length=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """``rank_by`` may still use a derived metric's old name (``presence-macro-f1``...)."""
+        if isinstance(data, dict) and isinstance(data.get("rank_by"), str) and data["rank_by"] in OLD_NAMES:
+            data = {**data, "rank_by": OLD_NAMES[data["rank_by"]]}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> "BenchConfig":
         problems = []
@@ -172,9 +180,12 @@ class BenchConfig(_Model):
             for d in s.datasets or []:
                 if d not in known:
                     problems.append(f"system {s.name!r} names unknown dataset {d!r}")
-        registered = available_metrics()
+        registered = [m for m in available_metrics() if m not in DERIVED_METRICS]
         for name in dict.fromkeys(self.metrics):
-            if name not in registered:
+            if name in DERIVED_METRICS:
+                problems.append(f"metric {name!r} is computed from the judgements for every benchmark: "
+                                "rank by it with rank_by, do not list it under metrics")
+            elif name not in registered:
                 problems.append(f"unknown metric {name!r}{did_you_mean(name, registered)}; "
                                 f"known: {', '.join(registered)}")
         if JUDGEMENT_METRIC not in self.metrics:
@@ -196,12 +207,20 @@ class BenchConfig(_Model):
         return [s for s in self.systems if s.datasets is None or dataset in s.datasets]
 
 
-#: Metrics computed from the judgement table on top of the listed ones (always present).
+#: Metrics computed from the judgement table on top of the listed ones (always present), named
+#: by their metric id, the name they have in signatures and in :data:`cxreval.scores.spec.HEADLINE`.
 DERIVED_METRICS: dict[str, tuple[str, bool]] = {
-    "presence-macro-f1": ("Presence macro-F1", True),
-    "presence-micro-f1": ("Presence micro-F1", True),
-    "error-free": ("Error-free rate", True),
-    "critical-error-free": ("Critical error-free rate", True),
+    "spec-presence-macro-f1": ("Presence macro-F1", True),
+    "spec-presence-micro-f1": ("Presence micro-F1", True),
+    "spec-report-error-free-rate": ("Error-free rate", True),
+    "spec-report-critical-error-free-rate": ("Critical error-free rate", True),
+}
+#: Names the derived metrics had before cxreval 0.x used one name per number; still read.
+OLD_NAMES: dict[str, str] = {
+    "presence-macro-f1": "spec-presence-macro-f1",
+    "presence-micro-f1": "spec-presence-micro-f1",
+    "error-free": "spec-report-error-free-rate",
+    "critical-error-free": "spec-report-critical-error-free-rate",
 }
 
 

@@ -36,7 +36,7 @@ from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
 from cxreval.bench.config import JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig, DatasetConfig, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
-from cxreval.metrics import MetricUnavailable, ReportMetric, UnknownMetric, get_metric
+from cxreval.metrics import MetricUnavailable, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
@@ -217,9 +217,11 @@ def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]
 
 
 def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[str]) -> list[Any]:
-    if hasattr(metric, "pair_stats"):
-        return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]  # type: ignore[attr-defined]
-    return [None if not math.isfinite(v) else float(v) for v in metric.score_pairs(refs, cands)]
+    """What the cache keeps per pair: a pair-mean metric's value (None: not scored), else the
+    metric's statistics (a list per pair)."""
+    if metric.level == "pair":
+        return [None if not math.isfinite(v) else float(v) for v in metric.score_pairs(refs, cands)]
+    return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
 
 
 def _pool(workers: int, ontology: str | None, uncertain: str) -> Any:
@@ -315,9 +317,10 @@ class Runner:
             except UnknownMetric as exc:
                 problems.append(str(exc.args[0]))
             except MetricUnavailable as exc:
-                missing = _missing_extra(name)
-                problems.append(f"metric {name!r} needs the optional extra {name!r} (not installed: "
-                                f"{', '.join(missing)}): pip install 'cxreval[{name}]'"
+                extra = (metric_spec(name).needs or (name,))[0]  # the registry says which extra
+                missing = _missing_extra(extra)
+                problems.append(f"metric {name!r} needs the optional extra {extra!r} (not installed: "
+                                f"{', '.join(missing)}): pip install 'cxreval[{extra}]'"
                                 if missing else f"metric {name!r} cannot run here: {exc}")
             except TypeError as exc:
                 problems.append(f"metric {name!r} does not take the metric_options given: {exc}")

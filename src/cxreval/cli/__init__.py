@@ -25,8 +25,24 @@ from rich.markup import escape
 
 from cxreval._version import __version__
 from cxreval.cli.agree import agree
-from cxreval.bench.cli import bench
-from cxreval.meta.cli import meta_app
+from cxreval.cli.common import (
+    EXIT_INPUT,  # noqa: F401  (re-exported: the exit codes are part of cxreval.cli)
+    EXIT_INTERRUPTED,
+    EXIT_STOPPED,
+    EXIT_UNSCORED,
+    EXIT_WRITE,
+    LLM_PANEL,
+    BaseURLOption,
+    CacheOption,
+    LLMConfigOption,
+    LocalOnlyOption,
+    ModelOption,
+    TemperatureOption,
+    err_console,
+    fail,
+)
+from cxreval.cli.bench import bench
+from cxreval.cli.meta import meta_app
 from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import Ontology, OntologyError, load_ontology
 from cxreval.summary import print_summary
@@ -45,7 +61,6 @@ app = typer.Typer(
 out_console = Console()
 if not out_console.is_terminal:
     out_console = Console(width=120)  # pipes and CI logs: wide enough for the summary tables
-err_console = Console(stderr=True)
 
 
 class Uncertain(str, Enum):
@@ -91,15 +106,10 @@ class SchemaStyle(str, Enum):
     dense = "dense"
 
 
-LLM = "LLM engines"
+LLM = LLM_PANEL
 INPUT = "Input"
 
 SUFFIXES = {sfx for suffixes in FORMATS.values() for sfx in suffixes}
-EXIT_WRITE = 1
-EXIT_INPUT = 2
-EXIT_STOPPED = 3
-EXIT_UNSCORED = 4
-EXIT_INTERRUPTED = 130
 P = ParamSpec("P")
 
 
@@ -108,10 +118,7 @@ def example_path() -> Path:
     return Path(str(resources.files("cxreval.examples") / "example_pairs.csv"))
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> None:
-    # soft_wrap: never break a path or a line number across lines; escape: messages may hold "[".
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+_fail = fail
 
 
 def _ontology(path: Path | None) -> Ontology:
@@ -177,12 +184,12 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
     engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine.rules,
-    llm_config: Annotated[Optional[Path], typer.Option("--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).", rich_help_panel=LLM)] = None,
+    llm_config: LLMConfigOption = None,
     provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Model name as the server knows it.", rich_help_panel=LLM)] = None,
+    base_url: BaseURLOption = None,
+    model: ModelOption = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM)] = None,
+    temperature: TemperatureOption = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call.", rich_help_panel=LLM)] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request.", rich_help_panel=LLM)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
@@ -194,8 +201,8 @@ def evaluate(
     price_output: Annotated[Optional[float], typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
-    local_only: Annotated[Optional[bool], typer.Option("--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM)] = None,
-    cache: Annotated[Optional[Path], typer.Option("--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM)] = None,
+    local_only: LocalOnlyOption = None,
+    cache: CacheOption = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)] = False,
 ) -> None:
     """Score candidate reports against references, entity by entity (SPEC-CXR).

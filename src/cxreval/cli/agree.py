@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from cxreval.cli.common import fail
 from rich.console import Console
-from rich.markup import escape
 
 
 class UncertainChoice(str, Enum):
@@ -35,9 +36,7 @@ class AgreeFormat(str, Enum):
     latex = "latex"
 
 
-def _fail(message: str, code: int = 2) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+_fail = fail
 
 
 def _labels_option(labels: str | None, labelset: str | None, ontology: Path | None) -> tuple[list[str] | None, str]:

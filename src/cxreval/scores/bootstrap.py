@@ -5,9 +5,10 @@ correct/judged, pairs x errors); confidence intervals and tests then resample th
 (:mod:`cxreval.scores.stats`) and never touch a judge or the table again. Implicit TN rows (an
 entity neither report mentions) need no storage: every score here is a function of TP, FP, FN.
 
-Score names: ``<entity>/precision|recall|f1``, ``macro/...``, ``micro/...``,
-``location|severity|comparison/accuracy`` (pooled, TP rows only, as in :func:`averages`),
-``errors/mean`` and ``error_free/rate`` (report level).
+Score names are those of :data:`cxreval.scores.spec.HEADLINE` (``presence_macro_f1``,
+``location_accuracy`` (pooled, TP rows only, as in :func:`averages`), ``errors_per_report_mean``,
+``error_free_rate``...), plus ``presence_macro_precision|recall`` and
+``<entity>/precision|recall|f1`` per entity.
 """
 
 from __future__ import annotations
@@ -101,11 +102,11 @@ def entity_cache(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence[str
     counts = entity_counts(frame, ontology, pair_ids)
     n, n_ent = counts.shape[0], counts.shape[1]
     names = tuple(f"{e}/{s}" for e in ontology.entity_ids for s in ENTITY_SCORES)
-    names += tuple(f"macro/{s}" for s in ENTITY_SCORES) + tuple(f"micro/{s}" for s in ENTITY_SCORES)
+    names += tuple(f"presence_macro_{s}" for s in ENTITY_SCORES) + tuple(f"presence_micro_{s}" for s in ENTITY_SCORES)
     presence = PairCache(counts.reshape(n, -1).astype(float), _entity_statistic(n_ent), names)
     attrs = attribute_counts(frame, ontology, pair_ids)
     attr_cache = PairCache(attrs.reshape(n, -1).astype(float), _attribute_statistic,
-                           tuple(f"{a}/accuracy" for a in ATTRIBUTES))
+                           tuple(f"{a}_accuracy" for a in ATTRIBUTES))
     return concat_caches([presence, attr_cache])
 
 
@@ -119,7 +120,7 @@ def report_cache(errors: pd.DataFrame) -> PairCache:
     mean errors per report and the error-free rate."""
     e = errors["errors"].to_numpy(dtype=float)
     values = np.stack([e, (e == 0).astype(float), np.ones_like(e)], axis=1)
-    return PairCache(values, _report_statistic, ("errors/mean", "error_free/rate"))
+    return PairCache(values, _report_statistic, ("errors_per_report_mean", "error_free_rate"))
 
 
 def evaluation_cache(result: EvaluationResult) -> PairCache:

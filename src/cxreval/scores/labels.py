@@ -319,17 +319,24 @@ def extractor_signature(extractor: object, ontology: Ontology) -> Signature:
 # ------------------------------------------------------------------------------------------
 
 
+def label_scores_of_counts(counts: np.ndarray, undefined: Undefined = "skip") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scores of summed confusion counts ``(R, n_labels, 4)`` (TP, FP, FN, TN): per label
+    ``(R, L, 4)``, macro ``(R, 4)`` and micro ``(R, 4)``, each as precision, recall, F1, accuracy."""
+    c = np.asarray(counts, dtype=float)
+    tp, fp, fn, tn = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
+    per = np.concatenate([prf(tp, fp, fn), safe_div(tp + tn, tp + fp + fn + tn)[..., None]], axis=-1)
+    macro = _nanmean_policy(per, undefined)
+    T = c.sum(axis=1)
+    mtp, mfp, mfn, mtn = T[:, 0], T[:, 1], T[:, 2], T[:, 3]
+    micro = np.concatenate([prf(mtp, mfp, mfn), safe_div(mtp + mtn, T.sum(axis=1))[..., None]], axis=-1)
+    return per, macro, micro
+
+
 def _label_statistic(n_labels: int, undefined: Undefined) -> StatFn:
     """Scores of summed per-label confusion counts: per label, then macro, then micro."""
 
     def statistic(sums: np.ndarray) -> np.ndarray:
-        c = sums.reshape(len(sums), n_labels, 4)
-        tp, fp, fn, tn = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
-        per = np.concatenate([prf(tp, fp, fn), safe_div(tp + tn, tp + fp + fn + tn)[..., None]], axis=-1)  # (R, L, 4)
-        macro = _nanmean_policy(per, undefined)  # (R, 4)
-        T = c.sum(axis=1)
-        mtp, mfp, mfn, mtn = T[:, 0], T[:, 1], T[:, 2], T[:, 3]
-        micro = np.concatenate([prf(mtp, mfp, mfn), safe_div(mtp + mtn, T.sum(axis=1))[..., None]], axis=-1)
+        per, macro, micro = label_scores_of_counts(sums.reshape(len(sums), n_labels, 4), undefined)
         return np.concatenate([per.reshape(len(sums), -1), macro, micro], axis=1)
 
     return statistic
@@ -354,12 +361,13 @@ def label_cache(
 ) -> PairCache:
     """Per-report confusion indicators of every label, for bootstrap CIs and paired tests.
 
-    Scores: ``<label>/<precision|recall|f1|accuracy>``, ``macro/...`` and ``micro/...``.
+    Scores: ``<label>/<precision|recall|f1|accuracy>``, ``macro_...`` and ``micro_...`` (the
+    names of :class:`LabelMetrics`' fields: ``macro_f1`` is Ran Score for Ran-21).
     """
     ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
     conf = label_confusion(ref, cand)
     n_labels = conf.shape[1]
     statistic = _label_statistic(n_labels, undefined)
     names = tuple(f"{lab}/{s}" for lab in ref.columns for s in LABEL_SCORES)
-    names += tuple(f"macro/{s}" for s in LABEL_SCORES) + tuple(f"micro/{s}" for s in LABEL_SCORES)
+    names += tuple(f"macro_{s}" for s in LABEL_SCORES) + tuple(f"micro_{s}" for s in LABEL_SCORES)
     return PairCache(conf.reshape(len(conf), -1).astype(float), statistic, names)

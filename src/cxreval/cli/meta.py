@@ -7,21 +7,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+from cxreval.cli.common import (
+    BaseURLOption,
+    CacheOption,
+    LLMConfigOption,
+    LocalOnlyOption,
+    ModelOption,
+    TemperatureOption,
+    fail,
+)
 
 meta_app = typer.Typer(help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.",
                        no_args_is_help=True)
-_err = Console(stderr=True)
 
 _METRIC_HELP = ("metric names (repeat): any registered metric (spec-errors, bleu2, rouge-l, bertscore...), "
                 "or llm-pairwise / llm-pairwise-2pass with --llm-config or --base-url/--model")
 
 
-def _llm_config(llm_config: Optional[Path], base_url: Optional[str], model: Optional[str], local_only: bool,
+def _llm_config(llm_config: Optional[Path], base_url: Optional[str], model: Optional[str], local_only: Optional[bool],
                 cache: Optional[Path], temperature: Optional[float]) -> Any:
     from cxreval.llm.config import LLMConfig
 
@@ -49,20 +56,7 @@ def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
     return out
 
 
-def _fail(msg: str, code: int = 2) -> NoReturn:
-    # As the main CLI does: an InputError's message lists every problem on its own line; soft_wrap
-    # never breaks a path or a line number across lines; escape: messages may hold "[".
-    _err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-# The LLM settings every meta command takes (used by LLM metrics only).
-LLMConfigOption = Annotated[Optional[Path], typer.Option(help="YAML file of LLM settings (LLM metrics only)")]
-BaseURLOption = Annotated[Optional[str], typer.Option(help="LLM endpoint, e.g. http://127.0.0.1:8000/v1")]
-ModelOption = Annotated[Optional[str], typer.Option(help="LLM model name as the server knows it")]
-LocalOnlyOption = Annotated[bool, typer.Option(help="refuse any LLM endpoint not on loopback")]
-CacheOption = Annotated[Optional[Path], typer.Option(help="SQLite LLM answer store")]
-TemperatureOption = Annotated[Optional[float], typer.Option(help="LLM sampling temperature")]
+_fail = fail
 
 
 @meta_app.command("human")
@@ -83,7 +77,7 @@ def human(
     rexval_columns: Optional[str] = typer.Option(None, help="JSON object overriding ReXVal column names"),
     out: Optional[Path] = typer.Option(None, help="write the alignment as JSON"),
     llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
-    local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
+    local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Kendall tau-b and Spearman between each metric and the mean rater error count."""
     from cxreval.meta.human import RexvalColumns, human_alignment, read_plain_ratings, read_rexval
@@ -163,7 +157,7 @@ def score(
     out: Optional[Path] = typer.Option(None, help="write the report as JSON"),
     failures_out: Optional[Path] = typer.Option(None, help="JSONL of the variants each metric got wrong"),
     llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
-    local_only: LocalOnlyOption = False, cache: CacheOption = None, temperature: TemperatureOption = None,
+    local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
     from cxreval.io import InputError

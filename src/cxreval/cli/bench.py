@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from cxreval.bench.models import BenchmarkResult, Leaderboard
+from cxreval.cli.common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_UNSCORED, err_console
 from cxreval.render import number as _fmt
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 _out = Console()
 if not _out.is_terminal:
     _out = Console(width=160)
-_err = Console(stderr=True)
+_err = err_console
 
 
 def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console | None = None) -> None:
@@ -150,18 +151,18 @@ def bench(
                 result, stats = run_benchmark(cfg, out, log=bars.log, warn=bars.warn, progress=bars)
         except InputError as exc:
             _err.print(escape(str(exc)), soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(EXIT_INPUT) from None
         except SetupError as exc:
             for line in exc.problems:
-                _err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
-            raise typer.Exit(2) from None
+                _err.print(f"[bold red]error:[/] {escape(line)}", soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT) from None
         except (UnknownMetric, MetricUnavailable, ValueError) as exc:
-            _err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-            raise typer.Exit(2) from None
+            _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT) from None
         _write_outputs(result, stats, out_dir, html)
     except KeyboardInterrupt as exc:
         _interrupted(exc, cache, answers)
-        raise typer.Exit(130) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if stats.failed:
         # an LLM engine left pairs unjudged: each system is scored on the pairs it got, so systems
         # with failures are ranked on fewer studies than the others (their n shows it); like
@@ -169,7 +170,7 @@ def bench(
         _err.print(f"[bold red]unscored:[/] {stats.failed:,} pairs were not judged (LLM answers that stayed "
                    "invalid); the systems concerned are scored on fewer studies (see n). Rerun to retry them.",
                    soft_wrap=True, highlight=False)
-        raise typer.Exit(4)
+        raise typer.Exit(EXIT_UNSCORED)
 
 
 def _write_outputs(result: BenchmarkResult, stats: "RunStats", out_dir: Path, html: bool) -> None:

@@ -1,0 +1,52 @@
+"""What every command shares: exit codes, the one error printer, and the LLM option group.
+
+Each option is declared once here (name, type, help, panel) and used by ``evaluate`` and the
+``meta`` commands, so a flag means the same thing with the same help everywhere. ``bench``
+reads its LLM settings from its YAML (``engine.llm``), which takes the same fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_OK = 0
+EXIT_WRITE = 1  # results could not be written
+EXIT_INPUT = 2  # bad input or settings
+EXIT_STOPPED = 3  # an LLM run stopped early
+EXIT_UNSCORED = 4  # more pairs unscored than allowed
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+LLM_PANEL = "LLM engines"
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
+    """Print ``error: message`` to stderr and end the command with ``code``.
+
+    soft_wrap: a path or a line number is never broken across lines; escape: messages may hold "[".
+    An :class:`~cxreval.io.InputError`'s message lists every problem on its own line.
+    """
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+# The LLM option group ------------------------------------------------------------------------
+LLMConfigOption = Annotated[Optional[Path], typer.Option(
+    "--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).",
+    rich_help_panel=LLM_PANEL)]
+BaseURLOption = Annotated[Optional[str], typer.Option(
+    "--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).",
+    rich_help_panel=LLM_PANEL)]
+ModelOption = Annotated[Optional[str], typer.Option(
+    "--model", help="Model name as the server knows it.", rich_help_panel=LLM_PANEL)]
+TemperatureOption = Annotated[Optional[float], typer.Option(
+    "--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM_PANEL)]
+LocalOnlyOption = Annotated[Optional[bool], typer.Option(
+    "--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM_PANEL)]
+CacheOption = Annotated[Optional[Path], typer.Option(
+    "--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM_PANEL)]
