@@ -188,6 +188,10 @@ class Evaluator:
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
         if info.needs_llm and llm is None:
             raise ValueError(f"engine {engine!r} needs llm=LLMConfig(...)")
+        if info.needs_llm and llm is not None:
+            from cxreval.llm.config import require_backend
+
+            require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
         self.engine: EngineName = engine

@@ -496,9 +496,22 @@ def _read_json(text: str, file: str, keyed_ok: bool) -> RecordTable:
     return table
 
 
+PARQUET_EXTRA = "pip install 'cxreval[parquet]'"
+
+
+def _pyarrow_parquet(file: str) -> Any:
+    """``pyarrow.parquet``, or an InputError naming the file and the extra to install."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise _file_error(file, f"reading Parquet needs pyarrow, in the optional extra 'parquet': {PARQUET_EXTRA}") from None
+    return pq
+
+
 def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
-    """Parquet via pyarrow; only the wanted columns are converted, keeping their Python types."""
-    import pyarrow.parquet as pq
+    """Parquet via pyarrow (the ``parquet`` extra); only the wanted columns are converted, keeping
+    their Python types."""
+    pq = _pyarrow_parquet(file)
 
     try:
         pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()) if file == STDIN else path)
@@ -981,7 +994,7 @@ def load_whole_table(path: str | os.PathLike[str], format: str | None = None, *,
     fmt = table_format(path, format, default)
     wanted: list[str] = []
     if fmt == "parquet" and os.fspath(path) != STDIN and Path(path).is_file():
-        import pyarrow.parquet as pq
+        pq = _pyarrow_parquet(os.fspath(path))
 
         try:
             wanted = list(pq.ParquetFile(path).schema_arrow.names)

@@ -40,7 +40,7 @@ from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel
 
-from .config import LLMConfig
+from .config import LLMConfig, require_backend
 
 log = logging.getLogger("cxreval.llm")
 
@@ -410,6 +410,7 @@ def _cause(exc: BaseException) -> str:
 
 def make_backend(config: LLMConfig) -> Backend:
     """The backend for ``config.provider`` (checks ``--local-only`` and the key first)."""
+    require_backend(config.provider)
     if config.provider == "anthropic":
         return AnthropicBackend(config)
     return OpenAIBackend(config)

@@ -39,6 +39,22 @@ class LLMConfigError(ValueError):
     """Settings that cannot be used (bad file, bad value, missing key, non-local endpoint)."""
 
 
+#: The SDK each provider's backend is built on; both are in the optional extra ``llm``.
+PROVIDER_PACKAGES = {"openai": "openai", "anthropic": "anthropic"}
+LLM_EXTRA = "pip install 'cxreval[llm]'"
+
+
+def require_backend(provider: str) -> None:
+    """Raise :class:`LLMConfigError` naming the extra when ``provider``'s SDK is not installed
+    (checked without importing it, so a run fails before any pair is judged)."""
+    import importlib.util
+
+    package = PROVIDER_PACKAGES.get(provider, provider)
+    if importlib.util.find_spec(package) is None:
+        raise LLMConfigError(f"the {provider} backend needs the {package!r} package, in the optional extra "
+                             f"'llm': {LLM_EXTRA}")
+
+
 class LLMConfig(BaseModel):
     """Everything needed to call an LLM judge; the fields that shape answers go into cache keys."""
 
