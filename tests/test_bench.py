@@ -125,7 +125,7 @@ def test_leaderboard_ranks_strata_sites_and_rates(bench_dir: Path) -> None:
     # metric infos: direction and signature for every metric shown
     info = {m.name: m for m in result.metrics}
     assert info["spec-errors"].higher_is_better is False
-    assert "spec-report-errors" in info["spec-errors"].signature
+    assert "metric:spec-report-errors-mean|" in info["spec-errors"].signature
     assert info["bleu4-corpus"].level == "corpus"
     assert set(oracle.metrics) == set(info)
 

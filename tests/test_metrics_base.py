@@ -15,7 +15,7 @@ def test_spec_errors_metric_scores_each_pair():
     scores = m.score_pairs(["Small left pleural effusion.", "No pneumothorax.", "Moderate cardiomegaly."],
                            ["No pleural effusion.", "No pneumothorax.", "Severe cardiomegaly."])
     assert scores.tolist() == [1.0, 0.0, 1.0]  # FN; nothing; severity not aligned
-    assert "engine:rules@" in str(m.signature) and "metric:spec-report-errors" in str(m.signature)
+    assert "engine:rules@" in str(m.signature) and "metric:spec-report-errors-mean|" in str(m.signature)
     with pytest.raises(ValueError, match="2 references but 1 candidates"):
         m.score_pairs(["a", "b"], ["a"])
 

@@ -37,15 +37,12 @@ def _llm_config(llm_config: Optional[Path], base_url: Optional[str], model: Opti
 
 
 def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
-    """Metrics by name; ``spec-errors`` is the entity-level rule engine, llm-* need ``llm``."""
-    from cxreval.meta.robustness import EvaluatorMetric
+    """Metrics by name (``spec-errors`` is entity-level: it gives judgement rows too); llm-* need ``llm``."""
     from cxreval.metrics import get_metric
 
     out: list[Any] = []
     for name in names:
-        if name == "spec-errors":
-            out.append(EvaluatorMetric())
-        elif name in ("llm-pairwise", "llm-pairwise-2pass"):
+        if name in ("llm-pairwise", "llm-pairwise-2pass"):
             if llm is None:
                 raise typer.BadParameter(f"{name} needs --llm-config or --base-url and --model")
             from cxreval.meta.twopass import LLMJudgeMetric

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,9 @@ from cxreval.meta.perturb import ALL_TYPES, SIGNIFICANT, PerturbedPair
 from cxreval.metrics.base import ReportMetric
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cxreval.metrics.spec import SpecErrors
 
 DEFAULT_TOL = 1e-9
 
@@ -50,45 +53,13 @@ class EntityLevelMetric(Protocol):
         ...
 
 
-class EvaluatorMetric:
-    """SPEC-CXR report errors from an :class:`~cxreval.evaluate.Evaluator` (any engine), entity-level.
+def EvaluatorMetric(evaluator: object | None = None) -> "SpecErrors":
+    """SPEC-CXR report errors of an :class:`~cxreval.evaluate.Evaluator` (any engine), entity-level:
+    the registered ``spec-errors`` metric itself, with its judgement rows (``score_and_judge``)."""
+    from cxreval.evaluate import Evaluator
+    from cxreval.metrics.spec import SpecErrors
 
-    Same numbers as ``get_metric("spec-errors")``; the judgement rows come with them. Pairs an
-    LLM engine could not judge score NaN.
-    """
-
-    higher_is_better = False
-
-    def __init__(self, evaluator: object | None = None, *, name: str = "spec-errors") -> None:
-        from cxreval.evaluate import Evaluator
-
-        self._evaluator = evaluator if evaluator is not None else Evaluator()
-        assert isinstance(self._evaluator, Evaluator)
-        self.name = name
-
-    @property
-    def signature(self) -> Signature:
-        return self._evaluator.signature.with_metric("spec-report-errors")  # type: ignore[attr-defined]
-
-    def score_and_judge(self, references: Sequence[str], candidates: Sequence[str]
-                        ) -> tuple[np.ndarray, list[list[EntityJudgement]]]:
-        from cxreval.io import ReportPair
-
-        if len(references) != len(candidates):
-            raise ValueError(f"{len(references)} references but {len(candidates)} candidates")
-        pairs = [ReportPair(pair_id=str(i), reference=r, candidate=c)
-                 for i, (r, c) in enumerate(zip(references, candidates))]
-        result = self._evaluator.evaluate(pairs, progress=False)  # type: ignore[attr-defined]
-        rows: dict[str, list[EntityJudgement]] = defaultdict(list)
-        for row in result.judgements:
-            rows[row.pair_id].append(row)
-        scored = set(result.pair_ids)
-        errors = result.errors["errors"]
-        scores = np.array([float(errors.loc[p.pair_id]) if p.pair_id in scored else np.nan for p in pairs])
-        return scores, [rows.get(p.pair_id, []) for p in pairs]
-
-    def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
-        return self.score_and_judge(references, candidates)[0]
+    return SpecErrors.from_evaluator(evaluator if evaluator is not None else Evaluator())
 
 
 def is_error_row(row: EntityJudgement) -> bool:

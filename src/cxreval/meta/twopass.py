@@ -53,7 +53,7 @@ class LLMJudgeMetric:
     def signature(self) -> Signature:
         engine = self.engine.signature
         return Signature(
-            metric="spec-report-errors", ontology=engine.ontology, engine=engine.engine, model=engine.model,
+            metric="spec-report-errors-mean", ontology=engine.ontology, engine=engine.engine, model=engine.model,
             prompt=engine.prompt,
             options={"uncertain": self.uncertain, "schema": self.llm.schema_style, "passes": str(self.passes),
                      "temperature": f"{self.llm.temperature:g}"},

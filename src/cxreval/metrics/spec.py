@@ -65,10 +65,28 @@ class SpecErrors(_EvaluatorMetric, PairMeanMetric):
     def signature(self) -> Signature:
         return self._evaluator.signature.with_metric("spec-report-errors-mean")
 
+    @classmethod
+    def from_evaluator(cls, evaluator: Any) -> "SpecErrors":
+        """The metric of an existing :class:`~cxreval.evaluate.Evaluator` (any engine, its cache)."""
+        metric = cls.__new__(cls)
+        metric._evaluator = evaluator
+        metric._options = {"ontology": evaluator.ontology, "uncertain": evaluator.uncertain,
+                           "engine": evaluator.engine, "llm": evaluator.llm}
+        return metric
+
     def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        return self.score_and_judge(references, candidates)[0]
+
+    def score_and_judge(self, references: Sequence[str], candidates: Sequence[str]) -> tuple[np.ndarray, list[list[Any]]]:
+        """Errors per pair (NaN where an LLM engine could not judge the pair) and each pair's
+        judgement rows, in input order (meta's robustness tests need the rows)."""
         ids = [str(i) for i in range(len(references))]
         result = self._evaluate(references, candidates)
-        return result.errors["errors"].reindex(ids).to_numpy(dtype=float)  # NaN: an LLM pair not scored
+        rows: dict[str, list[Any]] = {i: [] for i in ids}
+        for row in result.judgements:
+            rows[row.pair_id].append(row)
+        errors = result.errors["errors"].reindex(ids).to_numpy(dtype=float)  # NaN: an LLM pair not scored
+        return errors, [rows[i] for i in ids]
 
 
 class SpecPresenceF1(_EvaluatorMetric, Metric):
