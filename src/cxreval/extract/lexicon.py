@@ -75,6 +75,11 @@ class GappedMatch(NamedTuple):
     used: tuple[int, ...]
 
 
+# Skippable words that join two modifiers ("tortuous and calcified aorta"); a match never ends
+# after one, so the words that follow it belong to the next item of a list.
+_JOINERS = frozenset({"and"})
+
+
 def scan_gapped(
     trie: PhraseTrie[V], tokens: Sequence[str], skippable: frozenset[str], max_skips: int = 2
 ) -> list[GappedMatch]:
@@ -82,7 +87,9 @@ def scan_gapped(
 
     "calcified right hilar lymph nodes" matches "calcified lymph nodes" by skipping the words
     "right" and "hilar"; "tortuous calcified aorta" yields both "tortuous aorta" (skipping
-    "calcified") and "calcified aorta". A match whose own tokens all belong to a longer kept
+    "calcified") and "calcified aorta". From one start the longest phrase of each value is kept, so
+    "aorta is tortuous and calcified" yields "aorta is tortuous" and "aorta is [tortuous and]
+    calcified". A match whose own tokens all belong to a longer kept
     match is dropped ("effusion" inside "pleural effusion"); matches are returned in text order.
     """
     root = trie._root
@@ -92,13 +99,20 @@ def scan_gapped(
         node = root.get(tokens[i])
         if node is None:
             continue
-        best: GappedMatch | None = None
+        best: dict[object, GappedMatch] = {}
         stack = [(node, i + 1, 0, (i,))]
         while stack:
             node, j, skips, used = stack.pop()
-            if _END in node and (best is None or len(used) > len(best.used)
-                                 or (len(used) == len(best.used) and j > best.end)):
-                best = GappedMatch(i, j, node[_END], used)
+            if _END in node:
+                value = node[_END]
+                old = best.get(value)
+                # Trailing skipped modifiers stay in the span ("calcified granuloma, right base")
+                # up to a joining word: "effusion and patchy left ..." is a new item.
+                end = next((t for t in range(used[-1] + 1, j) if tokens[t] in _JOINERS), j)
+                while end < n and tokens[end] in _JOINERS and end > used[-1] + 1 and tokens[end - 1] == ",":
+                    end -= 1  # "tortuosity of the aorta, and ...": the comma still closes the name
+                if old is None or len(used) > len(old.used) or (len(used) == len(old.used) and end > old.end):
+                    best[value] = GappedMatch(i, end, value, used)
             if j >= n:
                 continue
             nxt = node.get(tokens[j])
@@ -109,8 +123,7 @@ def scan_gapped(
                 k = j + 1
                 if k < n and (node.get(tokens[k]) is not None or tokens[k] in skippable):
                     stack.append((node, k, skips + 1, used))
-        if best is not None:
-            found.append(best)
+        found.extend(best.values())
     found.sort(key=lambda m: (-len(m.used), m.start))
     kept: list[GappedMatch] = []
     covered: set[int] = set()

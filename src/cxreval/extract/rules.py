@@ -7,7 +7,10 @@ How a sentence is read:
    as "no change in" that cancels one) until a clause terminator; the nearest cue wins. Lists
    stay in scope ("no effusion, pneumothorax or consolidation") unless an item carries its own
    severity ("no pneumothorax, mild cardiomegaly"). Failing that it looks a few tokens forward
-   for a post-cue ("pneumothorax is not seen", "pneumonia cannot be excluded").
+   for a post-cue ("pneumothorax is not seen", "pneumonia cannot be excluded"); a predicate
+   negation reaches further ("pneumonia seen on the prior CT is not seen on this study"). A
+   hypothetical cue ("more sensitive to identify", "if there is") drops the mention; a removal
+   noun right after a name ("chest tube removal") denies it.
 3. Two findings joined as alternatives ("atelectasis or pneumonia") are both uncertain.
 4. Side, zone and severity come from the words around the mention inside its clause; the
    comparison with a prior comes from the nearest change word in the clause.
@@ -38,7 +41,7 @@ from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -48,7 +51,9 @@ _UNC_POST = "uncertain_post"
 _HIST = "historical_pre"
 _TERM = "terminators"
 _ALT = "alternatives"
-_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT)
+_HYP = "hypothetical_pre"
+_REMOVAL = "removal_post"
+_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 
 # How many modifier words may stand inside one multi-word entity name.
@@ -56,6 +61,12 @@ MAX_SKIPPED = 3
 # How far cues reach, in tokens.
 PRE_SCOPE = 14
 POST_SCOPE = 6
+# A post-negation that is the predicate of the finding ("pneumonia seen on the prior CT is not seen
+# on this study") reaches further: the cue must then start with one of these verbs.
+POST_SCOPE_PREDICATE = 10
+# ("is not" alone is too weak that far: "volume loss seen on CT is not as well demonstrated").
+_PREDICATE_VERBS = frozenset({"is", "are", "has", "have", "was", "were"})
+_BARE_COPULA = frozenset({"is not", "are not"})
 # How many entity names a cue reaches across ("no pleural effusion pneumothorax"): crossing a name
 # costs no step, so without this cap a run of names takes quadratic time.
 MAX_ENTITY_HOPS = 14
@@ -248,6 +259,8 @@ class RuleExtractor:
         out: list[Mention] = []
         for k, m in enumerate(matches):
             status, cue, historical = self._certainty(words, cue_at, spans, entity_at, matches, k)
+            if status is None:
+                continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
             comparison = self._comparison(words, cue_at, spans, entity_at, m, k)
             # The evidence: the scope(s) holding the mention's first and last token.
@@ -278,6 +291,9 @@ class RuleExtractor:
         cue_start, cue_end = spans
         m = matches[k]
         n = len(words)
+        # A removal noun right after the name: "status post chest tube removal".
+        if m.end < n and cue_at[m.end] and _REMOVAL in cue_at[m.end]:
+            return "absent", " ".join(words[cue_start[m.end] : cue_end[m.end]]), False
         # Backwards: nearest cue before the mention, inside the clause. A hedge does not end the
         # search inside its own list item: "no opacity to suggest pneumonia" is a negation.
         i = m.start - 1
@@ -320,6 +336,10 @@ class RuleExtractor:
                 break
             if _HIST in kinds:
                 return "present", phrase, True
+            if _HYP in kinds:
+                if crossed_comma:
+                    break  # "if there is concern for X, consider Y": the condition ends at its comma
+                return None, phrase, False
             if _NEG_PRE in kinds:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
@@ -334,7 +354,7 @@ class RuleExtractor:
         # Forwards: a post-cue a few tokens after the mention.
         i = m.end
         steps = hops = 0
-        while i < n and steps < POST_SCOPE:
+        while i < n and steps < POST_SCOPE_PREDICATE:
             if entity_at[i] >= 0:
                 hops += 1
                 if hops > MAX_ENTITY_HOPS:
@@ -347,9 +367,11 @@ class RuleExtractor:
             steps += 1
             if kinds:
                 phrase = " ".join(words[cue_start[i] : cue_end[i]])
-                if _NEG_POST in kinds:
+                near = steps <= POST_SCOPE
+                far_ok = words[cue_start[i]] in _PREDICATE_VERBS and phrase not in _BARE_COPULA
+                if _NEG_POST in kinds and (near or far_ok):
                     return "absent", phrase, False
-                if _UNC_POST in kinds:
+                if _UNC_POST in kinds and near:
                     return "uncertain", phrase, False
                 if _TERM in kinds or _PSEUDO in kinds:
                     break

@@ -1,0 +1,127 @@
+"""Known misses of the rule engine, each fixed and pinned by a sentence, plus controls against over-fixing."""
+
+from __future__ import annotations
+
+import pytest
+
+from cxreval.extract.rules import RuleExtractor
+from cxreval.ontology import load_ontology
+
+
+@pytest.fixture(scope="module")
+def ex() -> RuleExtractor:
+    return RuleExtractor(load_ontology())
+
+
+def status(ex: RuleExtractor, text: str, entity: str) -> str | None:
+    s = ex.extract(text).states().get(entity)
+    return None if s is None else s.status
+
+
+# 1. coordinated modifiers name two findings
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tortuous and calcified aorta.",
+        "Calcified and tortuous aorta.",
+        "The aorta is tortuous and calcified.",
+        "The aorta is calcified and tortuous.",
+    ],
+)
+def test_coordinated_modifiers_give_both_findings(ex, text):
+    assert status(ex, text, "tortuous_aorta") == "present"
+    assert status(ex, text, "aortic_calcification") == "present"
+
+
+def test_coordination_does_not_carry_attributes_into_the_next_item(ex):
+    s = ex.extract("Large right pleural effusion and patchy left lower lobe airspace disease.").states()
+    assert s["pleural_effusion"].side == "right"
+    assert s["airspace_disease"].side == "left"
+
+
+# 2. a device named before its removal noun is gone
+@pytest.mark.parametrize("text", ["Status post chest tube removal.", "After chest tube removal, no pneumothorax."])
+def test_removed_device_is_not_present(ex, text):
+    assert status(ex, text, "chest_tube") == "absent"
+
+
+def test_removal_noun_only_reaches_the_name_before_it(ex):
+    s = ex.extract("after chest tube removal, no pneumothorax").states()
+    assert s["pneumothorax"].status == "absent"
+    assert status(ex, "Small pneumothorax after chest tube removal.", "pneumothorax") == "present"
+
+
+# 3. a parapneumonic effusion is a pleural effusion
+def test_parapneumonic_effusion_is_a_pleural_effusion(ex):
+    s = ex.extract("Small left parapneumonic effusion.").states()
+    assert s["pleural_effusion"].status == "present"
+    assert s["pleural_effusion"].side == "left"
+    assert "empyema" not in s
+
+
+def test_complicated_parapneumonic_effusion_stays_empyema(ex):
+    assert status(ex, "Complicated parapneumonic effusion.", "empyema") == "present"
+
+
+# 4. hypothetical and recommendation context
+@pytest.mark.parametrize(
+    "text",
+    [
+        "CT is more sensitive to identify a small nodule.",
+        "CT scan is more sensitive in detecting small nodules.",
+        "Recommend follow-up CT to evaluate for nodule.",
+    ],
+)
+def test_hypothetical_nodule_is_not_present(ex, text):
+    assert status(ex, text, "lung_nodule") != "present"
+
+
+def test_condition_is_not_a_finding(ex):
+    assert status(ex, "If there is concern for fracture, consider a rib series.", "fracture") is None
+
+
+def test_unclear_if_is_a_hedge(ex):
+    assert status(ex, "Unclear if this represents atelectasis.", "atelectasis") == "uncertain"
+
+
+# 5. a negation far from its finding
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pneumonia seen on the prior CT is not seen on this study.",
+        "Pneumonia seen on the prior chest CT is not seen on this study.",
+        "The airspace opacities in the right upper lobe seen on the prior chest are not visualized on this study.",
+    ],
+)
+def test_far_predicate_negation(ex, text):
+    entity = "pneumonia" if text.startswith("Pneumonia") else "lung_opacity"
+    assert status(ex, text, entity) == "absent"
+
+
+def test_far_bare_copula_does_not_negate(ex):
+    text = "Volume loss in the medial right upper lobe seen on the prior CT is not as well demonstrated."
+    assert status(ex, text, "volume_loss") == "present"
+
+
+# controls: what must not change
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Small nodule in the right upper lobe.", "lung_nodule", "present"),
+        ("Chest tube in place.", "chest_tube", "present"),
+        ("Left chest tube has been removed.", "chest_tube", "absent"),
+        ("No pneumonia.", "pneumonia", "absent"),
+        ("Large pleural effusion.", "pleural_effusion", "present"),
+        ("Tortuous aorta.", "tortuous_aorta", "present"),
+        ("Calcified aorta.", "aortic_calcification", "present"),
+        ("Recommend CT for further evaluation of this nodule.", "lung_nodule", "present"),
+        ("Pneumothorax is not seen.", "pneumothorax", "absent"),
+        ("No pleural effusion, but there is a small pneumothorax.", "pneumothorax", "present"),
+    ],
+)
+def test_controls(ex, text, entity, expected):
+    assert status(ex, text, entity) == expected
+
+
+def test_signature_is_bumped(ex):
+    assert ex.signature.startswith("rules@3.c6.")
