@@ -244,3 +244,62 @@ def test_ran_score_is_computed_by_the_engine_its_signature_names(tmp_path):
         pairwise = Evaluator(engine="llm-pairwise", llm=loop_config(srv.base_url, tmp_path / "c.sqlite"))
         with pytest.raises(ValueError, match="makes no extraction"):
             ran_score(pairwise, pairs, pairwise.ontology)
+
+
+# --- Label sets as their authors define them (issue 13) -----------------------------------------
+
+
+def _cx14(text: str) -> dict[str, float]:
+    from cxreval.extract.rules import RuleExtractor
+    from cxreval.ontology import load_ontology
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    return project_extraction(RuleExtractor(onto).extract(text), onto, "chestxray14")
+
+
+@pytest.mark.parametrize("text,label,value", [
+    ("Patchy right basilar infiltrate.", "Infiltration", 1.0),
+    ("Patchy right basilar airspace disease.", "Infiltration", None),  # airspace disease is not the word
+    ("No infiltrate.", "Infiltration", 0.0),
+    ("Right lower lobe pneumonia.", "Pneumonia", 1.0),
+    ("Findings compatible with infection.", "Pneumonia", None),  # infection is not pneumonia
+    ("Small hiatal hernia.", "Hernia", 1.0),
+    ("Bochdalek hernia on the left.", "Hernia", None),  # Hernia is hiatal hernia
+    ("Right pleural effusion.", "Effusion", 1.0),
+    ("Right empyema.", "Effusion", None),
+    ("Nodular densities over the ribs.", "Nodule", None),  # "nodular density" is not a nodule
+    ("Right upper lobe nodule.", "Nodule", 1.0),
+    ("Apical pleural thickening.", "Pleural_Thickening", 1.0),
+    ("Right apical cap.", "Pleural_Thickening", None),
+    ("Left basilar opacity may represent pneumonia.", "Pneumonia", 0.0),  # hedged: ruled out (Wang et al.)
+])
+def test_chestxray14_labels_are_their_words(text: str, label: str, value: float | None) -> None:
+    got = _cx14(text)[label]
+    if value is None:
+        assert got != 1.0 and got != -1.0, (text, got)
+    else:
+        assert got == value, (text, got)
+
+
+def test_hedged_mentions_stay_uncertain_for_chexpert() -> None:
+    from cxreval.extract.rules import RuleExtractor
+    from cxreval.ontology import load_ontology
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    x = RuleExtractor(onto).extract("Left basilar opacity may represent pneumonia.")
+    assert project_extraction(x, onto, "chexpert14")["Pneumonia"] == -1.0
+    assert onto.labelsets["chexpert14"].hedged == "uncertain" and onto.labelsets["chestxray14"].hedged == "negative"
+
+
+def test_terms_for_an_unknown_label_are_refused() -> None:
+    import copy
+
+    from cxreval.ontology import OntologyError, parse_ontology
+    from tests.conftest import TINY
+
+    bad = copy.deepcopy(TINY)
+    bad["labelsets"]["chexpert14"]["terms"] = {"Hernia": ["hernia"]}
+    with pytest.raises(OntologyError, match="terms for 'Hernia'"):
+        parse_ontology(bad, "bad")

@@ -65,6 +65,10 @@ def _problems(onto: Ontology) -> list[str]:
                         f"{where} maps to {target!r}, which is not a label of {labelset_id!r}"
                     )
 
+    for labelset_id, ls in onto.labelsets.items():
+        for label in ls.terms:
+            if label not in ls.labels:
+                problems.append(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels")
     for term, owners in claims.items():
         if len(set(owners)) > 1:
             winner = onto.precedence.get(term)

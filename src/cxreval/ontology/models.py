@@ -55,6 +55,33 @@ class LabelSet(_Strict):
     kind: Literal["labels", "mesh"] = "labels"
     description: str = ""
     labels: list[str]
+    #: Where the label definitions come from (paper, labeler), shown in the docs.
+    source: str = ""
+    #: Labels defined by their words (ChestX-ray14: "Infiltration" is the word family
+    #: infiltrate / infiltration, not every airspace process): label -> regular expressions,
+    #: matched case-insensitively against the words of a mention (its matched span, else its
+    #: sentence). A mention of a mapped entity counts for such a label only when one matches.
+    terms: dict[str, list[str]] = Field(default_factory=dict)
+    #: What a hedged (uncertain) mention gives: ``uncertain`` (-1, CheXpert's "u" label; the
+    #: scorer's ``uncertain`` policy then decides) or ``negative`` (0: a label set that, by its
+    #: definition, rules hedged mentions out, as ChestX-ray14 does).
+    hedged: Literal["uncertain", "negative"] = "uncertain"
+
+    @field_validator("terms")
+    @classmethod
+    def _terms_compile(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for label, patterns in value.items():
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"terms of {label!r}: {pattern!r} is not a regular expression: {exc}") from None
+        return value
+
+    def term_pattern(self, label: str) -> re.Pattern[str] | None:
+        """The compiled definition of ``label`` (None: every mention of a mapped entity counts)."""
+        patterns = self.terms.get(label)
+        return re.compile("|".join(f"(?:{p})" for p in patterns), re.I) if patterns else None
 
 
 class Entity(_Strict):

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from cxreval.extract.models import EntityState, Extraction
+from cxreval.extract.models import EntityState, Extraction, Mention
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import PresenceScore
 from cxreval.scores.ratios import mean_defined, mean_defined_rows, prf, ratio, safe_div
@@ -89,13 +89,14 @@ def project_states(
 ) -> dict[str, float]:
     """One report's label values (1 / 0 / -1 / NaN) from its entity states."""
     index = _index if _index is not None else label_entities(ontology, labelset)
+    hedged = NEGATIVE if ontology.labelsets[labelset].hedged == "negative" else UNCERTAIN
     out: dict[str, float] = {}
     for label, ids in index.items():
         statuses = {states[i].status for i in ids if i in states}
         if "present" in statuses:
             out[label] = POSITIVE
         elif "uncertain" in statuses:
-            out[label] = UNCERTAIN
+            out[label] = hedged
         elif "absent" in statuses:
             out[label] = NEGATIVE
         else:
@@ -118,13 +119,55 @@ def project_extractions(
 ) -> pd.DataFrame:
     """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports."""
     index = label_entities(ontology, labelset)
-    rows = [
-        project_states(x.states(), ontology, labelset, no_finding=no_finding,
-                       no_finding_ignores=no_finding_ignores, _index=index)
-        for x in extractions.values()
-    ]
+    rows = [project_extraction(x, ontology, labelset, no_finding=no_finding, no_finding_ignores=no_finding_ignores,
+                               _index=index)
+            for x in extractions.values()]
     frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
     return frame
+
+
+def mention_words(mention: Mention) -> str:
+    """The words a mention was found by: its matched span, else its sentence (an LLM's quote)."""
+    if 0 <= mention.start < mention.end and mention.source:
+        return mention.source[mention.start : mention.end]
+    return mention.sentence
+
+
+def project_extraction(
+    extraction: Extraction,
+    ontology: Ontology,
+    labelset: str,
+    *,
+    no_finding: str | None = NO_FINDING,
+    no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
+    _index: Mapping[str, list[str]] | None = None,
+) -> dict[str, float]:
+    """One report's label values (1 / 0 / -1 / NaN) from its mentions.
+
+    As :func:`project_states`, except for labels the label set defines by their words
+    (``LabelSet.terms``): for those, only the mentions whose words match count, so
+    ChestX-ray14's "Infiltration" is read from "infiltrate" and not from "airspace disease".
+    """
+    index = _index if _index is not None else label_entities(ontology, labelset)
+    states = extraction.states()
+    ls = ontology.labelsets[labelset]
+    if not ls.terms:
+        return project_states(states, ontology, labelset, no_finding=no_finding,
+                              no_finding_ignores=no_finding_ignores, _index=index)
+    out = project_states(states, ontology, labelset, no_finding=None, _index=index)
+    for label, ids in index.items():
+        pattern = ls.term_pattern(label)
+        if pattern is None:
+            continue
+        kept = tuple(m for m in extraction.mentions if m.entity in ids and pattern.search(mention_words(m)))
+        term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
+        out[label] = project_states(term_states, ontology, labelset, no_finding=None,
+                                    _index={label: ids})[label]
+    if _derives_no_finding(index, no_finding):
+        assert no_finding is not None
+        others = [lab for lab in index if lab != no_finding and lab not in no_finding_ignores]
+        out[no_finding] = BLANK if any(out[lab] in (POSITIVE, UNCERTAIN) for lab in others) else POSITIVE
+    return out
 
 
 def binarize(labels: pd.DataFrame, uncertain: UncertainLabel = "negative") -> pd.DataFrame:
