@@ -1,0 +1,156 @@
+"""A clinical reward for reinforcement learning: the offline rule engine, one number per rollout.
+
+RL pipelines that train report generators (TRL's GRPO, verl, OpenRLHF) need a reward for every
+sampled report, millions of them, on CPUs beside the trainer. :class:`ClinicalReward` scores a
+completion against its reference with cxreval's SPEC-CXR judgement, in one of three shapes:
+
+- ``neg-errors``: minus the SPEC-CXR error count of the pair (FP + FN + not-aligned location or
+  severity + comparison errors; the rule of :data:`cxreval.judge.models.ERROR_KINDS`). 0 is best.
+- ``entity-f1``: entity presence F1 of the pair, 2 TP / (2 TP + FP + FN), in [0, 1]. When neither
+  report states a positive entity (both normal) the pair agrees fully: 1.0.
+- ``critical-weighted``: minus (errors + (``critical_weight`` - 1) x errors on entities the
+  ontology marks ``critical``), so missing a pneumothorax costs more than missing a granuloma.
+
+Every value carries :attr:`ClinicalReward.signature` (shape, weight, engine, ontology, policy).
+
+**Defined for any completion**: ``None``, non-text values and empty or garbage text are read as
+text (``None`` as ""), so a report that states nothing is scored as a report that states nothing
+(every reference finding missed), never as an exception that kills a training step.
+
+**Fast on repeats**: each distinct reference is read once and kept (a training set repeats its
+references across epochs and across the group of a GRPO prompt); candidates are read every time.
+
+Use with TRL (a reward function receives the completions and the dataset's columns)::
+
+    reward = ClinicalReward("neg-errors", reference_key="reference")
+    GRPOTrainer(..., reward_funcs=[reward])
+
+and with verl, as ``custom_reward_function.path`` pointing at this module and ``name:
+compute_score`` (ground truth = the reference report).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from cxreval.scores.signature import Signature
+
+RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted"]
+SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a completion as TRL or verl give it: a string, a chat message list
+    (``[{"role": "assistant", "content": ...}]``, the last message's content), or anything
+    else (``None`` -> "", other values -> ``str``)."""
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return completion_text(completion.get("content"))
+    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], dict):
+        return completion_text(completion[-1].get("content"))
+    return str(completion)
+
+
+class ClinicalReward:
+    """Reward of generated reports against references (see the module doc)."""
+
+    def __init__(
+        self,
+        shape: RewardShape = "neg-errors",
+        *,
+        reference_key: str = "reference",
+        critical_weight: float = 3.0,
+        ontology: str | Path | None = None,
+        uncertain: str = "positive",
+        cache_size: int = 100_000,
+    ) -> None:
+        from cxreval.evaluate import Evaluator
+
+        if shape not in SHAPES:
+            raise ValueError(f"unknown reward shape {shape!r}; choose from {', '.join(SHAPES)}")
+        if critical_weight < 1:
+            raise ValueError("critical_weight must be >= 1 (1 = every error counts the same)")
+        self.shape: RewardShape = shape
+        self.reference_key = reference_key
+        self.critical_weight = float(critical_weight)
+        self._evaluator = Evaluator(ontology, uncertain=uncertain)  # type: ignore[arg-type]
+        self._critical = frozenset(e.id for e in self._evaluator.ontology.entities if e.critical)
+        self._references: OrderedDict[str, Any] = OrderedDict()
+        self._cache_size = cache_size
+        self.__name__ = f"cxreval_{shape.replace('-', '_')}"  # TRL logs a reward function by its name
+
+    @property
+    def signature(self) -> Signature:
+        options = {"shape": self.shape}
+        if self.shape == "critical-weighted":
+            options["critical_weight"] = f"{self.critical_weight:g}"
+        sig = self._evaluator.signature.with_metric(f"reward-{self.shape}")
+        return sig.model_copy(update={"options": {**sig.options, **options}})
+
+    @property
+    def cached_references(self) -> list[str]:
+        """The reference texts read and kept, least recently used first."""
+        return list(self._references)
+
+    def _reference(self, text: str) -> Any:
+        hit = self._references.get(text)
+        if hit is None:
+            hit = self._references[text] = self._evaluator.extractor.extract(text)
+            if len(self._references) > self._cache_size:
+                self._references.popitem(last=False)
+        else:
+            self._references.move_to_end(text)
+        return hit
+
+    def score_one(self, reference: Any, completion: Any) -> float:
+        """The reward of one completion against one reference."""
+        from cxreval.judge.compare import compare_extractions
+
+        ev = self._evaluator
+        ref = self._reference(completion_text(reference))
+        cand = ev.extractor.extract(completion_text(completion))
+        rows = compare_extractions("r", ref, cand, ev.ontology, ev.uncertain)
+        if self.shape == "entity-f1":
+            tp = sum(r.presence == "TP" for r in rows)
+            wrong = sum(r.presence in ("FP", "FN") for r in rows)
+            return 1.0 if tp + wrong == 0 else 2 * tp / (2 * tp + wrong)
+        errors = sum(r.error_count for r in rows)
+        if self.shape == "critical-weighted":
+            critical = sum(r.error_count for r in rows if r.entity in self._critical)
+            return -float(errors + (self.critical_weight - 1) * critical)
+        return -float(errors)
+
+    def score(self, references: Sequence[Any], completions: Sequence[Any]) -> list[float]:
+        """Rewards of completions against their references, in order."""
+        if len(references) != len(completions):
+            raise ValueError(f"{len(references)} references but {len(completions)} completions")
+        return [self.score_one(r, c) for r, c in zip(references, completions)]
+
+    def __call__(self, prompts: Any = None, completions: Sequence[Any] | None = None, **columns: Any) -> list[float]:
+        """TRL's reward-function call: the completions, and the dataset's columns as keywords
+        (the references under ``reference_key``)."""
+        if completions is None:
+            raise TypeError("a reward function is called with completions=...")
+        if self.reference_key not in columns:
+            raise KeyError(f"the dataset has no column {self.reference_key!r} (columns given: "
+                           f"{', '.join(sorted(columns)) or 'none'}); set reference_key=")
+        return self.score(columns[self.reference_key], completions)
+
+
+_DEFAULT: dict[str, ClinicalReward] = {}
+
+
+def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None,
+                  shape: RewardShape = "neg-errors") -> float:
+    """verl's reward entry point: the reward of ``solution_str`` against the reference report
+    ``ground_truth`` (one shared :class:`ClinicalReward` per shape and process)."""
+    reward = _DEFAULT.get(shape)
+    if reward is None:
+        reward = _DEFAULT[shape] = ClinicalReward(shape)
+    return reward.score_one(ground_truth, solution_str)

@@ -1,0 +1,77 @@
+"""cxreval.reward: the RL reward (issue 14, item 5)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import cxreval
+from cxreval.io import ReportPair
+from cxreval.reward import ClinicalReward, completion_text, compute_score
+
+REF = "Small left pleural effusion. Right pneumothorax. Heart size is normal."
+CANDS = [
+    REF,  # identical
+    "Small left pleural effusion. No pneumothorax.",  # misses the (critical) pneumothorax
+    "Large left pleural effusion. Right pneumothorax.",  # severity not aligned
+    "",  # empty
+    "@@@ ### 12345",  # garbage
+]
+
+
+def _evaluate_errors(ref: str, cands: list[str]) -> list[int]:
+    pairs = [ReportPair(pair_id=str(i), reference=ref, candidate=c) for i, c in enumerate(cands)]
+    res = cxreval.evaluate(pairs)
+    return [int(res.errors.loc[str(i), "errors"]) for i in range(len(cands))]
+
+
+def test_neg_errors_equals_minus_the_evaluate_error_count() -> None:
+    r = ClinicalReward("neg-errors")
+    want = [-e for e in _evaluate_errors(REF, CANDS)]
+    assert r.score([REF] * len(CANDS), CANDS) == want
+    assert want[0] == 0 and want[1] < 0 and want[2] == -1 and want[3] == want[4] < 0
+
+
+def test_entity_f1_and_critical_weighting() -> None:
+    f1 = ClinicalReward("entity-f1").score([REF] * 3, CANDS[:3])
+    assert f1 == [1.0, pytest.approx(2 / 3), 1.0]  # 1 TP, 1 FN -> 2/3; severity is not presence
+    assert ClinicalReward("entity-f1").score_one("No acute disease.", "Normal chest.") == 1.0  # both normal
+    crit = ClinicalReward("critical-weighted", critical_weight=3)
+    plain = ClinicalReward("neg-errors")
+    # pneumothorax is critical in the ontology: its miss counts 3 times
+    assert crit.score_one(REF, CANDS[1]) == plain.score_one(REF, CANDS[1]) - 2
+    assert "critical_weight:3" in str(crit.signature) and "metric:reward-critical-weighted" in str(crit.signature)
+
+
+def test_any_completion_gets_a_defined_reward() -> None:
+    r = ClinicalReward()
+    for bad in (None, "", "   ", 42, ["not", "a", "chat"], {"content": None}, "\x00\ufffd" * 50, "a" * 100_000):
+        assert isinstance(r.score_one(REF, bad), float)
+    assert completion_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "No effusion."}]) == "No effusion."
+
+
+def test_trl_call_reads_the_reference_column_and_names_a_missing_one() -> None:
+    r = ClinicalReward("neg-errors", reference_key="report")
+    chats = [[{"role": "assistant", "content": c}] for c in CANDS[:2]]
+    assert r(prompts=["p", "p"], completions=chats, report=[REF, REF]) == r.score([REF, REF], CANDS[:2])
+    with pytest.raises(KeyError, match="no column 'report'"):
+        r(prompts=["p"], completions=["x"], reference=[REF])
+    assert r.__name__ == "cxreval_neg_errors"
+
+
+def test_verl_compute_score_and_reference_cache() -> None:
+    assert compute_score("iu", CANDS[1], REF) == ClinicalReward().score_one(REF, CANDS[1])
+    r = ClinicalReward(cache_size=2)
+    for ref in ("No effusion.", "Small effusion.", "Large effusion.", "No effusion."):
+        r.score_one(ref, "No effusion.")
+    assert r.cached_references == ["Large effusion.", "No effusion."]  # least recently used dropped
+
+
+def test_bad_settings_are_refused_and_reward_pickles() -> None:
+    with pytest.raises(ValueError, match="unknown reward shape"):
+        ClinicalReward("bleu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="critical_weight"):
+        ClinicalReward("critical-weighted", critical_weight=0.5)
+    r = pickle.loads(pickle.dumps(ClinicalReward("entity-f1")))
+    assert r.score_one(REF, REF) == 1.0
