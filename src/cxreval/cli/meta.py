@@ -118,32 +118,48 @@ def perturb(
     split: str = typer.Option("val,test", help="IU X-ray splits, comma separated"),
     seed: int = typer.Option(0, help="seed of the perturbation draws"), per_type: int = typer.Option(1, min=1, metavar="N", help="variants per report and type"),
     types: Optional[str] = typer.Option(None, help="comma-separated perturbation types (default: all)"),
+    targets: str = typer.Option("mesh,engine", help="target variants of the significant types, comma separated: "
+                                                    "mesh (the human MeSH codes, sentences by word search) and/or "
+                                                    "engine (the rule engine's mentions)"),
+    mesh_col: Optional[str] = typer.Option(None, help="MeSH field column of --refs (needed for mesh targets there)"),
 ) -> None:
     """Turn reference reports into labelled (reference, candidate) pairs."""
     from cxreval.io import InputError
-    from cxreval.meta.perturb import ALL_TYPES, PerturbationSuite, read_references, suite_summary, write_suite
+    from cxreval.meta.perturb import (
+        ALL_TYPES,
+        PerturbationSuite,
+        gold_references,
+        read_references,
+        suite_summary_by_targets,
+        write_suite,
+    )
 
     chosen = tuple(t.strip() for t in types.split(",")) if types else ALL_TYPES
+    variants = tuple(t.strip() for t in targets.split(",") if t.strip())
     try:
-        suite = PerturbationSuite(seed=seed, per_type=per_type, types=chosen)  # type: ignore[arg-type]
+        suite = PerturbationSuite(seed=seed, per_type=per_type, types=chosen, targets=variants)  # type: ignore[arg-type]
     except ValueError as exc:
         _fail(str(exc))
     try:
         if refs is not None:
-            reports = read_references(refs, id_col=id_col, reference_col=reference_col)
+            reports = read_references(refs, id_col=id_col, reference_col=reference_col, mesh_col=mesh_col)
+            if "mesh" in suite.targets and mesh_col is None:
+                typer.echo("note: --refs without --mesh-col: no mesh-target variants (engine targets only)", err=True)
         else:
             from cxreval.datasets.iu_xray import load_iu_gold
 
             gold = load_iu_gold(data_dir, splits=[s.strip() for s in split.split(",")])  # type: ignore[misc]
-            reports = [(g.uid, g.text) for g in gold]
+            reports = gold_references(gold)
     except (FileNotFoundError, InputError) as exc:
         _fail(str(exc))
     pairs = suite.build(reports)
     write_suite(pairs, out)
-    counts = suite_summary(pairs)
+    counts = suite_summary_by_targets(pairs)
     typer.echo(f"{len(pairs)} pairs from {len(reports)} references -> {out}  ({suite.signature})")
-    for t, n in counts.items():
-        typer.echo(f"  {t:20s} {n}")
+    labels = [v for v in (*suite.targets, "shared") if any(v in c for c in counts.values())]
+    typer.echo(f"  {'type':20s} " + " ".join(f"{v:>7s}" for v in labels))
+    for t, c in counts.items():
+        typer.echo(f"  {t:20s} " + " ".join(f"{c.get(v, 0):7d}" for v in labels))
 
 
 @meta_app.command("score")
@@ -169,7 +185,9 @@ def score(
     llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
     report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
     typer.echo(format_table(report))
-    typer.echo("cells: discrimination (right entity) for significant types, robustness for insignificant ones")
+    typer.echo("cells: discrimination (right entity) for significant types, robustness for insignificant ones"
+               + ("; [mesh] / [engine]: target variants (insignificant pairs are shared)"
+                  if len(report.variants) > 1 else ""))
     if out is not None:
         out.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if html is not None:

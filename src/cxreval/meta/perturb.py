@@ -6,15 +6,28 @@ change from a prior study that the reference does not make. Clinically *insignif
 change only the wording or the layout: sentence order, ontology synonyms, paraphrased normal
 statements, case, punctuation, line breaks, merged or split sentences, section titles.
 
-The generators locate findings with the rule engine's mentions (character spans) and take
-synonyms from the ontology; every variant records what changed (``before`` -> ``after``) and the
-judgement a correct metric should give. The random choices are seeded per (seed, report, type),
-so a suite is reproducible and a report's variants do not depend on which other reports are in
-it. Report text is never stored in the repository: suites are generated at run time.
+The significant variants come in two labelled *target variants* (``PerturbedPair.targets``):
 
-Known limit: the targets are found with the rule engine, so a finding the engine does not read
-cannot be targeted (and is not removed by ``omit``); a plain lexical check refuses an omission or
-negation that leaves any name of the target in the candidate.
+- ``mesh``: the targets are the findings the human coders coded (the report's MeSH field, mapped
+  to entities with the ontology's ``mesh`` patterns, as :func:`cxreval.datasets.iu_xray.load_iu_gold`
+  does), and the sentences edited are found **without the rule engine**: a plain case-insensitive
+  word search (report tokens, a final ``s`` ignored) for any ontology name of the entity or the
+  code's MeSH heading; a name counts as stated unless its clause (split at , ; : but however
+  although ...) denies it: a negation word before it (no, without, negative, free ...) or after
+  it (not, resolved, removed, normal, clear ...). See :class:`_MeshReport`.
+- ``engine``: the targets and their sentences are the rule engine's own mentions (character spans).
+
+The insignificant types do not depend on targets: they are made once and labelled ``shared``
+(``synonym_swap`` locates the names it swaps with the rule engine). Synonyms come from the
+ontology; every variant records what changed (``before`` -> ``after``) and the judgement a correct
+metric should give. The random choices are seeded per (seed, report, type[, variant]), so a suite
+is reproducible and a report's variants do not depend on which other reports are in it. Report
+text is never stored in the repository: suites are generated at run time.
+
+Known limits: with ``engine`` targets a finding the engine does not read cannot be targeted; with
+``mesh`` targets a finding the coders coded but the word search does not find (a paraphrase with
+no ontology name) cannot be. Both refuse, by a plain lexical check, an omission or negation that
+leaves any name of the target in the candidate.
 """
 
 from __future__ import annotations
@@ -45,8 +58,16 @@ from cxreval.io import (
 )
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
+from cxreval.ontology.mesh import MeshMapper
 
-SUITE_VERSION = "1"
+SUITE_VERSION = "2"
+
+#: How the significant variants pick their targets (see the module docstring); ``shared`` labels
+#: the insignificant variants, which do not depend on targets.
+TargetVariant = Literal["mesh", "engine"]
+TARGET_VARIANTS: tuple[TargetVariant, ...] = ("mesh", "engine")
+TargetsLabel = Literal["mesh", "engine", "shared"]
+SHARED = "shared"
 
 PerturbationType = Literal[
     "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
@@ -83,6 +104,8 @@ class PerturbedPair(BaseModel):
     source_uid: str
     perturbation: PerturbationType
     significant: bool
+    targets: TargetsLabel = "engine"
+    """``mesh`` or ``engine``: how the target was found (significant types); ``shared``: no target."""
     target_entity: str | None = None
     expected: str
     description: str
@@ -308,11 +331,13 @@ class _Variant:
     after: str = ""
 
 
-Generator = Callable[["_Report", random.Random], list[_Variant]]
+Generator = Callable[["_Report | _MeshReport", random.Random], list[_Variant]]
 
 
 class _Report:
-    """One reference with its layout and rule-engine mentions."""
+    """One reference with its layout and rule-engine mentions (``engine`` targets)."""
+
+    variant: TargetVariant = "engine"
 
     def __init__(self, uid: str, text: str, extraction: Extraction) -> None:
         self.uid = uid
@@ -352,6 +377,154 @@ class _Report:
                     return None
         return [sents[k] for k in sorted(sents)]
 
+    def stating_sentences(self, entity: str) -> list[Sentence] | None:
+        """The sentences to edit for a side, degree or change: the same as :meth:`target_sentences`."""
+        return self.target_sentences(entity)
+
+    @cached_property
+    def mentioned(self) -> set[str]:
+        return {m.entity for m in self.mentions}
+
+    def surface(self, entity: str) -> str:
+        return next((self.text[m.start:m.end] for m in self.mentions_of(entity)), "")
+
+    def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
+        return ()
+
+
+#: Words that deny a name later in their clause ("no effusion", "without effusion") and words that
+#: deny one earlier in it ("effusion is not seen", "effusion has resolved") (mesh targets).
+_NEGATION_BEFORE = frozenset("no not without negative free none nor resolution".split())
+_NEGATION_AFTER = frozenset("not resolved removed normal unremarkable clear cleared excluded absent".split())
+#: Tokens that end a clause (mesh targets).
+_CLAUSE_BREAKS = frozenset(", ; : but however although though whereas except".split())
+
+
+def _word_key(word: str) -> str:
+    """A token's key for the plain word search: lower case (the tokeniser's), a final ``s`` dropped."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _name_keys(name: str) -> tuple[str, ...]:
+    return tuple(_word_key(t) for t in term_tokens(name))
+
+
+@dataclass(frozen=True)
+class _Occurrence:
+    entity: str
+    first: int  # token indices [first, last)
+    last: int
+    start: int  # character span
+    end: int
+    stated: bool  # no negation word in its clause
+
+
+class _Lexicon:
+    """Every ontology name, as token keys, for the plain word search (no rule engine)."""
+
+    def __init__(self, ontology: Ontology) -> None:
+        self.by_first: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        for e in ontology.entities:
+            for t in dict.fromkeys(_name_keys(t) for t in e.terms):
+                if t:
+                    self.by_first.setdefault(t[0], []).append((t, e.id))
+
+
+class _MeshReport:
+    """One reference with its human MeSH codes; targets and sentences found by plain word search.
+
+    Targets are the coded entities. An entity is *named* where any of its ontology terms or the
+    heading of one of its codes occurs as a run of whole words (case-insensitive, a final ``s``
+    ignored); a name is *stated* unless a negation word of its clause denies it (one of
+    ``_NEGATION_BEFORE`` before it, or of ``_NEGATION_AFTER`` after it). Sentences to remove or
+    negate are every sentence naming the target; sentences to edit (side, degree, change) are the
+    ones stating it. A target is refused when it is stated nowhere, or when a sentence naming it
+    states another entity (another coded one anywhere in it, or any other ontology name that does
+    not overlap the target's own words).
+    """
+
+    variant: TargetVariant = "mesh"
+
+    def __init__(self, uid: str, text: str, coded: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]],
+                 lexicon: _Lexicon) -> None:
+        self.uid = uid
+        self.text = text
+        self.layout = Layout(text)
+        self.coded = coded  # entity -> (heading keys..., coded side)
+        toks = tokenize(text)
+        keys = [_word_key(t.text) for t in toks]
+        # the clause of each token: a new one at a break token or a new sentence
+        sent_of = [self._sentence_index(t.start) for t in toks]
+        clause, c = [], 0
+        for i, k in enumerate(keys):
+            if i and (k in _CLAUSE_BREAKS or sent_of[i] != sent_of[i - 1]):
+                c += 1
+            clause.append(c)
+        before = [i for i, k in enumerate(keys) if k in _NEGATION_BEFORE]
+        after = [i for i, k in enumerate(keys) if k in _NEGATION_AFTER]
+
+        def occ(entity: str, i: int, n: int) -> _Occurrence:
+            denied = any(j < i and clause[j] == clause[i] for j in before) \
+                or any(j >= i + n and clause[j] == clause[i] for j in after)
+            return _Occurrence(entity, i, i + n, toks[i].start, toks[i + n - 1].end, not denied)
+
+        found: list[_Occurrence] = []
+        for i, k in enumerate(keys):
+            for name, entity in lexicon.by_first.get(k, ()):
+                if tuple(keys[i:i + len(name)]) == name:
+                    found.append(occ(entity, i, len(name)))
+            for entity, (headings, _) in coded.items():
+                for name in headings:
+                    if name and tuple(keys[i:i + len(name)]) == name:
+                        found.append(occ(entity, i, len(name)))
+        self.occurrences = list(dict.fromkeys(found))
+        self.sent_of = {o: self._sentence_index(o.start) for o in found}
+
+    def _sentence_index(self, pos: int) -> int:
+        return next((k for k, s in enumerate(self.layout.sentences) if s.start <= pos < s.end), -1)
+
+    @cached_property
+    def positives(self) -> list[str]:
+        """Coded entities stated somewhere (in the order they were coded)."""
+        return [e for e in self.coded if any(o.entity == e and o.stated for o in self.occurrences)]
+
+    @cached_property
+    def mentioned(self) -> set[str]:
+        """Coded entities and every entity one of whose names occurs (stated or not)."""
+        return set(self.coded) | {o.entity for o in self.occurrences}
+
+    def _clean(self, entity: str, k: int) -> bool:
+        own = [o for o in self.occurrences if o.entity == entity and self.sent_of[o] == k]
+        for o in self.occurrences:
+            if o.entity == entity or self.sent_of[o] != k or not o.stated:
+                continue
+            if o.entity in self.coded or not any(o.first < x.last and x.first < o.last for x in own):
+                return False
+        return True
+
+    def target_sentences(self, entity: str) -> list[Sentence] | None:
+        """Every sentence naming ``entity``, if one states it and none states another entity."""
+        ks = sorted({self.sent_of[o] for o in self.occurrences if o.entity == entity})
+        if -1 in ks or not any(o.entity == entity and o.stated for o in self.occurrences):
+            return None
+        if not all(self._clean(entity, k) for k in ks):
+            return None
+        return [self.layout.sentences[k] for k in ks]
+
+    def stating_sentences(self, entity: str) -> list[Sentence] | None:
+        """The sentences stating ``entity`` (None when :meth:`target_sentences` refuses it)."""
+        if self.target_sentences(entity) is None:
+            return None
+        ks = sorted({self.sent_of[o] for o in self.occurrences if o.entity == entity and o.stated})
+        return [self.layout.sentences[k] for k in ks]
+
+    def surface(self, entity: str) -> str:
+        o = next((o for o in self.occurrences if o.entity == entity and o.stated), None)
+        return self.text[o.start:o.end] if o else ""
+
+    def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
+        return self.coded.get(entity, ((), None))[0]
+
 
 class PerturbationSuite:
     """Builds labelled pairs from reference reports.
@@ -360,10 +533,15 @@ class PerturbationSuite:
     >>> pairs = suite.perturb("r1", "Findings: Small left pleural effusion. Impression: No pneumothorax.")
     >>> sorted({p.perturbation for p in pairs if p.significant})[:3]
     ['add_finding', 'change_severity', 'false_change']
+
+    ``targets`` names the target variants made for the significant types (both by default);
+    ``mesh`` targets need the report's MeSH field (``perturb(uid, text, mesh)``): a report given
+    without one gets ``engine`` targets only.
     """
 
     def __init__(self, ontology: Ontology | None = None, *, seed: int = 0, per_type: int = 1,
-                 types: Sequence[PerturbationType] = ALL_TYPES) -> None:
+                 types: Sequence[PerturbationType] = ALL_TYPES,
+                 targets: Sequence[TargetVariant] = TARGET_VARIANTS) -> None:
         self.ontology = ontology or load_ontology()
         self.extractor = RuleExtractor(self.ontology)
         self.seed = seed
@@ -372,6 +550,12 @@ class PerturbationSuite:
         if unknown:
             raise ValueError(f"unknown perturbation types {sorted(unknown)}; known: {', '.join(ALL_TYPES)}")
         self.types = tuple(types)
+        bad = set(targets) - set(TARGET_VARIANTS)
+        if bad or not targets:
+            raise ValueError(f"unknown target variants {sorted(bad)}; known: {', '.join(TARGET_VARIANTS)}")
+        self.targets: tuple[TargetVariant, ...] = tuple(t for t in TARGET_VARIANTS if t in targets)
+        self._mapper = MeshMapper(self.ontology)
+        self._lexicon = _Lexicon(self.ontology)
         vocab = attribute_vocabulary()
         phrases = [term_tokens(p) for kind in ("sides", "zones", "severity", "comparison") for p in getattr(vocab, kind)]
         self._attr_words = {p[0] for p in phrases if len(p) == 1}
@@ -393,38 +577,73 @@ class PerturbationSuite:
 
     @property
     def signature(self) -> str:
-        return f"perturb@{SUITE_VERSION}|seed:{self.seed}|per_type:{self.per_type}|ontology:{self.ontology.signature}"
+        return (f"perturb@{SUITE_VERSION}|seed:{self.seed}|per_type:{self.per_type}|targets:{'+'.join(self.targets)}"
+                f"|ontology:{self.ontology.signature}")
 
     # -- public ----------------------------------------------------------------------------
-    def perturb(self, uid: str, text: str) -> list[PerturbedPair]:
-        """Every variant of one reference report (at most ``per_type`` of each type)."""
-        report = _Report(uid, text, self.extractor.extract(text))
-        out: list[PerturbedPair] = []
-        for ptype in self.types:
-            rng = random.Random(f"{self.seed}:{uid}:{ptype}")
-            variants = self._generators[ptype](report, rng)
-            seen: set[str] = set()
-            k = 0
-            for v in variants:
-                if k >= self.per_type:
-                    break
-                cand = v.candidate
-                if cand == text or cand in seen or not cand.strip():
-                    continue
-                seen.add(cand)
-                k += 1
-                significant = ptype in SIGNIFICANT
-                out.append(PerturbedPair(
-                    pair_id=f"{uid}:{ptype}:{k}", source_uid=uid, perturbation=ptype, significant=significant,
-                    target_entity=v.target if significant else None,
-                    expected=EXPECTED[ptype] if significant else NO_ERROR,
-                    description=v.description, before=v.before, after=v.after, reference=text, candidate=cand,
-                ))
+    def coded_entities(self, mesh: str) -> dict[str, tuple[tuple[tuple[str, ...], ...], str | None]]:
+        """Entity -> (its codes' headings as word keys, its coded side) of a MeSH field, in code order.
+
+        Codes are mapped with the ontology's ``mesh`` patterns (:class:`~cxreval.ontology.mesh.MeshMapper`,
+        as the IU X-ray gold standard does); ``normal`` and unmapped codes give nothing; two sides
+        make ``bilateral``.
+        """
+        matched, _ = self._mapper.map_field(mesh)
+        heads: dict[str, dict[tuple[str, ...], None]] = {}
+        sides: dict[str, set[str]] = {}
+        for m in matched:
+            heads.setdefault(m.entity_id, {}).setdefault(_name_keys(m.code.heading), None)
+            sides.setdefault(m.entity_id, set()).update(m.sides)
+        out = {}
+        for e, hs in heads.items():
+            sd = sides[e]
+            side = "bilateral" if "bilateral" in sd or {"left", "right"} <= sd else next(iter(sd), None)
+            out[e] = (tuple(hs), side)
         return out
 
-    def build(self, reports: Iterable[tuple[str, str]]) -> list[PerturbedPair]:
-        """The suite for (uid, text) references, in input order."""
-        return [p for uid, text in reports for p in self.perturb(uid, text)]
+    def perturb(self, uid: str, text: str, mesh: str | None = None) -> list[PerturbedPair]:
+        """Every variant of one reference report (at most ``per_type`` of each type and target variant).
+
+        ``mesh``: the report's MeSH field (``;``-separated codes such as ``Pleural Effusion/left/small``);
+        without it the report gets no ``mesh``-target variants.
+        """
+        engine = _Report(uid, text, self.extractor.extract(text))
+        reports: dict[str, _Report | _MeshReport] = {}
+        for t in self.targets:
+            if t == "engine":
+                reports[t] = engine
+            elif mesh is not None:
+                reports[t] = _MeshReport(uid, text, self.coded_entities(mesh), self._lexicon)
+        out: list[PerturbedPair] = []
+        for ptype in self.types:
+            significant = ptype in SIGNIFICANT
+            runs: list[tuple[str, _Report | _MeshReport]] = list(reports.items()) if significant else [(SHARED, engine)]
+            for label, report in runs:
+                # engine and shared draws keep the seed string of suite version 1
+                rng = random.Random(f"{self.seed}:{uid}:{ptype}" + (":mesh" if label == "mesh" else ""))
+                variants = self._generators[ptype](report, rng)
+                seen: set[str] = set()
+                k = 0
+                for v in variants:
+                    if k >= self.per_type:
+                        break
+                    cand = v.candidate
+                    if cand == text or cand in seen or not cand.strip():
+                        continue
+                    seen.add(cand)
+                    k += 1
+                    out.append(PerturbedPair(
+                        pair_id=f"{uid}:{ptype}:{label}:{k}" if significant else f"{uid}:{ptype}:{k}",
+                        source_uid=uid, perturbation=ptype, significant=significant, targets=label,  # type: ignore[arg-type]
+                        target_entity=v.target if significant else None,
+                        expected=EXPECTED[ptype] if significant else NO_ERROR,
+                        description=v.description, before=v.before, after=v.after, reference=text, candidate=cand,
+                    ))
+        return out
+
+    def build(self, reports: Iterable[tuple[str, str] | tuple[str, str, str | None]]) -> list[PerturbedPair]:
+        """The suite for (uid, text) or (uid, text, MeSH field) references, in input order."""
+        return [p for r in reports for p in self.perturb(*r)]
 
     # -- helpers ---------------------------------------------------------------------------
     def phrase(self, entity: str, surface: str = "") -> str:
@@ -445,9 +664,14 @@ class PerturbationSuite:
             and not any(f" {p} " in padded for p in self._attr_phrases) \
             and not (set(toks) & {"no", "not", "without", "normal"})
 
-    def _names_remaining(self, entity: str, candidate: str) -> bool:
+    def _names_remaining(self, entity: str, candidate: str, extra: Sequence[tuple[str, ...]] = ()) -> bool:
         hay = _norm_text(candidate)
-        return any(f" {' '.join(term_tokens(t))} " in hay for t in self.ontology.entity(entity).terms)
+        if any(f" {' '.join(term_tokens(t))} " in hay for t in self.ontology.entity(entity).terms):
+            return True
+        if extra:  # mesh targets: also the codes' headings, in the word search's own keys
+            keyed = " " + " ".join(_word_key(w) for w in hay.split()) + " "
+            return any(f" {' '.join(x)} " in keyed for x in extra if x)
+        return False
 
     def _remove_sentences(self, report: _Report, sents: Sequence[Sentence]) -> str:
         edits = [(s.start, s.end, "") for s in sents]
@@ -461,44 +685,43 @@ class PerturbationSuite:
         return replace_spans(report.text, edits)
 
     # -- significant ----------------------------------------------------------------------
-    def _targets(self, report: _Report, rng: random.Random) -> list[str]:
+    def _targets(self, report: _Report | _MeshReport, rng: random.Random) -> list[str]:
         ents = list(report.positives)
         rng.shuffle(ents)
         return ents
 
-    def _omit(self, report: _Report, rng: random.Random) -> list[_Variant]:
+    def _omit(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         out = []
         for e in self._targets(report, rng):
             sents = report.target_sentences(e)
             if not sents:
                 continue
             cand = self._remove_sentences(report, sents)
-            if not Layout(cand).sentences or self._names_remaining(e, cand):
+            if not Layout(cand).sentences or self._names_remaining(e, cand, report.extra_names(e)):
                 continue
             removed = " ".join(report.text[s.start:s.end] for s in sents)
             out.append(_Variant(cand, f"removed the {len(sents)} sentence(s) stating {e}", e, removed, ""))
         return out
 
-    def _negate(self, report: _Report, rng: random.Random) -> list[_Variant]:
+    def _negate(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         out = []
         for e in self._targets(report, rng):
             sents = report.target_sentences(e)
             if not sents:
                 continue
-            surface = next((report.text[m.start:m.end] for m in report.mentions_of(e)), "")
-            negation = f"No {self.phrase(e, surface)}."
+            negation = f"No {self.phrase(e, report.surface(e))}."
             edits = [(s.start, s.end, s.marker + negation) for s in sents]
             cand = replace_spans(report.text, edits)
             rest = replace_spans(report.text, [(s.start, s.end, "") for s in sents])
-            if self._names_remaining(e, rest):
+            if self._names_remaining(e, rest, report.extra_names(e)):
                 continue
             before = " ".join(report.text[s.start:s.end] for s in sents)
             out.append(_Variant(cand, f"replaced the {len(sents)} sentence(s) stating {e} by '{negation}'",
                                 e, before, negation))
         return out
 
-    def _add(self, report: _Report, rng: random.Random) -> list[_Variant]:
-        mentioned = {m.entity for m in report.mentions}
+    def _add(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        mentioned = report.mentioned
         options = [e for e in FALSE_FINDINGS if e not in mentioned and e in self.ontology.entity_ids]
         rng.shuffle(options)
         out = []
@@ -512,13 +735,20 @@ class PerturbationSuite:
             out.append(_Variant(cand, f"added the false finding '{sentence}'", e, "", sentence))
         return out
 
-    def _flip(self, report: _Report, rng: random.Random) -> list[_Variant]:
+    def _flip(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         out = []
         for e in self._targets(report, rng):
-            st = report.states[e]
-            if st.side not in ("left", "right") or "location" not in self.ontology.entity(e).attributes:
+            if isinstance(report, _MeshReport):  # the coded side, if any, must be the one written
+                side = report.coded[e][1]
+                if side == "bilateral":
+                    continue
+            else:
+                side = report.states[e].side
+                if side not in ("left", "right"):
+                    continue
+            if "location" not in self.ontology.entity(e).attributes:
                 continue
-            sents = report.target_sentences(e)
+            sents = report.stating_sentences(e)
             if not sents:
                 continue
             edits = []
@@ -532,20 +762,23 @@ class PerturbationSuite:
                     words.add(m.group(1).lower())
                     new = "right" if m.group(1).lower() == "left" else "left"
                     edits.append((s.start + m.start(), s.start + m.end(), _same_case(new, m.group(1))))
-            if not edits or len(words) != 1:
+            if not edits or len(words) != 1 or (isinstance(report, _MeshReport) and side is not None
+                                                and words != {side}):
                 continue
             cand = replace_spans(report.text, edits)
-            flipped = "right" if st.side == "left" else "left"
-            out.append(_Variant(cand, f"{e}: side {st.side} -> {flipped}", e, st.side or "", flipped))
+            side = side or next(iter(words))
+            flipped = "right" if side == "left" else "left"
+            out.append(_Variant(cand, f"{e}: side {side} -> {flipped}", e, side, flipped))
         return out
 
-    def _severity(self, report: _Report, rng: random.Random) -> list[_Variant]:
+    def _severity(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         out = []
         for e in self._targets(report, rng):
-            st = report.states[e]
-            if st.severity is None or "severity" not in self.ontology.entity(e).attributes:
+            # engine targets: the engine read a degree; mesh targets: the degree words below decide
+            mesh = isinstance(report, _MeshReport)
+            if (not mesh and report.states[e].severity is None) or "severity" not in self.ontology.entity(e).attributes:
                 continue
-            sents = report.target_sentences(e)
+            sents = report.stating_sentences(e)
             if not sents:
                 continue
             edits, found = [], []
@@ -571,26 +804,27 @@ class PerturbationSuite:
                 continue
             cand = replace_spans(report.text, edits)
             news = [SEVERITY_SWAP[w] for w in found]
-            out.append(_Variant(cand, f"{e}: severity {st.severity} -> {self._severity_bucket[news[0]]} "
+            old = self._severity_bucket[found[0]] if mesh else report.states[e].severity
+            out.append(_Variant(cand, f"{e}: severity {old} -> {self._severity_bucket[news[0]]} "
                                       f"({', '.join(f'{a} -> {b}' for a, b in zip(found, news))})", e,
                                 ", ".join(found), ", ".join(news)))
         return out
 
-    def _change(self, report: _Report, rng: random.Random) -> list[_Variant]:
+    def _change(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         out = []
         for e in self._targets(report, rng):
-            st = report.states[e]
             ent = self.ontology.entity(e)
             # a device or a post-operative change does not "worsen": only findings get a false change
-            if st.comparison is not None or "comparison" not in ent.attributes or ent.category in _NO_CHANGE:
+            compared = None if isinstance(report, _MeshReport) else report.states[e].comparison
+            if compared is not None or "comparison" not in ent.attributes or ent.category in _NO_CHANGE:
                 continue
-            sents = report.target_sentences(e)
+            sents = report.stating_sentences(e)
             if not sents:
                 continue
             if any(f" {c} " in _norm_text(report.text[s.start:s.end]) for s in sents for c in self._comparison_phrases):
                 continue
             _, clause = rng.choice(FALSE_CHANGES)
-            surface = next((report.text[m.start:m.end] for m in report.mentions_of(e)), "")
+            surface = report.surface(e)
             clause_form = rng.random() < 0.5 and not any(
                 re.search(r"\b(but|however|although|with)\b|;", report.text[s.start:s.end], re.I) for s in sents)
             if clause_form:  # "..., increased compared with the prior study."
@@ -811,14 +1045,15 @@ def _suite_format(path: Path, format: str | None) -> str:
 
 
 #: Suite columns that may be left out (their model default applies); every other one is needed.
-_OPTIONAL_SUITE_COLUMNS = ("target_entity", "before", "after")
+_OPTIONAL_SUITE_COLUMNS = ("targets", "target_entity", "before", "after")
 
 
 def read_suite(path: str | Path, *, format: str | None = None) -> list[PerturbedPair]:
     """Read a suite written by :func:`write_suite` (JSONL for ``.jsonl``, else CSV; ``format`` overrides).
 
     Every value is checked: unique ``pair_id``, a known ``perturbation``, ``significant`` true /
-    false, non-empty ``reference`` and ``candidate``; an empty ``target_entity`` means none.
+    false, non-empty ``reference`` and ``candidate``; an empty ``target_entity`` means none; a
+    missing or empty ``targets`` means ``engine`` (suites of version 1).
     Raises :class:`~cxreval.io.InputError` listing every problem (file, line, field).
     """
     p = Path(path)
@@ -863,6 +1098,11 @@ def _suite_values(table: RecordTable, rec: Record, present: set[str], optional: 
         values[col] = text_value(table, rec, col, present, empty_ok=True)
     if values.get("target_entity") == "":
         values["target_entity"] = None
+    if values.get("targets") == "":  # a suite of version 1 (no column): engine targets
+        del values["targets"]
+    if values.get("targets") not in (None, *TARGET_VARIANTS, SHARED):
+        table.problems.append(table.problem(
+            f"unknown targets {values['targets']!r}; known: {', '.join((*TARGET_VARIANTS, SHARED))}", rec, "targets"))
     if values["perturbation"] is not None and values["perturbation"] not in ALL_TYPES:
         known_types = ", ".join(ALL_TYPES)
         table.problems.append(table.problem(
@@ -873,23 +1113,30 @@ def _suite_values(table: RecordTable, rec: Record, present: set[str], optional: 
 
 
 def read_references(path: str | Path, *, id_col: str = "id", reference_col: str = "reference",
-                    format: str | None = None) -> list[tuple[str, str]]:
-    """(id, reference) pairs to build a suite from, in file order.
+                    format: str | None = None, mesh_col: str | None = None
+                    ) -> list[tuple[str, str]] | list[tuple[str, str, str]]:
+    """(id, reference) pairs to build a suite from, in file order; (id, reference, MeSH) with ``mesh_col``.
+
+    ``mesh_col`` names a column of IU-style MeSH fields (``;``-separated codes, may be empty) for
+    ``mesh``-target variants.
 
     CSV (also for suffixes cxreval does not know), TSV, JSONL, a JSON list or a ReXrank-layout
     JSON (ids are the keys; name the field with ``reference_col``), or Parquet. Ids must be
     unique and references non-empty; the text is kept exactly as written. Raises
     :class:`~cxreval.io.InputError` listing every problem (file, line, field).
     """
-    table = load_table(path, table_format(path, format), [id_col, reference_col], keyed_ok=True)
-    present = check_columns(table, [reference_col] if table.keyed else [id_col, reference_col])
+    extra = [mesh_col] if mesh_col else []
+    table = load_table(path, table_format(path, format), [id_col, reference_col, *extra], keyed_ok=True)
+    present = check_columns(table, ([reference_col] if table.keyed else [id_col, reference_col]) + extra)
     unique = Uniqueness(table)
-    out: list[tuple[str, str]] = []
+    out: list = []
     for rec in table.records:
         ident = rec.ident = record_id(table, rec, id_col, present)
         text = text_value(table, rec, reference_col, present, what="report")
-        if ident is not None and unique.is_new(ident, rec, None if table.keyed else id_col) and text is not None:
-            out.append((ident, text))
+        mesh = text_value(table, rec, mesh_col, present, empty_ok=True) if mesh_col else ""
+        if ident is not None and unique.is_new(ident, rec, None if table.keyed else id_col) and text is not None \
+                and mesh is not None:
+            out.append((ident, text, mesh) if mesh_col else (ident, text))
     require_records(table)
     raise_problems(table)
     return out
@@ -903,7 +1150,25 @@ def suite_summary(pairs: Sequence[PerturbedPair]) -> dict[str, int]:
     return counts
 
 
+def suite_summary_by_targets(pairs: Sequence[PerturbedPair]) -> dict[str, dict[str, int]]:
+    """Number of pairs per perturbation type and ``targets`` label (``mesh``, ``engine``, ``shared``)."""
+    out: dict[str, dict[str, int]] = {t: {} for t in ALL_TYPES}
+    for p in pairs:
+        out[p.perturbation][p.targets] = out[p.perturbation].get(p.targets, 0) + 1
+    return out
+
+
+def gold_references(gold: Iterable) -> list[tuple[str, str, str]]:
+    """(uid, text, MeSH codes) of IU X-ray gold reports (:func:`cxreval.datasets.iu_xray.load_iu_gold`).
+
+    The codes are the report's mapped codes joined by ``;`` (``normal`` and unmapped codes give no
+    target anyway), ready for :meth:`PerturbationSuite.build`.
+    """
+    return [(g.uid, g.text, ";".join(c for e in g.entities.values() for c in e.codes)) for g in gold]
+
+
 __all__ = [
-    "ALL_TYPES", "EXPECTED", "INSIGNIFICANT", "SIGNIFICANT", "Layout", "PerturbationSuite", "PerturbationType",
-    "PerturbedPair", "read_references", "read_suite", "suite_summary", "write_suite",
+    "ALL_TYPES", "EXPECTED", "INSIGNIFICANT", "SHARED", "SIGNIFICANT", "TARGET_VARIANTS", "Layout",
+    "PerturbationSuite", "PerturbationType", "PerturbedPair", "TargetVariant", "gold_references", "read_references",
+    "read_suite", "suite_summary", "suite_summary_by_targets", "write_suite",
 ]

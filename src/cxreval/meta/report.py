@@ -30,8 +30,11 @@ _SECTION = """<section class="meta" id="meta-robustness">
 penalised on the right entity, entity-level engines only). Robustness: share of clinically insignificant
 variants it leaves unpenalised. "Penalised" = scored worse than the (reference, reference) pair.
 95 % Clopper-Pearson intervals in the tooltips. Suite: <code>{{ suite }}</code></p>
+{% if variants|length > 1 %}<p class="muted">Target variants side by side: <code>mesh</code> edits the findings the
+human coders coded (their sentences found by a plain word search), <code>engine</code> the findings the rule
+engine reads; insignificant variants are shared, so their figures agree.</p>{% endif %}
 <table>
-<thead><tr><th>perturbation</th><th>significant</th><th>n</th>{% for m in metrics %}<th>{{ m }}</th>{% endfor %}</tr></thead>
+<thead><tr><th>perturbation</th><th>significant</th><th>n{% if variants|length > 1 %} ({{ variants|join("/") }}){% endif %}</th>{% for m in columns %}<th>{{ m }}</th>{% endfor %}</tr></thead>
 <tbody>
 {% for line in lines %}<tr><td>{{ line.type }}</td><td>{{ line.sig }}</td><td>{{ line.n }}</td>
 {% for c in line.cells %}<td{% if c.bad %} class="bad"{% endif %} title="{{ c.title }}">{{ c.text }}</td>{% endfor %}</tr>
@@ -67,11 +70,20 @@ def _types(report: RobustnessReport) -> list[str]:
     return [t for t in ALL_TYPES if t in report.counts] + ["overall-significant", "overall-insignificant"]
 
 
+def _series(report: RobustnessReport) -> list[tuple[str, str, str]]:
+    """(label, metric, target variant) of each column / bar series: metrics x variants."""
+    two = len(report.variants) > 1
+    return [(f"{m} [{v}]" if two else m, m, v) for m in report.metrics for v in report.variants]
+
+
 def bar_chart_svg(report: RobustnessReport, width: int = 900, height: int = 320) -> Markup:
-    """Grouped bars: one group per perturbation type, one bar per metric (value 0..1)."""
+    """Grouped bars: one group per perturbation type, one bar per metric and target variant (value 0..1)."""
     types = [t for t in _types(report) if any(r.perturbation == t for r in report.rows)]
-    metrics = report.metrics
-    left, bottom, top, right = 40, 110, 30, 10
+    series = _series(report)
+    metrics = [label for label, _, _ in series]
+    per_line = 5  # legend entries per line
+    legend_lines = (len(metrics) + per_line - 1) // per_line
+    left, bottom, top, right = 40, 110, 16 + 14 * max(1, legend_lines), 10
     plot_w, plot_h = width - left - right, height - top - bottom
     group_w = plot_w / max(1, len(types))
     bar_w = max(2.0, (group_w - 6) / max(1, len(metrics)))
@@ -87,8 +99,9 @@ def bar_chart_svg(report: RobustnessReport, width: int = 900, height: int = 320)
                  f'stroke-dasharray="4 3"/>')
     for gi, t in enumerate(types):
         x0 = left + gi * group_w + 3
-        for mi, m in enumerate(metrics):
-            row = next((r for r in report.rows if r.metric == m and r.perturbation == t), None)
+        for mi, (m, metric, variant) in enumerate(series):
+            row = next((r for r in report.rows
+                        if r.metric == metric and r.perturbation == t and r.targets == variant), None)
             if row is None or row.main.rate is None:
                 continue
             v = row.main.rate
@@ -101,9 +114,9 @@ def bar_chart_svg(report: RobustnessReport, width: int = 900, height: int = 320)
         parts.append(f'<text x="{cx:.1f}" y="{top + plot_h + 8}" font-size="10" text-anchor="end" '
                      f'transform="rotate(-40 {cx:.1f} {top + plot_h + 8})">{escape(t)}</text>')
     for mi, m in enumerate(metrics):
-        x = left + mi * 150
-        parts.append(f'<rect x="{x}" y="6" width="10" height="10" fill="{_color(mi)}"/>'
-                     f'<text x="{x + 14}" y="15" font-size="11">{escape(m)}</text>')
+        x, y = left + (mi % per_line) * 170, 6 + 14 * (mi // per_line)
+        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(mi)}"/>'
+                     f'<text x="{x + 14}" y="{y + 9}" font-size="11">{escape(m)}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -127,16 +140,19 @@ def _cell(row: TypeRow | None, target: float) -> dict[str, object]:
 def render_section(report: RobustnessReport, *, target: float = 0.95) -> Markup:
     """The section (table + SVG) to embed in a page."""
     lines = []
+    series = _series(report)
     for t in _types(report):
-        rows = {r.metric: r for r in report.rows if r.perturbation == t}
+        rows = {(r.metric, r.targets): r for r in report.rows if r.perturbation == t}
         if not rows:
             continue
         first = next(iter(rows.values()))
-        lines.append({"type": t, "sig": "yes" if first.significant else "no", "n": first.n,
-                      "cells": [_cell(rows.get(m), target) for m in report.metrics]})
+        ns = "/".join(str(next((r.n for (_, v), r in rows.items() if v == x), 0)) for x in report.variants)
+        lines.append({"type": t, "sig": "yes" if first.significant else "no", "n": ns,
+                      "cells": [_cell(rows.get((m, v)), target) for _, m, v in series]})
     env = Environment(autoescape=True)
     html = env.from_string(_SECTION).render(
-        n_pairs=report.n_pairs, suite=report.suite, metrics=report.metrics, lines=lines,
+        n_pairs=report.n_pairs, suite=report.suite, columns=[label for label, _, _ in series],
+        variants=report.variants, lines=lines,
         svg=bar_chart_svg(report), signatures=report.signatures,
     )
     return Markup(html)

@@ -14,6 +14,11 @@ fixed "perfect" value keeps metrics honest whose identity score is not their max
 Each share comes with a Clopper-Pearson 95 % interval (:func:`cxreval.scores.stats.clopper_pearson`),
 per perturbation type and overall. A pair the metric could not score (NaN) is counted in ``n_nan``
 and left out of the share.
+
+Every figure is given per **target variant** (``PerturbedPair.targets``: ``mesh`` or ``engine``,
+see :mod:`cxreval.meta.perturb`): a variant's rows count its own significant pairs and the
+``shared`` insignificant ones, so the insignificant rows are the same under both variants. A
+suite with no labelled variant (only insignificant types) has one variant, ``shared``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from cxreval.judge.models import EntityJudgement
-from cxreval.meta.perturb import ALL_TYPES, SIGNIFICANT, PerturbedPair
+from cxreval.meta.perturb import ALL_TYPES, SHARED, SIGNIFICANT, TARGET_VARIANTS, PerturbedPair
 from cxreval.metrics.base import ReportMetric
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson
@@ -116,6 +121,8 @@ class TypeRow(BaseModel):
     perturbation: str
     significant: bool
     n: int
+    targets: str = "engine"
+    """The target variant (``mesh`` / ``engine``; ``shared`` for a suite without one)."""
     n_nan: int
     discrimination: Share | None = None
     right_entity: Share | None = None
@@ -141,9 +148,27 @@ class RobustnessReport(BaseModel):
     signatures: dict[str, str]
     rows: list[TypeRow]
     tol: float = DEFAULT_TOL
+    variants: list[str] = ["engine"]
+    """Target variants of the suite, in report order (``mesh`` before ``engine``)."""
+    counts_by_variant: dict[str, dict[str, int]] = {}
+    """Pairs per type for each variant (its own significant pairs and the shared ones)."""
 
-    def row(self, metric: str, perturbation: str) -> TypeRow:
-        return next(r for r in self.rows if r.metric == metric and r.perturbation == perturbation)
+    def row(self, metric: str, perturbation: str, targets: str | None = None) -> TypeRow:
+        """The row of a metric and type; ``targets`` picks the variant (default: the first one)."""
+        targets = targets or self.variants[0]
+        return next(r for r in self.rows
+                    if r.metric == metric and r.perturbation == perturbation and r.targets == targets)
+
+
+def suite_variants(pairs: Sequence[PerturbedPair]) -> list[str]:
+    """The target variants labelled in a suite (``mesh`` before ``engine``), else ``["shared"]``."""
+    found = {p.targets for p in pairs}
+    return [v for v in TARGET_VARIANTS if v in found] or [SHARED]
+
+
+def variant_pairs(pairs: Sequence[PerturbedPair], variant: str) -> list[int]:
+    """Indices of the pairs a variant's figures count: its own and the shared ones."""
+    return [i for i, p in enumerate(pairs) if p.targets in (variant, SHARED)]
 
 
 def _unique_identity(metric: ReportMetric | EntityLevelMetric, references: Sequence[str]) -> dict[str, float]:
@@ -181,9 +206,14 @@ def run_metric(metric: ReportMetric | EntityLevelMetric, pairs: Sequence[Perturb
 
 
 def summarise(run: MetricRun, pairs: Sequence[PerturbedPair]) -> list[TypeRow]:
-    """Per-type and overall rows of one metric."""
+    """Per-type and overall rows of one metric, for each target variant of the suite."""
+    return [r for v in suite_variants(pairs) for r in _summarise(run, pairs, v)]
+
+
+def _summarise(run: MetricRun, pairs: Sequence[PerturbedPair], variant: str) -> list[TypeRow]:
     groups: dict[str, list[int]] = defaultdict(list)
-    for i, p in enumerate(pairs):
+    for i in variant_pairs(pairs, variant):
+        p = pairs[i]
         groups[p.perturbation].append(i)
         groups["overall-significant" if p.significant else "overall-insignificant"].append(i)
     order = [t for t in ALL_TYPES if t in groups] + [g for g in ("overall-significant", "overall-insignificant")
@@ -197,10 +227,10 @@ def summarise(run: MetricRun, pairs: Sequence[PerturbedPair]) -> list[TypeRow]:
         if sig:
             right = (Share.of(sum(run.right_entity[i] for i in ok), len(ok))
                      if run.right_entity is not None else None)
-            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=True, n=len(idx),
+            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=True, n=len(idx), targets=variant,
                                 n_nan=len(idx) - len(ok), discrimination=Share.of(k, len(ok)), right_entity=right))
         else:
-            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=False, n=len(idx),
+            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=False, n=len(idx), targets=variant,
                                 n_nan=len(idx) - len(ok), robustness=Share.of(len(ok) - k, len(ok))))
     return rows
 
@@ -220,8 +250,16 @@ def score_suite(
     for p in pairs:
         counts[p.perturbation] += 1
     rows = [r for run in runs for r in summarise(run, pairs)]
+    variants = suite_variants(pairs)
+    by_variant: dict[str, dict[str, int]] = {}
+    for v in variants:
+        c: dict[str, int] = defaultdict(int)
+        for i in variant_pairs(pairs, v):
+            c[pairs[i].perturbation] += 1
+        by_variant[v] = dict(c)
     return RobustnessReport(suite=suite, n_pairs=len(pairs), counts=dict(counts), metrics=[r.metric for r in runs],
-                            signatures={r.metric: r.signature for r in runs}, rows=rows, tol=tol), runs
+                            signatures={r.metric: r.signature for r in runs}, rows=rows, tol=tol,
+                            variants=variants, counts_by_variant=by_variant), runs
 
 
 def failures(run: MetricRun, pairs: Sequence[PerturbedPair], *, limit: int | None = None) -> list[PerturbedPair]:
@@ -241,26 +279,35 @@ def failures(run: MetricRun, pairs: Sequence[PerturbedPair], *, limit: int | Non
     return out
 
 
+def cell_text(row: TypeRow | None) -> str:
+    """A table cell: the main share, with the right-entity share in brackets where there is one."""
+    if row is None:
+        return ""
+    main = row.main
+    text = "n/a" if main.rate is None else f"{main.rate:.3f}"
+    if row.significant and row.right_entity is not None and row.right_entity.rate is not None:
+        text += f" ({row.right_entity.rate:.3f})"
+    return text
+
+
 def format_table(report: RobustnessReport, fmt: str = "markdown") -> str:
-    """The table: one line per perturbation type, per metric D (right entity) or R, as markdown."""
-    ms = report.metrics
-    head = ["type", "sig.", "n"] + ms
+    """The table: one line per perturbation type, per metric D (right entity) or R, as markdown.
+
+    With two target variants each metric has a column per variant side by side
+    (``spec-errors [mesh]``, ``spec-errors [engine]``) and ``n`` gives both counts (``mesh/engine``).
+    """
+    ms, vs = report.metrics, report.variants
+    two = len(vs) > 1
+    head = ["type", "sig.", "n " + "/".join(vs) if two else "n"] + \
+        [f"{m} [{v}]" if two else m for m in ms for v in vs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     types = [t for t in ALL_TYPES if t in report.counts] + ["overall-significant", "overall-insignificant"]
     for t in types:
-        rows = [r for r in report.rows if r.perturbation == t]
+        rows = {(r.metric, r.targets): r for r in report.rows if r.perturbation == t}
         if not rows:
             continue
-        cells = []
-        for m in ms:
-            r = next((x for x in rows if x.metric == m), None)
-            if r is None:
-                cells.append("")
-                continue
-            main = r.main
-            text = "n/a" if main.rate is None else f"{main.rate:.3f}"
-            if r.significant and r.right_entity is not None and r.right_entity.rate is not None:
-                text += f" ({r.right_entity.rate:.3f})"
-            cells.append(text)
-        lines.append(f"| {t} | {'yes' if rows[0].significant else 'no'} | {rows[0].n} | " + " | ".join(cells) + " |")
+        first = next(iter(rows.values()))
+        ns = "/".join(str(next((r.n for (m, v), r in rows.items() if v == x), 0)) for x in vs)
+        cells = [cell_text(rows.get((m, v))) for m in ms for v in vs]
+        lines.append(f"| {t} | {'yes' if first.significant else 'no'} | {ns} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
