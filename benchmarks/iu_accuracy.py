@@ -3,7 +3,9 @@
 Data: ../shared/data/iu-xray/indiana_reports.csv (CC BY-NC-ND 4.0, read at run time) with
 Rad-ReStruct's splits. Rules are tuned on `train` only; figures are reported on `val + test`.
 
-Run: python benchmarks/iu_accuracy.py [--split val,test] [--uncertain positive|negative] [--json FILE]
+Run: python benchmarks/iu_accuracy.py [--split val,test] [--uncertain POLICY] [--json FILE]
+(POLICY: coded, positive, negative, probable, probable-alternative.)
+Per certainty grade (which hedges the coders code): python benchmarks/iu_certainty.py
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ def show(acc: ExtractionAccuracy) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--split", default="val,test", help="comma-separated splits (train for tuning only)")
-    ap.add_argument("--uncertain", default="coded", choices=["positive", "negative", "coded"],
-                    help="which hedged mentions count as coded positives (chosen on train: coded)")
+    ap.add_argument("--uncertain", default="coded",
+                    choices=["positive", "negative", "coded", "probable", "probable-alternative"],
+                    help="which hedged mentions count as coded positives (chosen on train: coded; by "
+                         "certainty grade: probable-alternative, see iu_certainty.py)")
     ap.add_argument("--json", help="also write the full result as JSON here")
     ap.add_argument("--confusions", type=int, default=15)
     args = ap.parse_args()

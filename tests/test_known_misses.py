@@ -124,4 +124,4 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@3.c6.")
+    assert ex.signature.startswith("rules@4.c7.")

@@ -14,6 +14,34 @@ Status = Literal["present", "absent", "uncertain"]
 ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolved"]
 Side = Literal["left", "right", "bilateral"]
 Severity = Literal["mild", "moderate", "severe"]
+#: How sure a mention is, finer than its ``status``: ``definite`` (present), ``probable`` ("likely
+#: atelectasis"), ``possible`` ("may represent atelectasis", "cannot exclude"), ``alternative``
+#: ("atelectasis or scarring", "X versus Y", "differential includes") and ``negated`` (absent).
+#: The three hedged grades are all ``status="uncertain"``; the seed is pyConText's
+#: DEFINITE / PROBABLE / AMBIVALENT existence categories (see docs/engine.md).
+Certainty = Literal["definite", "probable", "possible", "alternative", "negated"]
+#: The hedged grades, strongest first: an entity hedged twice takes the stronger one.
+HEDGE_GRADES: tuple[Certainty, ...] = ("probable", "possible", "alternative")
+#: The grade a status implies when an engine gives none (the LLM engines give only a status).
+DEFAULT_CERTAINTY: dict[str, Certainty] = {"present": "definite", "uncertain": "possible", "absent": "negated"}
+#: Named certainty policies: which hedged grades count as positive (``definite`` always does,
+#: ``negated`` never). ``positive`` and ``negative`` are the two ``uncertain`` policies cxreval
+#: has always had; ``probable`` counts a hedge only when the report leans towards the finding;
+#: ``probable-alternative`` also counts a differential ("atelectasis or scarring"): the grade set
+#: that matches the IU X-ray MeSH coders best on train (``benchmarks/iu_certainty.py``). The
+#: policy is the ``uncertain:`` option of every signature.
+CERTAINTY_POLICIES: dict[str, frozenset[str]] = {
+    "positive": frozenset(HEDGE_GRADES),
+    "negative": frozenset(),
+    "probable": frozenset({"probable"}),
+    "probable-alternative": frozenset({"probable", "alternative"}),
+}
+
+_HEDGE_RANK = {g: i for i, g in enumerate(HEDGE_GRADES)}
+
+
+def _default_certainty(data: dict[str, Any]) -> Certainty:
+    return DEFAULT_CERTAINTY.get(data.get("status", ""), "possible")
 
 
 class Attributes(BaseModel):
@@ -30,6 +58,8 @@ class Attributes(BaseModel):
 class Mention(Attributes):
     """One mention of an ontology entity in a report, with its certainty and attributes.
 
+    ``certainty`` grades the status (see :data:`Certainty`); when an engine gives none it follows
+    from the status (present -> definite, uncertain -> possible, absent -> negated).
     ``implied`` marks absences that come from a global normal statement ("no acute
     cardiopulmonary process") rather than from a word naming the entity. ``historical`` marks
     mentions of past findings ("history of pneumonia"): they never make an entity present.
@@ -45,6 +75,7 @@ class Mention(Attributes):
 
     entity: str
     status: Status
+    certainty: Certainty = Field(default_factory=_default_certainty)
     historical: bool = False
     implied: bool = False
     section: str = "body"
@@ -69,6 +100,7 @@ class EntityState(Attributes):
 
     entity: str
     status: Status
+    certainty: Certainty = Field(default_factory=_default_certainty)
     evidence: str = ""
     cue: str | None = None
 
@@ -109,7 +141,9 @@ class Extraction(BaseModel):
         A report that both affirms and denies an entity affirms it (a positive statement is the
         more specific one); present beats uncertain beats absent. Attributes come from the
         mentions that carry the winning status; the first one given wins, except that two
-        different sides make the entity bilateral.
+        different sides make the entity bilateral. Among hedged mentions the strongest grade wins
+        (probable > possible > alternative), and the evidence and cue are the first mention's with
+        that grade.
         """
         by_entity: dict[str, list[Mention]] = {}
         for m in self.mentions:
@@ -135,14 +169,18 @@ class Extraction(BaseModel):
             for m in explicit:
                 for z in m.zones:
                     zones.setdefault(z, None)
+            lead = explicit[0]
+            if status == "uncertain" and len(explicit) > 1:
+                lead = min(explicit, key=lambda m: _HEDGE_RANK.get(m.certainty, len(_HEDGE_RANK)))
             out[entity] = EntityState(
                 entity=entity,
                 status=status,
+                certainty=lead.certainty,
                 side=side,
                 zones=tuple(zones),
                 severity=next((m.severity for m in explicit if m.severity), None),
                 comparison=next((m.comparison for m in explicit if m.comparison), None),
-                evidence=explicit[0].sentence,
-                cue=explicit[0].cue,
+                evidence=lead.sentence,
+                cue=lead.cue,
             )
         return out

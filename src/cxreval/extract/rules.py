@@ -12,6 +12,8 @@ How a sentence is read:
    hypothetical cue ("more sensitive to identify", "if there is") drops the mention; a removal
    noun right after a name ("chest tube removal") denies it.
 3. Two findings joined as alternatives ("atelectasis or pneumonia") are both uncertain.
+   A hedge carries its cue's grade (``cues.yaml``: probable / possible / alternative), an
+   alternative the grade ``alternative``; present is ``definite``, absent ``negated``.
 4. Side, zone and severity come from the words around the mention inside its clause; the
    comparison with a prior comes from the nearest change word in the clause.
 5. Global normal statements ("no acute cardiopulmonary process") imply the absence of the
@@ -36,12 +38,12 @@ from typing import Any
 import yaml
 
 from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
-from cxreval.extract.models import Extraction, Mention
+from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention
 from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan_tokens, split_sections, term_tokens
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -55,6 +57,9 @@ _HYP = "hypothetical_pre"
 _REMOVAL = "removal_post"
 _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
+# Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
+_GRADED_KINDS = (_UNC_PRE, _UNC_POST)
+_UNGRADED = "possible"  # the grade of a hedge listed without one (a plain list in a user's cue file)
 
 # How many modifier words may stand inside one multi-word entity name.
 MAX_SKIPPED = 3
@@ -115,8 +120,9 @@ class RuleSet:
         trie: PhraseTrie[dict[str, Any]] = PhraseTrie()
         merged: dict[tuple[str, ...], dict[str, Any]] = {}
         for kind in _CUE_KINDS:
-            for phrase in cues.get(kind, []) or []:
-                merged.setdefault(_phrase(phrase, kind, source), {})[kind] = True
+            for phrase, grade in _entries(cues.get(kind), kind, source):
+                # A hedge's value is its certainty grade; any other cue's is True.
+                merged.setdefault(_phrase(phrase, kind, source), {})[kind] = grade
         vocab = attribute_vocabulary()
         for kind in _VOCAB_KINDS:
             for phrase, value in getattr(vocab, kind).items():
@@ -147,6 +153,25 @@ class RuleSet:
         alternatives = frozenset(" ".join(_phrase(p, _ALT, source)) for p in cues.get(_ALT, []) or [])
         return cls(version=version, cues=trie, normal_statements=statements, modifiers=frozenset(modifiers),
                    alternatives=alternatives)
+
+
+def _entries(entries: object, kind: str, source: str) -> list[tuple[object, Any]]:
+    """A cue list's (phrase, value) pairs: hedges as ``{grade: [phrases]}`` (or a plain list, all
+    ``possible``), every other kind a plain list (value True)."""
+    if not entries:
+        return []
+    if kind not in _GRADED_KINDS:
+        if isinstance(entries, dict):
+            raise RulesError(f"{source}: {kind} is a list of phrases, not a mapping")
+        return [(p, True) for p in entries]
+    if not isinstance(entries, dict):
+        return [(p, _UNGRADED) for p in entries]
+    out: list[tuple[object, Any]] = []
+    for grade, phrases in entries.items():
+        if grade not in HEDGE_GRADES:
+            raise RulesError(f"{source}: {kind} grade {grade!r} is not one of {', '.join(HEDGE_GRADES)}")
+        out.extend((p, grade) for p in phrases or [])
+    return out
 
 
 def _phrase(phrase: object, kind: str, source: str) -> tuple[str, ...]:
@@ -258,7 +283,7 @@ class RuleExtractor:
         starts, ends = norm.starts, norm.ends
         out: list[Mention] = []
         for k, m in enumerate(matches):
-            status, cue, historical = self._certainty(words, cue_at, spans, entity_at, matches, k)
+            status, cue, historical, grade = self._certainty(words, cue_at, spans, entity_at, matches, k)
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
@@ -271,6 +296,7 @@ class RuleExtractor:
                 Mention(
                     entity=m.entity,
                     status=status,
+                    certainty=grade,
                     side=side,
                     zones=zones,
                     severity=severity,
@@ -293,7 +319,7 @@ class RuleExtractor:
         n = len(words)
         # A removal noun right after the name: "status post chest tube removal".
         if m.end < n and cue_at[m.end] and _REMOVAL in cue_at[m.end]:
-            return "absent", " ".join(words[cue_start[m.end] : cue_end[m.end]]), False
+            return "absent", " ".join(words[cue_start[m.end] : cue_end[m.end]]), False, "negated"
         # Backwards: nearest cue before the mention, inside the clause. A hedge does not end the
         # search inside its own list item: "no opacity to suggest pneumonia" is a negation.
         i = m.start - 1
@@ -301,6 +327,7 @@ class RuleExtractor:
         item_has_severity = False
         item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
         hedge: str | None = None
+        hedge_grade = _UNGRADED
         steps = hops = 0
         while i >= 0 and steps < PRE_SCOPE:
             if entity_at[i] >= 0:
@@ -331,26 +358,28 @@ class RuleExtractor:
             if _TERM in kinds:
                 if _UNC_PRE in kinds and hedge is None:
                     hedge = phrase  # "there may be": a hedge that also opens a new clause
+                    hedge_grade = kinds[_UNC_PRE]
                 break
             if _PSEUDO in kinds and not (_UNC_PRE in kinds or _UNC_POST in kinds):
                 break
             if _HIST in kinds:
-                return "present", phrase, True
+                return "present", phrase, True, "definite"
             if _HYP in kinds:
                 if crossed_comma:
                     break  # "if there is concern for X, consider Y": the condition ends at its comma
-                return None, phrase, False
+                return None, phrase, False, None
             if _NEG_PRE in kinds:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
-                return "absent", phrase, False
+                return "absent", phrase, False, "negated"
             if _UNC_PRE in kinds and hedge is None:
                 if crossed_comma:
-                    return "uncertain", phrase, False
+                    return "uncertain", phrase, False, kinds[_UNC_PRE]
                 hedge = phrase
+                hedge_grade = kinds[_UNC_PRE]
             i = start - 1
         if hedge is not None:
-            return "uncertain", hedge, False
+            return "uncertain", hedge, False, hedge_grade
         # Forwards: a post-cue a few tokens after the mention.
         i = m.end
         steps = hops = 0
@@ -370,9 +399,9 @@ class RuleExtractor:
                 near = steps <= POST_SCOPE
                 far_ok = words[cue_start[i]] in _PREDICATE_VERBS and phrase not in _BARE_COPULA
                 if _NEG_POST in kinds and (near or far_ok):
-                    return "absent", phrase, False
+                    return "absent", phrase, False, "negated"
                 if _UNC_POST in kinds and near:
-                    return "uncertain", phrase, False
+                    return "uncertain", phrase, False, kinds[_UNC_POST]
                 if _TERM in kinds or _PSEUDO in kinds:
                     break
                 i = cue_end[i]
@@ -383,8 +412,8 @@ class RuleExtractor:
             if 0 <= j < n and cue_at[j] and _ALT in cue_at[j]:
                 other = cue_start[j] - 1 if j < m.start else cue_end[j]
                 if 0 <= other < n and entity_at[other] >= 0:
-                    return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False
-        return "present", None, False
+                    return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False, "alternative"
+        return "present", None, False, "definite"
 
     def _window(self, words, spans, entity_at, m, k, back: int, forward: int, peek_comma: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.

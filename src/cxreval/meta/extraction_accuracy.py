@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from cxreval.datasets.iu_xray import GoldReport
-from cxreval.extract.models import EntityState, Extraction
+from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
 from typing import Literal
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import AttributeScore, PresenceScore
@@ -82,7 +82,11 @@ def mesh_universe(ontology: Ontology, labelset: str = "mesh") -> list[str]:
     return [e.id for e in ontology.entities if e.mappings.get(labelset)]
 
 
-GoldPolicy = Literal["positive", "negative", "coded"]
+#: ``positive`` / ``negative`` / ``probable`` / ``probable-alternative``: the judge's certainty
+#: policies (which hedge grades count, :data:`cxreval.extract.models.CERTAINTY_POLICIES`);
+#: ``coded``: the coders' practice by cue (:data:`CODED_HEDGES`). A set of grades is accepted too
+#: (``benchmarks/iu_certainty.py``).
+GoldPolicy = Literal["positive", "negative", "coded", "probable", "probable-alternative"]
 
 #: Hedges that IU X-ray coders code as findings, measured on the train split (share of hedged
 #: mentions the coders coded: "probable" 18/18, "probably" 6/6, alternatives "or" 65/74, "versus"
@@ -90,29 +94,32 @@ GoldPolicy = Literal["positive", "negative", "coded"]
 CODED_HEDGES = frozenset({"probable", "probably", "likely", "most likely", "presumed"})
 
 
-def counts_as_positive(state: EntityState, policy: GoldPolicy, alternatives: frozenset[str]) -> bool:
+def counts_as_positive(
+    state: EntityState, policy: GoldPolicy | frozenset[str], alternatives: frozenset[str]
+) -> bool:
     """Whether a mention counts as the coders' positive.
 
-    ``positive`` counts every hedge, ``negative`` none; ``coded`` follows the coders' practice:
-    alternatives ("atelectasis or scarring") and strong hedges ("probable pneumonia") count,
-    weak hedges ("may represent pneumonia") do not.
+    ``positive`` counts every hedge, ``negative`` none, ``probable`` the probable grade only,
+    ``probable-alternative`` probable and alternative (a set of grades: those grades); ``coded`` follows the coders' practice: alternatives
+    ("atelectasis or scarring") and strong hedges ("probable pneumonia") count, weak hedges
+    ("may represent pneumonia") do not.
     """
     if state.status == "present":
         return True
     if state.status != "uncertain":
         return False
-    if policy == "positive":
-        return True
     if policy == "coded":
         return state.cue in alternatives or state.cue in CODED_HEDGES
-    return False
+    if isinstance(policy, frozenset):
+        return state.certainty in policy
+    return state.certainty in CERTAINTY_POLICIES[policy]
 
 
 def match_report(
     report: GoldReport,
     states: dict[str, EntityState],
     universe: set[str],
-    policy: GoldPolicy,
+    policy: GoldPolicy | frozenset[str],
     alternatives: frozenset[str],
 ) -> tuple[set[str], set[str], dict[str, str]]:
     """The engine's affirmed entities, its scored predictions, and family substitutions.
@@ -187,7 +194,7 @@ def evaluate_extraction(
     *,
     data: str,
     engine: str,
-    uncertain: GoldPolicy = "coded",
+    uncertain: GoldPolicy | frozenset[str] = "coded",
     alternatives: frozenset[str] = frozenset(),
     min_support: int = 10,
     labelsets: Sequence[str] = ("chexpert14", "chestxray14"),
@@ -267,7 +274,7 @@ def evaluate_extraction(
         data=data,
         n_reports=n,
         min_support=min_support,
-        uncertain=uncertain,
+        uncertain=uncertain if isinstance(uncertain, str) else "+".join(sorted(uncertain)) or "none",
         engine=engine,
         ontology=ontology.signature,
         universe=len(universe),

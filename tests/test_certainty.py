@@ -1,0 +1,199 @@
+"""Graded certainty: the rule engine's grades, their aggregation, and the policies that map them."""
+
+from __future__ import annotations
+
+import pytest
+
+from cxreval.extract import default_extractor
+from cxreval.extract.models import (
+    CERTAINTY_POLICIES,
+    HEDGE_GRADES,
+    EntityState,
+    Extraction,
+    Mention,
+)
+from cxreval.extract.rules import RuleExtractor, RulesError, RuleSet
+from cxreval.judge.compare import compare_extractions, is_positive
+from cxreval.meta.extraction_accuracy import counts_as_positive
+from cxreval.ontology import load_ontology
+
+
+@pytest.fixture(scope="module")
+def ex() -> RuleExtractor:
+    return default_extractor()
+
+
+def grade(ex: RuleExtractor, text: str, entity: str) -> tuple[str, str] | None:
+    s = ex.extract(text).states().get(entity)
+    return None if s is None else (s.status, s.certainty)
+
+
+# -- the engine's grades -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Left basilar atelectasis.", "atelectasis", ("present", "definite")),
+        ("No atelectasis.", "atelectasis", ("absent", "negated")),
+        ("Likely left basilar atelectasis.", "atelectasis", ("uncertain", "probable")),
+        ("Probable left basilar atelectasis.", "atelectasis", ("uncertain", "probable")),
+        ("Atelectasis is likely.", "atelectasis", ("uncertain", "probable")),
+        ("Opacity favored to represent atelectasis.", "atelectasis", ("uncertain", "probable")),
+        ("Possible left basilar atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("This may represent atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("Pneumonia cannot be excluded.", "pneumonia", ("uncertain", "possible")),
+        ("Cannot exclude pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Questionable left basilar atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("Findings suggestive of pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("There may be atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("Atelectasis or scarring at the left base.", "atelectasis", ("uncertain", "alternative")),
+        ("Atelectasis or scarring at the left base.", "scarring", ("uncertain", "alternative")),
+        ("Atelectasis versus scarring.", "atelectasis", ("uncertain", "alternative")),
+        ("Atelectasis versus scarring.", "scarring", ("uncertain", "alternative")),
+        ("Atelectasis vs scarring.", "scarring", ("uncertain", "alternative")),
+        ("Differential includes pneumonia.", "pneumonia", ("uncertain", "alternative")),
+        # a hedge before an alternative covers both: its grade wins
+        ("Possible atelectasis or scarring.", "scarring", ("uncertain", "possible")),
+        # a negation before an alternative denies both
+        ("No effusion or pneumothorax.", "pneumothorax", ("absent", "negated")),
+        ("History of pneumonia.", "pneumonia", None),
+    ],
+)
+def test_grades(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected
+
+
+def test_every_mention_grade_agrees_with_its_status(ex):
+    text = ("Findings: Likely atelectasis. Possible effusion. Scarring versus pneumonia. No pneumothorax. "
+            "Cardiomegaly. Impression: No acute cardiopulmonary process.")
+    implied = {"present": {"definite"}, "absent": {"negated"}, "uncertain": set(HEDGE_GRADES)}
+    mentions = ex.extract(text).mentions
+    assert mentions
+    for m in mentions:
+        assert m.certainty in implied[m.status], m
+
+
+def test_signature_is_bumped(ex):
+    assert ex.signature.startswith("rules@4.c7.")
+
+
+# -- the cue file ------------------------------------------------------------------------------
+def test_plain_hedge_list_is_possible():
+    onto = load_ontology()
+    rules = RuleSet.from_data({"uncertain_pre": ["maybe"], "version": "x"}, {}, onto, "plain.yaml")
+    e = RuleExtractor(onto, rules).extract("Maybe atelectasis.")
+    assert [(m.status, m.certainty) for m in e.mentions] == [("uncertain", "possible")]
+
+
+def test_graded_hedge_mapping():
+    onto = load_ontology()
+    rules = RuleSet.from_data({"uncertain_pre": {"probable": ["maybe"]}}, {}, onto, "graded.yaml")
+    e = RuleExtractor(onto, rules).extract("Maybe atelectasis.")
+    assert [(m.status, m.certainty) for m in e.mentions] == [("uncertain", "probable")]
+
+
+def test_unknown_grade_is_rejected():
+    with pytest.raises(RulesError, match="grade 'sure'"):
+        RuleSet.from_data({"uncertain_pre": {"sure": ["maybe"]}}, {}, load_ontology(), "bad.yaml")
+
+
+def test_ungraded_kind_must_be_a_list():
+    with pytest.raises(RulesError, match="not a mapping"):
+        RuleSet.from_data({"negation_pre": {"probable": ["no"]}}, {}, load_ontology(), "bad.yaml")
+
+
+# -- defaults and aggregation ----------------------------------------------------------------------
+def test_certainty_defaults_from_status():
+    assert Mention(entity="x", status="present").certainty == "definite"
+    assert Mention(entity="x", status="absent").certainty == "negated"
+    assert Mention(entity="x", status="uncertain").certainty == "possible"  # an engine that gives no grade
+    assert EntityState(entity="x", status="uncertain").certainty == "possible"
+    assert Mention(entity="x", status="uncertain", certainty="probable").certainty == "probable"
+
+
+def test_certainty_survives_json():
+    e = Extraction(engine="t", mentions=(Mention(entity="x", status="uncertain", certainty="alternative"),))
+    back = Extraction.model_validate_json(e.model_dump_json())
+    assert back.mentions[0].certainty == "alternative"
+    assert back.states()["x"].certainty == "alternative"
+
+
+def _states(*mentions: Mention) -> dict[str, EntityState]:
+    return Extraction(engine="t", mentions=mentions).states()
+
+
+@pytest.mark.parametrize(
+    "grades, expected",
+    [
+        (("alternative", "possible"), "possible"),
+        (("possible", "probable"), "probable"),
+        (("alternative", "probable", "possible"), "probable"),
+        (("alternative", "alternative"), "alternative"),
+    ],
+)
+def test_strongest_hedge_wins(grades, expected):
+    mentions = [Mention(entity="x", status="uncertain", certainty=g, cue=g, sentence=f"{g} x") for g in grades]
+    s = _states(*mentions)["x"]
+    assert (s.status, s.certainty) == ("uncertain", expected)
+    assert s.cue == expected and s.evidence == f"{expected} x"  # the evidence explains the grade
+
+
+def test_present_beats_any_hedge():
+    s = _states(Mention(entity="x", status="uncertain", certainty="probable"), Mention(entity="x", status="present"))
+    assert (s["x"].status, s["x"].certainty) == ("present", "definite")
+    s = _states(Mention(entity="x", status="absent"), Mention(entity="x", status="uncertain", certainty="alternative"))
+    assert (s["x"].status, s["x"].certainty) == ("uncertain", "alternative")
+
+
+def test_engine_aggregates_grades_across_sentences(ex):
+    text = "Atelectasis or scarring at the left base. This may represent atelectasis. Likely atelectasis."
+    assert grade(ex, text, "atelectasis") == ("uncertain", "probable")
+    assert grade(ex, text, "scarring") == ("uncertain", "alternative")
+
+
+# -- policies -------------------------------------------------------------------------------
+EXPECTED = {
+    # policy: positive for definite, probable, possible, alternative, negated
+    "positive": (True, True, True, True, False),
+    "negative": (True, False, False, False, False),
+    "probable": (True, True, False, False, False),
+    "probable-alternative": (True, True, False, True, False),
+}
+GRADES = ("definite", "probable", "possible", "alternative", "negated")
+STATUS = {"definite": "present", "negated": "absent"}
+
+
+def _state(g: str) -> EntityState:
+    return EntityState(entity="x", status=STATUS.get(g, "uncertain"), certainty=g)
+
+
+def test_policies_are_named():
+    assert set(EXPECTED) == set(CERTAINTY_POLICIES)
+
+
+@pytest.mark.parametrize("policy", list(EXPECTED))
+@pytest.mark.parametrize("i, g", list(enumerate(GRADES)))
+def test_is_positive_per_grade(policy, i, g):
+    assert is_positive(_state(g), policy) is EXPECTED[policy][i]
+    # the IU benchmark's gold-side policies read the grades the same way
+    assert counts_as_positive(_state(g), policy, frozenset()) is EXPECTED[policy][i]
+
+
+def test_is_positive_none():
+    assert not any(is_positive(None, p) for p in EXPECTED)
+
+
+def test_grade_only_matters_for_hedges():
+    # a grade on a present / absent state never changes its polarity
+    assert is_positive(EntityState(entity="x", status="present", certainty="possible"), "negative")
+    assert not is_positive(EntityState(entity="x", status="absent", certainty="probable"), "positive")
+
+
+def test_compare_under_graded_policy(tiny, ex):
+    ref = Extraction(engine="t", mentions=(Mention(entity="pneumonia", status="present"),))
+    likely = Extraction(engine="t", mentions=(Mention(entity="pneumonia", status="uncertain", certainty="probable"),))
+    maybe = Extraction(engine="t", mentions=(Mention(entity="pneumonia", status="uncertain", certainty="possible"),))
+    presence = lambda cand, pol: compare_extractions("p", ref, cand, tiny, pol)[0].presence
+    assert presence(likely, "probable") == "TP"
+    assert presence(maybe, "probable") == "FN"
+    assert presence(maybe, "positive") == "TP"
+    assert presence(likely, "negative") == "FN"
