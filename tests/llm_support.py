@@ -46,9 +46,11 @@ def with_fault(pair_id: str, fault: str, *, side: str = "candidate") -> ReportPa
     return ReportPair(pair_id=pair_id, reference=ref, candidate=cand)
 
 
-def rule_rows(pairs: list[ReportPair], ontology: Ontology | None = None, *, drop_tn: bool = False) -> dict[str, set[tuple]]:
-    """What the rule engine judges per pair (the loopback server answers with exactly this)."""
-    res = Evaluator(ontology).evaluate(pairs)
+def rule_rows(pairs: list[ReportPair], ontology: Ontology | None = None, *, drop_tn: bool = False,
+              spec_compat: bool = False) -> dict[str, set[tuple]]:
+    """What the rule engine judges per pair (the loopback server answers with exactly this;
+    its pairwise answers hold SPEC-CXR's three comparison values: ``spec_compat=True``)."""
+    res = Evaluator(ontology, spec_compat=spec_compat).evaluate(pairs)
     out: dict[str, set[tuple]] = {p.pair_id: set() for p in pairs}
     for r in res.judgements:
         if drop_tn and r.presence == "TN":

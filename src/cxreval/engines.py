@@ -11,6 +11,12 @@ Registered engines (:func:`engine_names`):
 
 - ``rules``: the offline rule engine, one extraction per distinct text (cached for the engine's
   life), then the deterministic comparison of :mod:`cxreval.judge.compare`.
+
+``spec_compat=True`` keeps the comparison verdicts to SPEC-CXR's three values (a
+``conflicting-comparison`` becomes ``other``); the engines that compare extractions (``rules``,
+``llm-extract``) sign it as ``comparison:spec`` (default ``comparison:conflicts``). The pairwise
+engines' model answers SPEC's three values only, so the option changes nothing there and their
+signatures do not carry it.
 - ``llm-extract``: one LLM call per distinct report text (:mod:`cxreval.extract.llm`), then the
   same comparison.
 - ``llm-pairwise``: SPEC-CXR, one LLM call per pair (:mod:`cxreval.judge.llm_pairwise`).
@@ -175,9 +181,10 @@ class RulesEngine:
     name = "rules"
     offline = True
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive") -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive", spec_compat: bool = False) -> None:
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
+        self.spec_compat = spec_compat
         self.extractor = RuleExtractor(ontology)
         self.cache: dict[str, Extraction] = {}
         """Extractions by the SHA-256 of their text."""
@@ -185,7 +192,7 @@ class RulesEngine:
     @property
     def signature(self) -> Signature:
         return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
-                         options={"uncertain": self.uncertain})
+                         options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat)})
 
     def read(self, texts: Iterable[str]) -> dict[str, Extraction]:
         """The extraction of each distinct text, from the cache when it was read before."""
@@ -205,7 +212,7 @@ class RulesEngine:
         for pair in _progress(pairs, progress, label):
             read.update(self.read([pair.reference, pair.candidate]))
             rows.extend(compare_extractions(pair.pair_id, read[pair.reference], read[pair.candidate],
-                                            self.ontology, self.uncertain))
+                                            self.ontology, self.uncertain, self.spec_compat))
         table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
         return EngineOutput(table=table, extractions=read)
 
@@ -237,11 +244,13 @@ class _LLMEngine:
     offline = False
     calls: "LLMExtractor | LLMPairwiseJudge"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+                 spec_compat: bool = False) -> None:
         llm.check_endpoint()  # --local-only, before anything is sent
         llm.api_key()  # a missing key fails now, naming the variable (never the value)
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
+        self.spec_compat = spec_compat
         self.llm = llm
 
     @property
@@ -269,11 +278,15 @@ class LLMExtractEngine(_LLMEngine):
 
     name = "llm-extract"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+                 spec_compat: bool = False) -> None:
         from cxreval.extract.llm import LLMExtractor
 
-        super().__init__(ontology, uncertain, llm)
+        super().__init__(ontology, uncertain, llm, spec_compat)
         self.calls: LLMExtractor = LLMExtractor(ontology, llm)
+
+    def signature_options(self) -> dict[str, str]:
+        return {**super().signature_options(), "comparison": comparison_option(self.spec_compat)}
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
@@ -306,7 +319,7 @@ class LLMExtractEngine(_LLMEngine):
                     ok = False
             if ok:
                 rows.extend(compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
-                                                self.uncertain))
+                                                self.uncertain, self.spec_compat))
                 scored.append(p.pair_id)
         table = JudgementTable.from_rows(rows, scored, str(self.signature))
         return EngineOutput(table=table, extractions=done, failures=failures, usage=read.usage)
@@ -317,10 +330,11 @@ class LLMPairwiseEngine(_LLMEngine):
 
     name = "llm-pairwise"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+                 spec_compat: bool = False) -> None:
         from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
-        super().__init__(ontology, uncertain, llm)
+        super().__init__(ontology, uncertain, llm, spec_compat)
         self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
 
     async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: "LLMRunner", progress: bool,
@@ -354,10 +368,11 @@ class TwoPassEngine(LLMPairwiseEngine):
 
     name = "llm-pairwise-2pass"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig") -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+                 spec_compat: bool = False) -> None:
         from cxreval.judge.twopass import TwoPassJudge
 
-        super().__init__(ontology, uncertain, llm)
+        super().__init__(ontology, uncertain, llm, spec_compat)
         self.verifier = TwoPassJudge(self.calls)
 
     @property
@@ -394,17 +409,17 @@ class EngineInfo:
     makes extractions (what label metrics such as the Ran Score are computed from)."""
 
     name: str
-    build: Callable[[Ontology, UncertainPolicy, "LLMConfig | None"], Engine]
+    build: Callable[[Ontology, UncertainPolicy, "LLMConfig | None", bool], Engine]
     needs_llm: bool
     extracts: bool
     help: str
 
 
-def _llm(cls: Callable[[Ontology, UncertainPolicy, "LLMConfig"], Engine]
-         ) -> Callable[[Ontology, UncertainPolicy, "LLMConfig | None"], Engine]:
-    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig | None") -> Engine:
+def _llm(cls: Callable[[Ontology, UncertainPolicy, "LLMConfig", bool], Engine]
+         ) -> Callable[[Ontology, UncertainPolicy, "LLMConfig | None", bool], Engine]:
+    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig | None", spec_compat: bool) -> Engine:
         assert llm is not None
-        return cls(ontology, uncertain, llm)
+        return cls(ontology, uncertain, llm, spec_compat)
 
     return build
 
@@ -412,7 +427,7 @@ def _llm(cls: Callable[[Ontology, UncertainPolicy, "LLMConfig"], Engine]
 ENGINES: dict[str, EngineInfo] = {
     info.name: info
     for info in (
-        EngineInfo("rules", lambda onto, unc, llm: RulesEngine(onto, unc), needs_llm=False, extracts=True,
+        EngineInfo("rules", lambda onto, unc, llm, spec: RulesEngine(onto, unc, spec), needs_llm=False, extracts=True,
                    help="offline rule engine"),
         EngineInfo("llm-extract", _llm(LLMExtractEngine), needs_llm=True, extracts=True,
                    help="one LLM call per report text, then the deterministic comparison"),
@@ -438,13 +453,20 @@ def engine_info(name: str) -> EngineInfo:
 
 
 def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
-               llm: "LLMConfig | None" = None) -> Engine:
-    """The engine ``name`` for ``ontology`` and the uncertain policy; LLM engines need ``llm``
-    and check its endpoint (``--local-only``) and API key now, before anything is sent."""
+               llm: "LLMConfig | None" = None, spec_compat: bool = False) -> Engine:
+    """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
+    three comparison values only); LLM engines need ``llm`` and check its endpoint
+    (``--local-only``) and API key now, before anything is sent."""
     info = engine_info(name)
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
-    return info.build(ontology, uncertain, llm)
+    return info.build(ontology, uncertain, llm, spec_compat)
+
+
+def comparison_option(spec_compat: bool) -> str:
+    """The signature's ``comparison`` option: ``spec`` (SPEC-CXR's three values) or ``conflicts``
+    (with ``conflicting-comparison``)."""
+    return "spec" if spec_compat else "conflicts"
 
 
 def no_extraction(name: str) -> NoExtraction:

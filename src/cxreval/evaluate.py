@@ -165,7 +165,9 @@ class Evaluator:
 
     ``engine`` names an engine of the registry (:func:`cxreval.engines.get_engine`); the LLM
     engines need ``llm=LLMConfig(...)``. Their answers are stored in the SQLite cache as they
-    arrive, so a rerun repeats no finished call.
+    arrive, so a rerun repeats no finished call. ``spec_compat=True`` keeps the comparison
+    verdicts to SPEC-CXR's three values (``conflicting-comparison`` becomes ``other``; signed
+    ``comparison:spec``).
 
     >>> from cxreval import Evaluator, ReportPair
     >>> ev = Evaluator()
@@ -184,6 +186,7 @@ class Evaluator:
         llm: "LLMConfig | None" = None,
         retry_failed: bool = False,
         cache: "AnswerCache | None" = None,
+        spec_compat: bool = False,
     ) -> None:
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
         if info.needs_llm and llm is None:
@@ -194,11 +197,12 @@ class Evaluator:
             require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
+        self.spec_compat = spec_compat
         self.engine: EngineName = engine
         self.llm = llm
         self.retry_failed = retry_failed
         self._answer_cache = cache
-        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm)
+        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm, spec_compat=spec_compat)
 
     @cached_property
     def extractor(self) -> RuleExtractor:
@@ -396,9 +400,11 @@ def evaluate(
     progress: bool | None = None,
     engine: EngineName = "rules",
     llm: "LLMConfig | None" = None,
+    spec_compat: bool = False,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
-    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm).evaluate(pairs, progress=progress)
+    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm,
+                     spec_compat=spec_compat).evaluate(pairs, progress=progress)
 
 
 def systems_frame(results: Mapping[str, Sequence[EvaluationResult]]) -> pd.DataFrame:

@@ -136,6 +136,7 @@ class EngineConfig(_Model):
 
     name: Literal["rules", "llm-extract", "llm-pairwise"] = "rules"
     uncertain: Literal["positive", "negative"] = "positive"
+    spec_compat: bool = Field(False, description="SPEC-CXR's three comparison verdicts only (conflicts count as other)")
     ontology: Path | None = None
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")

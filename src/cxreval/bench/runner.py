@@ -178,12 +178,12 @@ def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(ontology: str | None, uncertain: str) -> None:
+def _init_worker(ontology: str | None, uncertain: str, spec_compat: bool = False) -> None:
     """A worker ignores Ctrl-C (the parent stops it), so an interrupt prints no worker tracebacks."""
     from cxreval.evaluate import Evaluator
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain)  # type: ignore[arg-type]
+    _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
 
 
 def _judge_chunk(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
@@ -202,7 +202,7 @@ def _judge_chunk(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]
 
     out = []
     for key, ref, cand in items:
-        rows = compare_extractions("p", extract(ref), extract(cand), ev.ontology, ev.uncertain)
+        rows = compare_extractions("p", extract(ref), extract(cand), ev.ontology, ev.uncertain, ev.spec_compat)
         out.append((key, dumps(compact_rows(rows))))
     return out
 
@@ -224,13 +224,14 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
     return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
 
 
-def _pool(workers: int, ontology: str | None, uncertain: str) -> Any:
+def _pool(workers: int, ontology: str | None, uncertain: str, spec_compat: bool = False) -> Any:
     """Worker processes; they are started with SIGINT ignored (before their initializer runs too)."""
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        return mp.get_context(method).Pool(workers, initializer=_init_worker, initargs=(ontology, uncertain))
+        return mp.get_context(method).Pool(workers, initializer=_init_worker,
+                                              initargs=(ontology, uncertain, spec_compat))
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
@@ -286,7 +287,8 @@ class Runner:
                 raise InputError([InputProblem(file="config", field="engine.llm",
                                                message=f"engine {eng.name!r} needs llm settings")])
             llm = LLMConfig.from_settings(eng.llm)
-        self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm)
+        self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm,
+                                   spec_compat=eng.spec_compat)
         self.engine_signature = str(self.evaluator.signature)
         self.workers = eng.workers or os.cpu_count() or 1
         self.stats = RunStats()
@@ -421,7 +423,7 @@ class Runner:
             for chunk in chunks:
                 store(_judge_chunk(chunk))
             return
-        with _pool(self.workers, ontology, eng.uncertain) as pool:
+        with _pool(self.workers, ontology, eng.uncertain, eng.spec_compat) as pool:
             for part in pool.imap_unordered(_judge_chunk, chunks):
                 store(part)
 

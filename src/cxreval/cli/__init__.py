@@ -37,6 +37,7 @@ from cxreval.cli.common import (
     LLMConfigOption,
     LocalOnlyOption,
     ModelOption,
+    SpecCompatOption,
     TemperatureOption,
     err_console,
     fail,
@@ -66,6 +67,8 @@ if not out_console.is_terminal:
 class Uncertain(str, Enum):
     positive = "positive"
     negative = "negative"
+    probable = "probable"
+    probable_alternative = "probable-alternative"
 
 
 class Section(str, Enum):
@@ -178,7 +181,8 @@ def evaluate(
     meta_col: Annotated[Optional[list[str]], typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
     section: Annotated[Optional[Section], typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
-    uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive or negative.")] = Uncertain.positive,
+    uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain.positive,
+    spec_compat: SpecCompatOption = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
@@ -224,8 +228,9 @@ def evaluate(
         _fail("--ref-id-col, --cand-id-col and --section apply to two-file input (--refs, --cands)")
     if str(refs) == "-" and str(cands) == "-":
         _fail("only one of --refs and --cands can be - (standard input)")
-    reserved = {"pair_id", "errors", "fp", "fn", "location_not_aligned", "severity_not_aligned",
-                "adding_unmentioned_comparison", "missing_mentioned_comparison"}
+    from cxreval.judge.models import ERROR_KINDS
+
+    reserved = {"pair_id", "errors", *ERROR_KINDS}
     clash = sorted(set(meta_col or []) & reserved)
     if clash:
         _fail(f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; rename the column "
@@ -280,7 +285,8 @@ def evaluate(
             from cxreval.llm.cache import check_answer_store
 
             check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
-        evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed)
+        evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed,
+                              spec_compat=spec_compat)
     except (LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         return

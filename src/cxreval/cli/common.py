@@ -35,6 +35,11 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+SpecCompatOption = Annotated[bool, typer.Option(
+    "--spec-compat", help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "
+    "increased) counts as other, not as an error.")]
+
+
 # The LLM option group ------------------------------------------------------------------------
 LLMConfigOption = Annotated[Optional[Path], typer.Option(
     "--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).",

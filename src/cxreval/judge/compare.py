@@ -10,7 +10,10 @@ Decisions (documented in the README):
   differ, or when both give zones and none is shared. Severity: not-available unless both give
   one; aligned when the buckets (mild / moderate / severe) agree. Comparison:
   missing-mentioned-comparison when only the reference states a change from a prior,
-  adding-unmentioned-comparison when only the candidate does, otherwise other.
+  adding-unmentioned-comparison when only the candidate does, conflicting-comparison when both
+  do and the directions differ (:data:`CHANGE_DIRECTION`: worse = new / increased, better =
+  decreased / resolved, same = unchanged; new vs increased agree), otherwise other.
+  ``spec_compat=True`` keeps SPEC-CXR's three values: a conflict is ``other``.
 - Rows are written for every entity that either report mentions (TN included when both deny
   it). An entity neither report mentions is an implicit TN: scores count it as
   ``n_pairs - TP - FP - FN``, so no information is lost.
@@ -20,17 +23,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from cxreval.extract.models import EntityState, Extraction
+from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
 from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
 from cxreval.ontology import Ontology
 
-UncertainPolicy = Literal["positive", "negative"]
+#: How hedged findings count (the ``uncertain:`` option of every signature): ``positive`` all,
+#: ``negative`` none, ``probable`` only the ``probable`` grade ("likely atelectasis"), not
+#: ``possible`` ("may represent") or ``alternative`` ("atelectasis or scarring");
+#: ``probable-alternative`` probable and alternative. The grade sets are
+#: :data:`cxreval.extract.models.CERTAINTY_POLICIES`.
+UncertainPolicy = Literal["positive", "negative", "probable", "probable-alternative"]
 
 
 def is_positive(state: EntityState | None, uncertain: UncertainPolicy) -> bool:
     if state is None:
         return False
-    return state.status == "present" or (state.status == "uncertain" and uncertain == "positive")
+    if state.status != "uncertain":
+        return state.status == "present"
+    return state.certainty in CERTAINTY_POLICIES[uncertain]
 
 
 def _presence(ref_pos: bool, cand_pos: bool) -> Presence:
@@ -60,11 +70,25 @@ def judge_severity(ref: EntityState, cand: EntityState) -> AttributeJudgement:
     return "aligned" if ref.severity == cand.severity else "not-aligned"
 
 
-def judge_comparison(ref: EntityState, cand: EntityState) -> ComparisonJudgement:
+#: The direction of each extracted change from a prior: two stated changes conflict when their
+#: directions differ ("stable" vs "increased", "new" vs "decreased"); two of one direction
+#: ("new" vs "increased", "decreased" vs "resolved") agree.
+CHANGE_DIRECTION: dict[str, str] = {
+    "new": "worse", "increased": "worse",
+    "decreased": "better", "resolved": "better",
+    "unchanged": "same",
+}
+
+
+def judge_comparison(ref: EntityState, cand: EntityState, spec_compat: bool = False) -> ComparisonJudgement:
+    """The comparison verdict of a TP row; ``spec_compat`` maps conflicting-comparison to other."""
     if ref.comparison and not cand.comparison:
         return "missing-mentioned-comparison"
     if cand.comparison and not ref.comparison:
         return "adding-unmentioned-comparison"
+    if (not spec_compat and ref.comparison and cand.comparison
+            and CHANGE_DIRECTION[ref.comparison] != CHANGE_DIRECTION[cand.comparison]):
+        return "conflicting-comparison"
     return "other"
 
 
@@ -74,8 +98,10 @@ def compare_extractions(
     candidate: Extraction,
     ontology: Ontology,
     uncertain: UncertainPolicy = "positive",
+    spec_compat: bool = False,
 ) -> list[EntityJudgement]:
-    """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order."""
+    """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order
+    (``spec_compat``: SPEC-CXR's three comparison values only, see :func:`judge_comparison`)."""
     ref_states = reference.states()
     cand_states = candidate.states()
     rows: list[EntityJudgement] = []
@@ -96,7 +122,7 @@ def compare_extractions(
             if "severity" in entity.attributes:
                 severity = judge_severity(ref, cand)
             if "comparison" in entity.attributes:
-                comparison = judge_comparison(ref, cand)
+                comparison = judge_comparison(ref, cand, spec_compat)
         rows.append(
             EntityJudgement(
                 pair_id=pair_id,

@@ -2,7 +2,8 @@
 two kinds of LLM answer behind one call (``mode`` ``pairwise`` or ``extract``).
 
 A pairwise answer gives, per entity, ``presence`` TP/FP/FN/TN and the ``location``, ``severity``
-and ``comparison`` verdicts (vocabularies: :mod:`cxreval.judge.models`); duplicates are voted.
+and ``comparison`` verdicts (vocabularies: :mod:`cxreval.judge.models`; ``comparison`` is
+SPEC-CXR's three values, the model is not asked for ``conflicting-comparison``); duplicates are voted.
 The answer shapes and the generic validation are :mod:`cxreval.llm.schemas`'; the mention answers
 of the llm-extract engine are :mod:`cxreval.extract.llm_answers`'.
 """
@@ -17,11 +18,11 @@ from pydantic import Field
 from cxreval.extract.llm_answers import mention_format, mention_schema, parse_mentions
 from cxreval.judge.models import (
     ATTRIBUTE_VALUES,
-    COMPARISON_VALUES,
     PRESENCE_VALUES,
+    SPEC_COMPARISON_VALUES,
     AttributeJudgement,
-    ComparisonJudgement,
     Presence,
+    SpecComparisonJudgement,
 )
 from cxreval.llm.schemas import Lenient, Mode, ParsedAnswer, Style, entity_answer_schema, entity_items, enum_schema, vote
 from cxreval.ontology import Ontology
@@ -33,7 +34,7 @@ class PairwiseVerdict(Lenient):
     presence: Presence
     location: AttributeJudgement = "not-available"
     severity: AttributeJudgement = "not-available"
-    comparison: ComparisonJudgement = "other"
+    comparison: SpecComparisonJudgement = "other"  # SPEC's three: the model is not asked for conflicts
 
 
 class PairwiseItem(PairwiseVerdict):
@@ -46,7 +47,7 @@ def pairwise_schema(style: Style, ontology: Ontology, *, max_items: int = 40) ->
         "presence": enum_schema(PRESENCE_VALUES),
         "location": enum_schema(ATTRIBUTE_VALUES),
         "severity": enum_schema(ATTRIBUTE_VALUES),
-        "comparison": enum_schema(COMPARISON_VALUES),
+        "comparison": enum_schema(SPEC_COMPARISON_VALUES),
     }
     return entity_answer_schema(style, ontology, verdict, verdict, max_items=max_items)
 

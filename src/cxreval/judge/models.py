@@ -11,13 +11,26 @@ from pydantic import BaseModel, ConfigDict
 
 Presence = Literal["TP", "FP", "FN", "TN"]
 AttributeJudgement = Literal["aligned", "not-aligned", "not-available"]
-ComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-mentioned-comparison", "other"]
+#: SPEC-CXR's three comparison verdicts (what the LLM pairwise engines answer).
+SpecComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-mentioned-comparison", "other"]
+#: SPEC's three plus cxreval's ``conflicting-comparison``: both reports state a change from a
+#: prior for the entity and the directions disagree (:func:`cxreval.judge.compare.judge_comparison`;
+#: ``spec_compat`` maps it back to ``other``).
+ComparisonJudgement = Literal[
+    "adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison", "other"
+]
 
 PRESENCE_VALUES: tuple[Presence, ...] = ("TP", "FP", "FN", "TN")
 ATTRIBUTE_VALUES: tuple[AttributeJudgement, ...] = ("aligned", "not-aligned", "not-available")
+SPEC_COMPARISON_VALUES: tuple[SpecComparisonJudgement, ...] = (
+    "adding-unmentioned-comparison",
+    "missing-mentioned-comparison",
+    "other",
+)
 COMPARISON_VALUES: tuple[ComparisonJudgement, ...] = (
     "adding-unmentioned-comparison",
     "missing-mentioned-comparison",
+    "conflicting-comparison",
     "other",
 )
 
@@ -32,6 +45,7 @@ ERROR_KINDS: dict[str, tuple[str, frozenset[str]]] = {
     "severity_not_aligned": ("severity", frozenset({"not-aligned"})),
     "adding_unmentioned_comparison": ("comparison", frozenset({"adding-unmentioned-comparison"})),
     "missing_mentioned_comparison": ("comparison", frozenset({"missing-mentioned-comparison"})),
+    "conflicting_comparison": ("comparison", frozenset({"conflicting-comparison"})),
 }
 
 

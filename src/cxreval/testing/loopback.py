@@ -70,7 +70,9 @@ class Oracle:
         return self.extractor.extract(text)
 
     def pairwise(self, reference: str, candidate: str, uncertain: str) -> list[dict[str, Any]]:
-        rows = compare_extractions("x", self.extract(reference), self.extract(candidate), self.ontology, uncertain)  # type: ignore[arg-type]
+        # spec_compat: the pairwise schema holds SPEC-CXR's three comparison values only
+        rows = compare_extractions("x", self.extract(reference), self.extract(candidate), self.ontology, uncertain,  # type: ignore[arg-type]
+                                   spec_compat=True)
         return [
             {"entity": r.entity, "presence": r.presence, "location": r.location, "severity": r.severity,
              "comparison": r.comparison}
