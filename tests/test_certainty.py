@@ -197,3 +197,15 @@ def test_compare_under_graded_policy(tiny, ex):
     assert presence(maybe, "probable") == "FN"
     assert presence(maybe, "positive") == "TP"
     assert presence(likely, "negative") == "FN"
+
+
+def test_llm_engines_refuse_graded_policies() -> None:
+    from cxreval.engines import get_engine
+    from cxreval.llm import LLMConfig
+    from cxreval.ontology import load_ontology
+
+    cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", local_only=True)
+    for engine in ("llm-pairwise", "llm-extract"):
+        with pytest.raises(ValueError, match="only the rules engine grades"):
+            get_engine(engine, load_ontology(), "probable", llm=cfg)
+    assert get_engine("rules", load_ontology(), "probable-alternative") is not None

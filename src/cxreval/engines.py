@@ -460,6 +460,11 @@ def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "posi
     info = engine_info(name)
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
+    if info.needs_llm and uncertain not in ("positive", "negative"):
+        # the LLM engines grade no hedge (their prompts say positive or absent): a graded policy
+        # would silently read every hedge as "possible"
+        raise ValueError(f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
+                         f"grades; engine {name!r} takes positive or negative")
     return info.build(ontology, uncertain, llm, spec_compat)
 
 

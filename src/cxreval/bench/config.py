@@ -135,7 +135,7 @@ class EngineConfig(_Model):
     """The judgement engine; ``llm`` holds ``LLMConfig`` fields for the LLM engines."""
 
     name: Literal["rules", "llm-extract", "llm-pairwise"] = "rules"
-    uncertain: Literal["positive", "negative"] = "positive"
+    uncertain: Literal["positive", "negative", "probable", "probable-alternative"] = "positive"
     spec_compat: bool = Field(False, description="SPEC-CXR's three comparison verdicts only (conflicts count as other)")
     ontology: Path | None = None
     llm: dict[str, Any] | None = None
