@@ -409,8 +409,92 @@ def _cause(exc: BaseException) -> str:
 
 
 def make_backend(config: LLMConfig) -> Backend:
-    """The backend for ``config.provider`` (checks ``--local-only`` and the key first)."""
+    """The backend for ``config.provider`` (checks ``--local-only`` and the key first); with
+    replicas, a :class:`BalancedBackend` over one backend per endpoint."""
     require_backend(config.provider)
+    if config.replicas:
+        return BalancedBackend(config)
     if config.provider == "anthropic":
         return AnthropicBackend(config)
     return OpenAIBackend(config)
+
+
+#: Seconds an endpoint rests after its n-th consecutive failure: 1, 2, 4 ... at most this.
+MAX_REST = 30.0
+
+
+class EndpointHealth(BaseModel):
+    """What one endpoint of a :class:`BalancedBackend` has done so far."""
+
+    url: str
+    calls: int = 0
+    answers: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    in_flight: int = 0
+    resting_until: float = 0.0  # time.monotonic(); 0 = healthy
+    last_error: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.resting_until <= time.monotonic()
+
+
+class BalancedBackend:
+    """Calls spread over several endpoints serving the same model (vLLM replicas with no load
+    balancer in front), client side.
+
+    Each call goes to the healthy endpoint with the fewest calls in flight (ties in turn). A
+    transient failure (connection refused, timeout, 429, 5xx) rests that endpoint for 1, 2, 4 ...
+    seconds (at most :data:`MAX_REST`) and is raised as usual, so the runner's retry goes to
+    another endpoint; an answer makes it healthy again. When every endpoint rests, the one whose
+    rest ends first is tried. A fatal error (a bad key, an unknown model) is raised at once: the
+    replicas serve the same model with the same key, so it would fail everywhere. Answers do not
+    depend on the endpoint (it is in no cache key), so a rerun resumes whichever answered.
+    """
+
+    name = "balanced"
+
+    def __init__(self, config: LLMConfig) -> None:
+        single = [config.model_copy(update={"base_url": url, "replicas": []}) for url in config.endpoints]
+        self.members: list[Backend] = [make_backend(c) for c in single]
+        self.health = [EndpointHealth(url=url) for url in config.endpoints]
+        self._turn = 0
+
+    def _pick(self) -> int:
+        healthy = [i for i, h in enumerate(self.health) if h.healthy]
+        if not healthy:
+            return min(range(len(self.health)), key=lambda i: self.health[i].resting_until)
+        least = min(self.health[i].in_flight for i in healthy)
+        ready = [i for i in healthy if self.health[i].in_flight == least]
+        self._turn += 1
+        return ready[self._turn % len(ready)]
+
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str) -> ChatResponse:
+        i = self._pick()
+        h = self.health[i]
+        h.calls += 1
+        h.in_flight += 1
+        try:
+            resp = await self.members[i].complete(messages, schema, name)
+        except FatalError:
+            raise
+        except Exception as exc:  # transient or a transport surprise: rest this endpoint, let the runner retry
+            h.failures += 1
+            h.consecutive_failures += 1
+            h.resting_until = time.monotonic() + min(MAX_REST, 2.0 ** (h.consecutive_failures - 1))
+            h.last_error = self.redact(f"{type(exc).__name__}: {exc}", 200)
+            raise
+        finally:
+            h.in_flight -= 1
+        h.answers += 1
+        h.consecutive_failures = 0
+        h.resting_until = 0.0
+        return resp
+
+    async def aclose(self) -> None:
+        for member in self.members:
+            await member.aclose()
+
+    def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
+        return self.members[0].redact(text, limit)  # one key for every replica

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Provider = Literal["openai", "anthropic"]
 ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
@@ -62,6 +62,9 @@ class LLMConfig(BaseModel):
 
     provider: Provider = "openai"
     base_url: str | None = Field(None, description="endpoint; None = the provider's public API")
+    replicas: list[str] = Field(default_factory=list, description=(
+        "more endpoints serving the same model (vLLM replicas with no load balancer in front): calls are "
+        "spread over base_url and these, an endpoint that fails is rested and its calls go to the others"))
     model: str = Field(..., min_length=1)
     api_key_env: str | None = Field(None, repr=False, description="name of the env variable holding the key")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -81,6 +84,25 @@ class LLMConfig(BaseModel):
     local_only: bool = Field(False, description="refuse any endpoint that is not on loopback")
     cache_path: Path | None = Field(None, description="SQLite answer store; None = user cache dir")
     seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_list(cls, data: Any) -> Any:
+        """``base_url: [a, b, ...]`` (YAML) is ``base_url: a`` with replicas ``b, ...``."""
+        if isinstance(data, dict) and isinstance(data.get("base_url"), list | tuple):
+            urls = list(data["base_url"])
+            if not urls:
+                raise ValueError("base_url is an empty list")
+            data = {**data, "base_url": urls[0], "replicas": [*urls[1:], *data.get("replicas", [])]}
+        return data
+
+    @field_validator("replicas")
+    @classmethod
+    def _replica_urls(cls, value: list[str]) -> list[str]:
+        out = [cls._url(v) for v in value]
+        if len(set(out)) != len(out):
+            raise ValueError("replicas lists an endpoint twice")
+        return [v for v in out if v is not None]
 
     @field_validator("base_url")
     @classmethod
@@ -123,8 +145,13 @@ class LLMConfig(BaseModel):
         return shown_env_name(self.key_env)
 
     @property
+    def endpoints(self) -> list[str]:
+        """Every endpoint calls may go to: ``endpoint``, then the replicas."""
+        return [self.endpoint, *self.replicas]
+
+    @property
     def is_local(self) -> bool:
-        return is_loopback_url(self.endpoint)
+        return all(is_loopback_url(url) for url in self.endpoints)
 
     def api_key(self) -> str:
         """The key from the named environment variable.
@@ -148,8 +175,9 @@ class LLMConfig(BaseModel):
     def check_endpoint(self) -> None:
         """Enforce ``local_only``: only 127.0.0.0/8, ::1 and ``localhost`` pass."""
         if self.local_only and not self.is_local:
+            far = next(url for url in self.endpoints if not is_loopback_url(url))
             raise LLMConfigError(
-                f"--local-only: endpoint {self.endpoint} is not on loopback (127.0.0.0/8, ::1, localhost)"
+                f"--local-only: endpoint {far} is not on loopback (127.0.0.0/8, ::1, localhost)"
             )
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:

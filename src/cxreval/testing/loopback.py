@@ -35,6 +35,7 @@ It binds to 127.0.0.1 only. ``python -m cxreval.testing.loopback --port 8011 --l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import re
@@ -161,6 +162,7 @@ class LoopbackServer(ThreadingHTTPServer):
         self.admitted = 0
         self._released = threading.Event()
         self._thread: threading.Thread | None = None
+        self.dead = False
 
     @property
     def port(self) -> int:
@@ -183,6 +185,12 @@ class LoopbackServer(ThreadingHTTPServer):
         self._released.set()
         self.shutdown()
         self.server_close()
+
+    def kill(self) -> None:
+        """Die as a crashed server does: refuse new connections and drop every open one (a
+        request on a kept-alive connection gets no answer, only a closed socket)."""
+        self.dead = True
+        self.stop()
 
     def release(self) -> None:
         """Answer again after ``hold_after`` held requests."""
@@ -253,6 +261,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:  # noqa: N802
+        if self.server.dead:  # killed: drop the connection without a word
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         length = int(self.headers.get("Content-Length", "0"))
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
