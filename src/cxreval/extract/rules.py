@@ -103,6 +103,9 @@ class NormalStatement:
 
     pattern: re.Pattern[str]
     entities: tuple[str, ...]
+    #: Words one of which every match contains (lower case); a section holding none of them is
+    #: not searched (a fast substring test instead of a regex scan). Empty: always searched.
+    requires: tuple[str, ...] = ()
 
 
 @dataclass
@@ -142,7 +145,8 @@ class RuleSet:
                 pattern = re.compile(item["pattern"], re.IGNORECASE)
             except (KeyError, re.error) as exc:
                 raise RulesError(f"{source}: normal statement {i} has a bad pattern: {exc}") from exc
-            statements.append(NormalStatement(pattern, tuple(item.get("entities", []))))
+            requires = tuple(str(w).lower() for w in item.get("requires", []) or [])
+            statements.append(NormalStatement(pattern, tuple(item.get("entities", [])), requires))
         # c = cue file, n = normal statements, a = attribute vocabulary: any edit bumps one.
         version = f"c{cues.get('version', '?')}.n{(normals or {}).get('version', '0')}.a{vocab.version}"
         # Words that may stand inside a multi-word entity name: the cue file's modifiers plus every
@@ -493,7 +497,10 @@ class RuleExtractor:
 
     def _normal_statements(self, norm: NormalizedText, section: Section) -> list[Mention]:
         out: list[Mention] = []
+        text = norm.text[section.start : section.end]
         for rule in self.rules.normal_statements:
+            if rule.requires and not any(word in text for word in rule.requires):
+                continue  # no word every match needs: nothing to find
             # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
             # patterns' word boundaries read as they would in a copy of the section.
             for hit in rule.pattern.finditer(norm.text, section.start, section.end):

@@ -1,0 +1,53 @@
+"""Speed-ups of the rule engine never change what it reads (issue 14, item 3).
+
+Each fast path is compared with the plain path on every IU X-ray report and every ReXrank IU text
+(read at run time from the shared data; skipped without it): the extractions must be identical,
+mention by mention, field by field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from cxreval.extract.rules import RuleExtractor
+from cxreval.ontology import load_ontology
+from tests.conftest import shared_data_dir
+
+
+def _texts() -> list[str]:
+    import csv
+
+    root = shared_data_dir()
+    if root is None:
+        pytest.skip("shared data not present")
+    texts: list[str] = []
+    with (root / "iu-xray" / "indiana_reports.csv").open(encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            texts.append(f"Findings: {row['findings']}\nImpression: {row['impression']}")
+    for path in sorted((root / "rexrank-iu").glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        studies = data.values() if isinstance(data, dict) else data
+        for study in studies:
+            if isinstance(study, dict):
+                texts.extend(str(v) for k, v in study.items() if isinstance(v, str) and k.startswith(("section_", "model_")))
+    return list(dict.fromkeys(texts))
+
+
+def _dump(extractor: RuleExtractor, text: str) -> list[dict]:
+    return [m.model_dump() for m in extractor.extract(text).mentions]
+
+
+def test_normal_statement_precheck_changes_nothing() -> None:
+    onto = load_ontology()
+    fast = RuleExtractor(onto)
+    assert all(rule.requires for rule in fast.rules.normal_statements)  # every packaged rule has its pre-check
+    plain_rules = dataclasses.replace(
+        fast.rules, normal_statements=[dataclasses.replace(r, requires=()) for r in fast.rules.normal_statements])
+    plain = RuleExtractor(onto, plain_rules)
+    texts = _texts()
+    assert len(texts) > 3000
+    differ = [t[:80] for t in texts if _dump(fast, t) != _dump(plain, t)]
+    assert not differ, f"{len(differ)} reports read differently, e.g. {differ[:3]}"
