@@ -19,6 +19,7 @@ from cxreval.datasets.iu_xray import load_iu_gold
 from cxreval.extract.rules import RuleExtractor
 from cxreval.meta.extraction_accuracy import ExtractionAccuracy, evaluate_extraction
 from cxreval.ontology import load_ontology
+from keyword_negex import KeywordNegex
 
 
 def _f(x: float | None) -> str:
@@ -74,6 +75,18 @@ def main() -> None:
         top_confusions=args.confusions,
     )
     show(acc)
+    # The trivial baseline on the same gold, through the same scoring and projections.
+    keyword = KeywordNegex(onto)
+    base = evaluate_extraction(gold, keyword.extract, onto, data=acc.data, engine=keyword.engine,
+                               uncertain=args.uncertain)
+    print(f"\nsame figures, rule engine vs baseline {keyword.engine} (keyword + sentence NegEx):")
+    rows = [("presence micro F1", acc.micro.f1, base.micro.f1), ("presence macro F1", acc.macro_f1, base.macro_f1),
+            ("side accuracy", acc.side.accuracy, base.side.accuracy),
+            ("severity accuracy", acc.severity.accuracy, base.severity.accuracy),
+            ("normal-study F1", acc.normal.f1, base.normal.f1)]
+    rows += [(f"{a.labelset} micro F1", a.micro.f1, b.micro.f1) for a, b in zip(acc.labelsets, base.labelsets)]
+    for name, ours, theirs in rows:
+        print(f"    {name:24s} {_f(ours)}   {_f(theirs)}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(acc.model_dump(), fh, indent=2)
