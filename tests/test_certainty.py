@@ -183,9 +183,11 @@ def test_is_positive_none():
 
 
 def test_grade_only_matters_for_hedges():
-    # a grade on a present / absent state never changes its polarity
-    assert is_positive(EntityState(entity="x", status="present", certainty="possible"), "negative")
-    assert not is_positive(EntityState(entity="x", status="absent", certainty="probable"), "positive")
+    # a present / absent state has one grade (definite / negated); a hedge grade on it is refused
+    assert is_positive(EntityState(entity="x", status="present"), "negative")
+    assert not is_positive(EntityState(entity="x", status="absent"), "positive")
+    with pytest.raises(ValueError, match="does not fit"):
+        EntityState(entity="x", status="present", certainty="possible")
 
 
 def test_compare_under_graded_policy(tiny, ex):

@@ -458,6 +458,10 @@ def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "posi
     three comparison values only); LLM engines need ``llm`` and check its endpoint
     (``--local-only``) and API key now, before anything is sent."""
     info = engine_info(name)
+    from cxreval.extract.models import CERTAINTY_POLICIES
+
+    if uncertain not in CERTAINTY_POLICIES:
+        raise ValueError(f"unknown uncertain policy {uncertain!r}; choose from {', '.join(CERTAINTY_POLICIES)}")
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
     if info.needs_llm and uncertain not in ("positive", "negative"):

@@ -141,6 +141,13 @@ class EngineConfig(_Model):
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
 
+    @model_validator(mode="after")
+    def _graded_needs_rules(self) -> "EngineConfig":
+        if self.name != "rules" and self.uncertain not in ("positive", "negative"):
+            raise ValueError(f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
+                             f"grades; engine {self.name!r} takes positive or negative")
+        return self
+
 
 class BootstrapConfig(_Model):
     resamples: int = Field(1000, ge=0, le=100_000)

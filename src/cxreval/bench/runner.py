@@ -36,7 +36,7 @@ from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
 from cxreval.bench.config import JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig, DatasetConfig, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
-from cxreval.metrics import MetricUnavailable, ReportMetric, UnknownMetric, get_metric, metric_spec
+from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
@@ -219,7 +219,7 @@ def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]
 def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[str]) -> list[Any]:
     """What the cache keeps per pair: a pair-mean metric's value (None: not scored), else the
     metric's statistics (a list per pair)."""
-    if metric.level == "pair":
+    if isinstance(metric, PairMeanMetric):  # get_metric guarantees: level "pair" <=> a PairMeanMetric
         return [None if not math.isfinite(v) else float(v) for v in metric.score_pairs(refs, cands)]
     return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
 

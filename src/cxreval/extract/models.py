@@ -44,6 +44,14 @@ def _default_certainty(data: dict[str, Any]) -> Certainty:
     return DEFAULT_CERTAINTY.get(data.get("status", ""), "possible")
 
 
+def _check_certainty(status: str, certainty: str) -> None:
+    """A grade must agree with its status: definite <=> present, negated <=> absent, a hedge
+    grade <=> uncertain (else a policy would count a hedge as definite, or the reverse)."""
+    ok = certainty in HEDGE_GRADES if status == "uncertain" else certainty == DEFAULT_CERTAINTY.get(status)
+    if not ok:
+        raise ValueError(f"certainty {certainty!r} does not fit status {status!r}")
+
+
 class Attributes(BaseModel):
     """Where, how severe, and how changed from a prior: shared by mentions and entity states."""
 
@@ -87,6 +95,11 @@ class Mention(Attributes):
     cue: str | None = None
     source: str = Field("", exclude=True, repr=False)
 
+    @model_validator(mode="after")
+    def _grade_fits_status(self) -> "Mention":
+        _check_certainty(self.status, self.certainty)
+        return self
+
     @property
     def sentence(self) -> str:
         """The evidence: the engine's quote, else the sentence's slice of the report text."""
@@ -103,6 +116,11 @@ class EntityState(Attributes):
     certainty: Certainty = Field(default_factory=_default_certainty)
     evidence: str = ""
     cue: str | None = None
+
+    @model_validator(mode="after")
+    def _grade_fits_status(self) -> "EntityState":
+        _check_certainty(self.status, self.certainty)
+        return self
 
 
 class Extraction(BaseModel):

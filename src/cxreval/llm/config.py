@@ -99,10 +99,16 @@ class LLMConfig(BaseModel):
     @field_validator("replicas")
     @classmethod
     def _replica_urls(cls, value: list[str]) -> list[str]:
-        out = [cls._url(v) for v in value]
-        if len(set(out)) != len(out):
-            raise ValueError("replicas lists an endpoint twice")
-        return [v for v in out if v is not None]
+        return [v for v in (cls._url(v) for v in value) if v is not None]
+
+    @model_validator(mode="after")
+    def _replicas_need_base_url(self) -> "LLMConfig":
+        if self.replicas and self.base_url is None:
+            raise ValueError("replicas need base_url: replicas serve the model at base_url (without it the first "
+                             "endpoint would be the provider's public API)")
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise ValueError("base_url and replicas name an endpoint twice")
+        return self
 
     @field_validator("base_url")
     @classmethod

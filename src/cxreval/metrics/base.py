@@ -159,8 +159,9 @@ def mean_of_stats(sums: np.ndarray) -> np.ndarray:
     return safe_div(s[:, 0], s[:, 1])
 
 
-class _ScorePairsMetric(PairMeanMetric):
-    """A plug-in that only has ``score_pairs`` (the older protocol), served as a pair-mean metric."""
+class _Wrapped:
+    """A plug-in object of the first interface, served as a :class:`Metric` (its name, direction
+    and signature are the plug-in's)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -171,6 +172,10 @@ class _ScorePairsMetric(PairMeanMetric):
     @property
     def signature(self) -> Signature:
         return self.inner.signature
+
+
+class _ScorePairsMetric(_Wrapped, PairMeanMetric):
+    """A plug-in that only has ``score_pairs`` (the older protocol), served as a pair-mean metric."""
 
     def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         check_lengths(references, candidates)
@@ -252,7 +257,31 @@ def metric_spec(name: str) -> MetricSpec:
         raise UnknownMetric(f"unknown metric {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
 
 
+class _StatsMetric(_Wrapped, Metric):
+    """A plug-in of the first interface with ``pair_stats`` and ``corpus_from_stats``: a corpus metric."""
+
+    level: Level = "corpus"
+
+    def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+        check_lengths(references, candidates)
+        return np.asarray(self.inner.pair_stats(references, candidates), dtype=float)
+
+    def compute(self, sums: np.ndarray) -> np.ndarray:
+        return np.asarray(self.inner.corpus_from_stats(np.atleast_2d(sums)), dtype=float).reshape(-1)
+
+
 def get_metric(name: str, **options: object) -> Metric:
-    """Build a registered metric; raises :class:`UnknownMetric` with the known names."""
-    built = metric_spec(name).factory(**options)
-    return built if isinstance(built, Metric) else _ScorePairsMetric(built)
+    """Build a registered metric; raises :class:`UnknownMetric` with the known names, and
+    ValueError when the metric's own ``level`` contradicts its registration (a corpus metric
+    scored as a mean of pairs would be a silently wrong number)."""
+    spec = metric_spec(name)
+    built = spec.factory(**options)
+    if not isinstance(built, Metric):
+        built = _StatsMetric(built) if hasattr(built, "corpus_from_stats") else _ScorePairsMetric(built)
+    if built.level != spec.level:
+        raise ValueError(f"metric {name!r} is registered with level={spec.level!r} but says level={built.level!r}: "
+                         "register it with the level it computes (corpus: a function of summed statistics)")
+    if built.level == "pair" and not isinstance(built, PairMeanMetric):
+        raise ValueError(f"metric {name!r} has level 'pair' but is not a PairMeanMetric: a pair-level metric's "
+                         "system value is the mean of its pair values; subclass PairMeanMetric or use level 'corpus'")
+    return built

@@ -71,7 +71,8 @@ class SpecErrors(_EvaluatorMetric, PairMeanMetric):
         metric = cls.__new__(cls)
         metric._evaluator = evaluator
         metric._options = {"ontology": evaluator.ontology, "uncertain": evaluator.uncertain,
-                           "engine": evaluator.engine, "llm": evaluator.llm}
+                           "engine": evaluator.engine, "llm": evaluator.llm, "spec_compat": evaluator.spec_compat,
+                           "retry_failed": evaluator.retry_failed}
         return metric
 
     def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
@@ -156,8 +157,12 @@ class LabelF1(_EvaluatorMetric, Metric):
     def signature(self) -> Signature:
         from cxreval.scores.labels import label_signature
 
-        return label_signature(self.labelset, self.label_uncertain, self.undefined,  # type: ignore[arg-type]
-                               self._evaluator.signature)
+        # labels come from the extraction: the judge's options (uncertain, comparison) do not apply
+        base = self._evaluator.signature.model_copy(update={"options": {}})
+        sig = label_signature(self.labelset, self.label_uncertain, self.undefined, base)  # type: ignore[arg-type]
+        if self._evaluator.ontology.labelsets[self.labelset].hedged == "negative":
+            sig = sig.model_copy(update={"options": {**sig.options, "hedged": "negative"}})
+        return sig
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         from cxreval.scores.labels import binarize, label_confusion, project_pairs

@@ -30,6 +30,7 @@ macro F1 over the 21 Ran labels.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, Protocol
 
@@ -126,6 +127,17 @@ def project_extractions(
     return frame
 
 
+def _counts_for(mention: Mention, pattern: "re.Pattern[str]") -> bool:
+    """Whether a mention counts for a label defined by its words: its words match; an absence
+    implied by a normal statement ("lungs are clear") always counts (it names no word of any
+    label); a mention with no words at all (an LLM mention without a quote) cannot be checked
+    and follows the entity mapping."""
+    if mention.implied:
+        return True
+    words = mention_words(mention)
+    return not words.strip() or pattern.search(words) is not None
+
+
 def mention_words(mention: Mention) -> str:
     """The words a mention was found by: its matched span, else its sentence (an LLM's quote)."""
     if 0 <= mention.start < mention.end and mention.source:
@@ -159,7 +171,7 @@ def project_extraction(
         pattern = ls.term_pattern(label)
         if pattern is None:
             continue
-        kept = tuple(m for m in extraction.mentions if m.entity in ids and pattern.search(mention_words(m)))
+        kept = tuple(m for m in extraction.mentions if m.entity in ids and _counts_for(m, pattern))
         term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
         out[label] = project_states(term_states, ontology, labelset, no_finding=None,
                                     _index={label: ids})[label]

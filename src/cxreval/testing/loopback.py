@@ -97,12 +97,12 @@ class Oracle:
     def labels(self, text: str, prompt: str) -> dict[str, int]:
         """A labeler's answer: the rule engine's projection (present = 1, anything else = 0)."""
         from cxreval.labelers import label_key
-        from cxreval.scores.labels import project_states
+        from cxreval.scores.labels import project_extraction
 
         keys = set(re.findall(r"^- ([a-z0-9_]+) \(", prompt, flags=re.MULTILINE))
         labelset = next((ls for ls, spec in self.ontology.labelsets.items()
                          if spec.kind == "labels" and {label_key(x) for x in spec.labels} == keys), "ran21")
-        values = project_states(self.extract(text).states(), self.ontology, labelset)
+        values = project_extraction(self.extract(text), self.ontology, labelset)
         return {label_key(k): int(v == 1) for k, v in values.items()}
 
     def states(self, text: str) -> dict[str, dict[str, Any]]:
