@@ -23,31 +23,45 @@ POST_NEGATION = re.compile(r"^\W*(?:is|are|was|were|has|have)?\s*(?:not seen|not
 SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
+WORD = re.compile(r"[a-z0-9]+")
+
+
 class KeywordNegex:
-    """Keyword + sentence NegEx extractor over an ontology's terms (see module doc)."""
+    """Keyword + sentence NegEx extractor over an ontology's terms (see module doc).
+
+    Terms are looked up as word n-grams in a dict (longest first at each word), so reading a report
+    costs a few dict lookups per word, not one regex alternation of thousands of terms.
+    """
 
     engine = "keyword-negex@1"
 
     def __init__(self, ontology: Ontology) -> None:
-        owner: dict[str, str] = {}
+        self._terms: dict[tuple[str, ...], str] = {}
         for e in ontology.entities:
-            for term in [e.name.lower(), *e.terms]:
-                owner.setdefault(term, ontology.precedence.get(term, e.id))
-        terms = sorted(owner, key=len, reverse=True)  # longest first: "pleural effusion" before "effusion"
-        words = (r"[\s-]+".join(re.escape(w) for w in t.split()) for t in terms)
-        self._pattern = re.compile(r"\b(?:" + "|".join(words) + r")\b", re.I)
-        self._owner = {re.sub(r"[\s-]+", " ", t): e for t, e in owner.items()}
+            for term in [e.name, *e.terms]:
+                words = tuple(WORD.findall(term.lower()))
+                if words:
+                    self._terms.setdefault(words, ontology.precedence.get(term, e.id))
+        self._longest = max(map(len, self._terms))
 
     def extract(self, text: str) -> Extraction:
         mentions = []
-        for s in SENTENCE.finditer(text):
+        lower = text.lower()
+        for s in SENTENCE.finditer(lower):
             sentence = s.group()
-            for m in self._pattern.finditer(sentence):
-                entity = self._owner.get(re.sub(r"[\s-]+", " ", m.group().lower()))
-                if entity is None:
-                    continue
-                negated = PRE_NEGATION.search(sentence[: m.start()]) or POST_NEGATION.search(sentence[m.end():])
-                mentions.append(Mention(entity=entity, status="absent" if negated else "present",
-                                        start=s.start() + m.start(), end=s.start() + m.end(),
-                                        sentence_start=s.start(), sentence_end=s.end()))
+            words = [(w.group(), w.start(), w.end()) for w in WORD.finditer(sentence)]
+            i = 0
+            while i < len(words):
+                for n in range(min(self._longest, len(words) - i), 0, -1):
+                    entity = self._terms.get(tuple(w for w, _, _ in words[i : i + n]))
+                    if entity is not None:
+                        a, b = words[i][1], words[i + n - 1][2]
+                        negated = PRE_NEGATION.search(sentence[:a]) or POST_NEGATION.search(sentence[b:])
+                        mentions.append(Mention(entity=entity, status="absent" if negated else "present",
+                                                start=s.start() + a, end=s.start() + b,
+                                                sentence_start=s.start(), sentence_end=s.end()))
+                        i += n
+                        break
+                else:
+                    i += 1
         return Extraction(engine=self.engine, mentions=tuple(mentions), text=text)
