@@ -73,7 +73,7 @@ def test_every_mention_grade_agrees_with_its_status(ex):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@4.c7.")
+    assert ex.signature.startswith("rules@4.c8.")
 
 
 # -- the cue file ------------------------------------------------------------------------------
