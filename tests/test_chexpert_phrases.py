@@ -108,9 +108,6 @@ EXCEPTIONS: dict[str, str] = {
     "contour": (
         "alone it does not say whose contour (cardiac, mediastinal, hilar, aortic, diaphragmatic); "
         "the labeler relies on substring hits inside 'cardiomediastinal/mediastinal contours', which cxreval reads"),
-    "fibrosis": (
-        "the labeler files bare 'fibrosis' under Pleural Other, but in a chest report it is pulmonary "
-        "(interstitial) fibrosis; cxreval reads pleural fibrosis / fibrothorax as Pleural Other"),
     "lump": (
         "on a chest film a 'lump' is the palpable breast / chest-wall lump a marker is put on: a soft-tissue "
         "mass (no CheXpert-14 label), not a lung lesion"),
