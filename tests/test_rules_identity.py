@@ -51,3 +51,17 @@ def test_normal_statement_precheck_changes_nothing() -> None:
     assert len(texts) > 3000
     differ = [t[:80] for t in texts if _dump(fast, t) != _dump(plain, t)]
     assert not differ, f"{len(differ)} reports read differently, e.g. {differ[:3]}"
+
+
+def test_sentence_cache_changes_nothing() -> None:
+    onto = load_ontology()
+    cached = RuleExtractor(onto)
+    plain = RuleExtractor(onto, cached.rules, sentence_cache=0)
+    texts = _texts()
+    differ = [t[:80] for t in texts if _dump(cached, t) != _dump(plain, t)]
+    assert not differ, f"{len(differ)} reports read differently, e.g. {differ[:3]}"
+    # a second pass reads every sentence from the cache, with the same result
+    again = [t[:80] for t in texts[:500] if _dump(cached, t) != _dump(plain, t)]
+    assert not again
+    small = RuleExtractor(onto, cached.rules, sentence_cache=5)  # eviction keeps results right
+    assert all(_dump(small, t) == _dump(plain, t) for t in texts[:300])

@@ -28,6 +28,7 @@ than ``MAX_SCOPE_CHARS`` is cut at a clause boundary), so memory stays linear in
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -90,6 +91,8 @@ _FORWARD_BREAK = frozenset({"and", "with"})
 # last clause boundary that keeps the piece under it (";", ":" or a line break, else a comma),
 # else at the last token that fits. The longest IU X-ray sentence has 262 characters.
 MAX_SCOPE_CHARS = 400
+#: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
+SENTENCE_CACHE = 50_000
 _STRONG_BREAK = frozenset({";", ":"})
 
 
@@ -232,10 +235,15 @@ class RuleExtractor:
 
     name = "rules"
 
-    def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None) -> None:
+    def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None, *,
+                 sentence_cache: int = SENTENCE_CACHE) -> None:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
+        #: Mentions of a sentence (section name, sentence text) -> mentions with offsets relative to
+        #: the sentence; reports repeat sentences ("No pneumothorax."), so each is read once.
+        self._sentences: OrderedDict[tuple[str, str], tuple[Mention, ...]] = OrderedDict()
+        self._cache_size = sentence_cache
 
     @property
     def signature(self) -> str:
@@ -247,9 +255,47 @@ class RuleExtractor:
         mentions: list[Mention] = []
         for section in split_sections(norm.text):
             tokens = scan_tokens(norm.text, section.start, section.end)
-            mentions.extend(self._read_section(norm, tokens, section.name))
+            if self._cache_size:
+                mentions.extend(self._read_sentences(norm, tokens, section.name))
+            else:
+                mentions.extend(self._read_section(norm, tokens, section.name))
             mentions.extend(self._normal_statements(norm, section))
         return Extraction(engine=self.signature, mentions=tuple(mentions), text=text)
+
+    def _read_sentences(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
+        """:meth:`_read_section` one sentence at a time, each distinct sentence read once.
+
+        Reading never crosses a full stop (every window stops at a clause break, and evidence
+        scopes are sentences), so a section's mentions are its sentences' mentions;
+        ``tests/test_rules_identity.py`` checks this on every IU X-ray and ReXrank text.
+        """
+        out: list[Mention] = []
+        starts, ends, original = norm.starts, norm.ends, norm.original
+        a = 0
+        n = len(tokens)
+        while a < n:
+            b = a
+            while b < n and tokens[b].text != ".":
+                b += 1
+            b = min(b + 1, n)  # the sentence keeps its full stop
+            lo, hi = starts[tokens[a].start], ends[tokens[b - 1].end]
+            key = (section, original[lo:hi])
+            hit = self._sentences.get(key)
+            if hit is None:
+                read = self._read_section(norm, tokens[a:b], section)
+                hit = tuple(m.model_copy(update={"start": m.start - lo, "end": m.end - lo, "sentence_start":
+                                                 m.sentence_start - lo, "sentence_end": m.sentence_end - lo,
+                                                 "source": ""}) for m in read)
+                self._sentences[key] = hit
+                if len(self._sentences) > self._cache_size:
+                    self._sentences.popitem(last=False)
+            else:
+                self._sentences.move_to_end(key)
+            out.extend(m.model_copy(update={"start": m.start + lo, "end": m.end + lo, "sentence_start":
+                                            m.sentence_start + lo, "sentence_end": m.sentence_end + lo,
+                                            "source": original}) for m in hit)
+            a = b
+        return out
 
     # -- one section ---------------------------------------------------------------------
     def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
