@@ -188,6 +188,8 @@ class RulesEngine:
         self.extractor = RuleExtractor(ontology)
         self.cache: dict[str, Extraction] = {}
         """Extractions by the SHA-256 of their text."""
+        self.workers = 1
+        """Processes that judge a batch of at least :data:`PARALLEL_MIN_PAIRS` pairs (results identical)."""
 
     @property
     def signature(self) -> Signature:
@@ -207,6 +209,8 @@ class RulesEngine:
 
     async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
                     progress: bool = False, label: str = "judging pairs") -> EngineOutput:
+        if self.workers > 1 and len(pairs) >= PARALLEL_MIN_PAIRS:
+            return self._judge_in_workers(pairs, progress, label)
         rows: list[EntityJudgement] = []
         read: dict[str, Extraction] = {}
         for pair in _progress(pairs, progress, label):
@@ -220,8 +224,54 @@ class RulesEngine:
                       progress: bool = False, label: str = "") -> ExtractOutput:
         return ExtractOutput(extractions=self.read(texts))
 
+    def _judge_in_workers(self, pairs: Sequence[ReportPair], progress: bool, label: str) -> EngineOutput:
+        """The same rows as the one-process path, judged in chunks by :attr:`workers` processes
+        (:mod:`cxreval.parallel`); each worker reads a chunk's texts once. The extractions stay in
+        the workers (label metrics read texts again through :meth:`extract`)."""
+        from cxreval.parallel import chunked, worker_pool
 
-def _progress(pairs: Sequence[ReportPair], show: bool, label: str) -> Iterable[ReportPair]:
+        items = [(p.pair_id, p.reference, p.candidate) for p in pairs]
+        parts = chunked(items, self.workers)
+        rows: list[EntityJudgement] = []
+        with worker_pool(self.workers, _init_rules_worker, (self.ontology, self.uncertain, self.spec_compat)) as pool:
+            done = pool.imap(_judge_rows, parts)  # in order: rows come back in pair order
+            for part, fields in zip(_progress(parts, progress, label, total=len(items), step=len), done):
+                rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
+        table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
+        return EngineOutput(table=table, extractions={})
+
+
+#: Batches smaller than this are judged in the calling process (a pool costs more than it saves).
+PARALLEL_MIN_PAIRS = 2_000
+#: Extractions a worker keeps between chunks (texts repeat across chunks: references, templates).
+WORKER_CACHE_TEXTS = 20_000
+_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")
+_RULES_WORKER: dict[str, RulesEngine] = {}
+
+
+def _init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
+    from cxreval.parallel import ignore_sigint
+
+    ignore_sigint()
+    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
+
+
+def _judge_rows(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
+    """Worker: the judgement rows of a chunk of (pair id, reference, candidate), as plain tuples."""
+    engine = _RULES_WORKER["engine"]
+    read = engine.read(t for _, ref, cand in items for t in (ref, cand))
+    out = []
+    for pid, ref, cand in items:
+        for r in compare_extractions(pid, read[ref], read[cand], engine.ontology, engine.uncertain, engine.spec_compat):
+            out.append(tuple(getattr(r, f) for f in _ROW_FIELDS))
+    if len(engine.cache) > WORKER_CACHE_TEXTS:  # a worker's memory stays bounded however many chunks it judges
+        engine.cache.clear()
+    return out
+
+
+def _progress(pairs: Sequence[Any], show: bool, label: str, *, total: int | None = None,
+              step: Callable[[Any], int] | None = None) -> Iterable[Any]:
+    """``pairs`` with a progress bar on stderr when ``show`` (``step``: how many pairs an item is)."""
     if not show:
         yield from pairs
         return
@@ -230,10 +280,10 @@ def _progress(pairs: Sequence[ReportPair], show: bool, label: str) -> Iterable[R
 
     columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("judge", total=len(pairs))
+        task = bar.add_task("judge", total=len(pairs) if total is None else total)
         for pair in pairs:
             yield pair
-            bar.advance(task)
+            bar.advance(task, 1 if step is None else step(pair))
 
 
 # -- LLM engines ---------------------------------------------------------------------------------

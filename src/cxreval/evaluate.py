@@ -167,7 +167,8 @@ class Evaluator:
     engines need ``llm=LLMConfig(...)``. Their answers are stored in the SQLite cache as they
     arrive, so a rerun repeats no finished call. ``spec_compat=True`` keeps the comparison
     verdicts to SPEC-CXR's three values (``conflicting-comparison`` becomes ``other``; signed
-    ``comparison:spec``).
+    ``comparison:spec``). ``workers`` processes judge a large batch with the rule engine
+    (:mod:`cxreval.parallel`; the results are identical; None or 1: this process only).
 
     >>> from cxreval import Evaluator, ReportPair
     >>> ev = Evaluator()
@@ -187,6 +188,7 @@ class Evaluator:
         retry_failed: bool = False,
         cache: "AnswerCache | None" = None,
         spec_compat: bool = False,
+        workers: int | None = None,
     ) -> None:
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
         if info.needs_llm and llm is None:
@@ -203,6 +205,11 @@ class Evaluator:
         self.retry_failed = retry_failed
         self._answer_cache = cache
         self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm, spec_compat=spec_compat)
+        if workers is not None:
+            if workers < 1:
+                raise ValueError("workers must be at least 1")
+            if hasattr(self.judge_engine, "workers"):  # the rule engine; LLM engines use --concurrency
+                self.judge_engine.workers = workers
 
     @cached_property
     def extractor(self) -> RuleExtractor:
@@ -401,10 +408,11 @@ def evaluate(
     engine: EngineName = "rules",
     llm: "LLMConfig | None" = None,
     spec_compat: bool = False,
+    workers: int | None = None,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
     return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm,
-                     spec_compat=spec_compat).evaluate(pairs, progress=progress)
+                     spec_compat=spec_compat, workers=workers).evaluate(pairs, progress=progress)
 
 
 def systems_frame(results: Mapping[str, Sequence[EvaluationResult]]) -> pd.DataFrame:

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import os
 import re
-import signal
-import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -37,6 +34,7 @@ from cxreval.bench.config import JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
+from cxreval.parallel import chunked, ignore_sigint, worker_pool
 from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
@@ -182,7 +180,7 @@ def _init_worker(ontology: str | None, uncertain: str, spec_compat: bool = False
     """A worker ignores Ctrl-C (the parent stops it), so an interrupt prints no worker tracebacks."""
     from cxreval.evaluate import Evaluator
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_sigint()
     _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
 
 
@@ -225,22 +223,13 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
 
 
 def _pool(workers: int, ontology: str | None, uncertain: str, spec_compat: bool = False) -> Any:
-    """Worker processes; they are started with SIGINT ignored (before their initializer runs too)."""
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    try:
-        return mp.get_context(method).Pool(workers, initializer=_init_worker,
-                                              initargs=(ontology, uncertain, spec_compat))
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+    """Worker processes that judge with the rule engine (:func:`cxreval.parallel.worker_pool`)."""
+    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat))
 
 
 def _chunked(items: Sequence[Any], workers: int) -> list[Sequence[Any]]:
     """At least four chunks per worker, at most :data:`CHUNK_PAIRS` items each."""
-    size = max(1, min(CHUNK_PAIRS, math.ceil(len(items) / (4 * max(1, workers)))))
-    return [items[i : i + size] for i in range(0, len(items), size)]
+    return chunked(items, workers, CHUNK_PAIRS)
 
 
 def _missing_extra(metric: str) -> list[str]:

@@ -1,0 +1,57 @@
+"""``evaluate --workers``: the rule engine in several processes gives the very same results
+(issue 14, item 2), through the pool design bench uses (:mod:`cxreval.parallel`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cxreval
+from cxreval.cli import example_path
+from cxreval.engines import PARALLEL_MIN_PAIRS
+from cxreval.io import ReportPair, read_pairs
+
+
+def _pairs(n: int) -> list[ReportPair]:
+    ex = read_pairs(example_path())
+    return [ReportPair(pair_id=f"p{i}", reference=ex[i % len(ex)].reference,
+                       candidate=ex[(i * 7 + i // len(ex)) % len(ex)].candidate) for i in range(n)]
+
+
+def test_two_workers_give_the_same_rows_and_scores() -> None:
+    pairs = _pairs(PARALLEL_MIN_PAIRS + 150)
+    one = cxreval.evaluate(pairs, workers=1)
+    two = cxreval.evaluate(pairs, workers=2)
+    assert [r.model_dump() for r in two.judgements] == [r.model_dump() for r in one.judgements]
+    assert two.to_dict() == one.to_dict() and str(two.signature) == str(one.signature)
+    assert two.errors.equals(one.errors)
+
+
+def test_cli_workers_writes_identical_outputs(tmp_path: Path) -> None:
+    pairs = _pairs(PARALLEL_MIN_PAIRS + 10)
+    src = tmp_path / "pairs.csv"
+    with src.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "reference", "candidate"])
+        w.writerows((p.pair_id, p.reference, p.candidate) for p in pairs)
+    outs = {}
+    for n in ("1", "2"):
+        out = tmp_path / f"w{n}"
+        done = subprocess.run([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(src), "--out", str(out),
+                               "--workers", n, "--json"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outs[n] = out
+    for name in ("judgements.jsonl", "errors.csv"):
+        assert (outs["1"] / name).read_bytes() == (outs["2"] / name).read_bytes(), name
+    s1, s2 = (json.loads((outs[n] / "scores.json").read_text()) for n in ("1", "2"))
+    assert s1 == s2
+
+
+def test_bad_workers_are_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="workers"):
+        cxreval.Evaluator(workers=0)
