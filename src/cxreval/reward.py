@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from cxreval.scores.ratios import ratio
 from cxreval.scores.signature import Signature
 
 RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted"]
@@ -119,7 +120,8 @@ class ClinicalReward:
         if self.shape == "entity-f1":
             tp = sum(r.presence == "TP" for r in rows)
             wrong = sum(r.presence in ("FP", "FN") for r in rows)
-            return 1.0 if tp + wrong == 0 else 2 * tp / (2 * tp + wrong)
+            f1 = ratio(2 * tp, 2 * tp + wrong)  # the F1 every score uses; undefined = both normal
+            return 1.0 if f1 is None else f1
         errors = sum(r.error_count for r in rows)
         if self.shape == "critical-weighted":
             critical = sum(r.error_count for r in rows if r.entity in self._critical)

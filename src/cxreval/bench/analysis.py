@@ -11,6 +11,7 @@ percentile intervals over the resamples where the score is defined.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from cxreval.bench.models import (
 from cxreval.judge.table import JudgementTable
 from cxreval.metrics.base import mean_of_stats, mean_stats
 from cxreval.ontology import Ontology
-from cxreval.scores.ratios import presence_prf
+from cxreval.scores.ratios import presence_f1
 from cxreval.scores.spec import SpecScores, spec_scores
 from cxreval.scores.stats import bootstrap_weights
 
@@ -92,14 +93,6 @@ class Features:
         """Column sums ``(R, F + 3E)`` -> scores ``(R, len(names))``."""
         return np.stack([np.asarray(self.compute[name](sums[:, self.blocks[name]]), dtype=float)
                          for name in self.names], axis=1)
-
-
-def _presence_f1(n_entities: int, average: str) -> Compute:
-    def compute(sums: np.ndarray) -> np.ndarray:
-        _, macro, micro = presence_prf(sums.reshape(len(sums), n_entities, 3))
-        return (macro if average == "macro" else micro)[:, 2]
-
-    return compute
 
 
 @dataclass
@@ -173,7 +166,7 @@ def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], ru
     n_ent = len(table.entities)
     for name in presence_names:
         blocks[name] = slice(width, width + 3 * n_ent)
-        compute[name] = _presence_f1(n_ent, "macro" if "macro" in name else "micro")
+        compute[name] = functools.partial(presence_f1, average="macro" if "macro" in name else "micro")
     values = np.concatenate(cols, axis=1) if cols else np.zeros((len(judged), 0))
     exact = values.size == 0 or (np.array_equal(values, np.round(values)) and len(values) * np.abs(values).max() < 2**24)
     return Features(values.astype(np.float32 if exact else np.float64), table.presence, list(metric_names),

@@ -119,11 +119,9 @@ class SpecPresenceF1(_EvaluatorMetric, Metric):
         return counts.reshape(counts.shape[0], counts.shape[1] * 3).astype(float)
 
     def compute(self, sums: np.ndarray) -> np.ndarray:
-        from cxreval.scores.ratios import presence_prf
+        from cxreval.scores.ratios import presence_f1
 
-        s = np.atleast_2d(np.asarray(sums, dtype=float))
-        _, macro, micro = presence_prf(s.reshape(len(s), -1, 3))
-        return (macro if self.average == "macro" else micro)[:, 2]
+        return presence_f1(sums, self.average)
 
 
 class SpecPresenceMicroF1(SpecPresenceF1):

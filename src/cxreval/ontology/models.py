@@ -8,7 +8,7 @@ These models are the contract between the YAML files and the rest of cxreval.
 from __future__ import annotations
 
 import re
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -81,7 +81,14 @@ class LabelSet(_Strict):
     def term_pattern(self, label: str) -> re.Pattern[str] | None:
         """The compiled definition of ``label`` (None: every mention of a mapped entity counts)."""
         patterns = self.terms.get(label)
-        return re.compile("|".join(f"(?:{p})" for p in patterns), re.I) if patterns else None
+        return _term_regex(tuple(patterns)) if patterns else None
+
+
+@lru_cache(maxsize=256)
+def _term_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One case-insensitive regex of a label's term patterns, compiled once (projection calls it
+    for every report)."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.I)
 
 
 class Entity(_Strict):

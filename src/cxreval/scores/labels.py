@@ -79,6 +79,16 @@ def _derives_no_finding(index: Mapping[str, list[str]], no_finding: str | None) 
     return no_finding is not None and no_finding in index and not index[no_finding]
 
 
+def _with_no_finding(out: dict[str, float], index: Mapping[str, list[str]], no_finding: str | None,
+                     ignores: Sequence[str]) -> dict[str, float]:
+    """``out`` with the No Finding rule applied (see the module doc) when the label set derives it."""
+    if _derives_no_finding(index, no_finding):
+        assert no_finding is not None
+        others = [lab for lab in index if lab != no_finding and lab not in ignores]
+        out[no_finding] = BLANK if any(out[lab] in (POSITIVE, UNCERTAIN) for lab in others) else POSITIVE
+    return out
+
+
 def project_states(
     states: Mapping[str, EntityState],
     ontology: Ontology,
@@ -102,12 +112,7 @@ def project_states(
             out[label] = NEGATIVE
         else:
             out[label] = BLANK
-    if _derives_no_finding(index, no_finding):
-        assert no_finding is not None
-        others = [lab for lab in index if lab != no_finding and lab not in no_finding_ignores]
-        finding = any(out[lab] in (POSITIVE, UNCERTAIN) for lab in others)
-        out[no_finding] = BLANK if finding else POSITIVE
-    return out
+    return _with_no_finding(out, index, no_finding, no_finding_ignores)
 
 
 def project_extractions(
@@ -175,11 +180,7 @@ def project_extraction(
         term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
         out[label] = project_states(term_states, ontology, labelset, no_finding=None,
                                     _index={label: ids})[label]
-    if _derives_no_finding(index, no_finding):
-        assert no_finding is not None
-        others = [lab for lab in index if lab != no_finding and lab not in no_finding_ignores]
-        out[no_finding] = BLANK if any(out[lab] in (POSITIVE, UNCERTAIN) for lab in others) else POSITIVE
-    return out
+    return _with_no_finding(out, index, no_finding, no_finding_ignores)
 
 
 def binarize(labels: pd.DataFrame, uncertain: UncertainLabel = "negative") -> pd.DataFrame:

@@ -51,3 +51,11 @@ def presence_prf(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     macro = np.stack([mean_defined_rows(per[..., k]) for k in range(3)], axis=-1)
     pooled = counts.sum(axis=1)
     return per, macro, prf(pooled[:, 0], pooled[:, 1], pooled[:, 2])
+
+
+def presence_f1(sums: np.ndarray, average: str = "macro") -> np.ndarray:
+    """Macro or micro presence F1 of summed TP/FP/FN statistics ``(R, 3 E)`` (entities side by
+    side), one per row: the ``compute`` of the presence-F1 metrics, in bench and in the registry."""
+    s = np.atleast_2d(np.asarray(sums, dtype=float))
+    _, macro, micro = presence_prf(s.reshape(len(s), -1, 3))
+    return (macro if average == "macro" else micro)[:, 2]
