@@ -23,6 +23,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -219,7 +220,9 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[Page]:
             f"--window-size={width},{height}", "--no-first-run", "--no-default-browser-check",
             "--hide-scrollbars", "about:blank",
         ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # its own process group: Chromium's helpers (zygote, crashpad) are stopped with it, so none
+        # is still writing into the profile while the temporary directory is removed
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         page = None
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -246,12 +249,15 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[Page]:
         finally:
             if page is not None:
                 page.ws.close()
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # helpers that outlived the browser
             if proc.stderr:
                 proc.stderr.close()
 
