@@ -4,7 +4,8 @@ Data: ../shared/data/iu-xray/indiana_reports.csv (CC BY-NC-ND 4.0, read at run t
 Rad-ReStruct's splits. Rules are tuned on `train` only; figures are reported on `val + test`.
 
 Run: python benchmarks/iu_accuracy.py [--split val,test] [--uncertain POLICY] [--json FILE]
-(POLICY: coded, positive, negative, probable, probable-alternative.)
+(POLICY: which certainty grades count as coded positives, the judge's named policies: positive,
+negative, probable, probable-alternative; default probable-alternative, chosen on train.)
 Per certainty grade (which hedges the coders code): python benchmarks/iu_certainty.py
 """
 
@@ -14,12 +15,17 @@ import argparse
 import json
 
 from _data import data_dir
+from keyword_negex import KeywordNegex
 
 from cxreval.datasets.iu_xray import load_iu_gold
+from cxreval.extract.models import CERTAINTY_POLICIES
 from cxreval.extract.rules import RuleExtractor
-from cxreval.meta.extraction_accuracy import ExtractionAccuracy, evaluate_extraction
+from cxreval.meta.extraction_accuracy import (
+    CODERS_POLICY,
+    ExtractionAccuracy,
+    evaluate_extraction,
+)
 from cxreval.ontology import load_ontology
-from keyword_negex import KeywordNegex
 
 
 def _f(x: float | None) -> str:
@@ -58,10 +64,9 @@ def show(acc: ExtractionAccuracy) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--split", default="val,test", help="comma-separated splits (train for tuning only)")
-    ap.add_argument("--uncertain", default="coded",
-                    choices=["positive", "negative", "coded", "probable", "probable-alternative"],
-                    help="which hedged mentions count as coded positives (chosen on train: coded; by "
-                         "certainty grade: probable-alternative, see iu_certainty.py)")
+    ap.add_argument("--uncertain", default=CODERS_POLICY, choices=list(CERTAINTY_POLICIES),
+                    help="which certainty grades count as coded positives (default: the grade set chosen "
+                         "on train, see iu_certainty.py)")
     ap.add_argument("--json", help="also write the full result as JSON here")
     ap.add_argument("--confusions", type=int, default=15)
     args = ap.parse_args()
@@ -71,7 +76,7 @@ def main() -> None:
     extractor = RuleExtractor(onto)
     acc = evaluate_extraction(
         gold, extractor.extract, onto, data=f"IU X-ray MeSH gold, split {'+'.join(splits)}",
-        engine=extractor.signature, uncertain=args.uncertain, alternatives=extractor.rules.alternatives,
+        engine=extractor.signature, uncertain=args.uncertain,
         top_confusions=args.confusions,
     )
     show(acc)

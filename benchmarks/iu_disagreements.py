@@ -30,7 +30,7 @@ def main() -> None:
     onto = load_ontology()
     gold = load_iu_gold(data_dir(), onto, splits=[s.strip() for s in args.split.split(",")])  # type: ignore[misc]
     extractor = RuleExtractor(onto)
-    rows = disagreements(gold, extractor.extract, onto, alternatives=extractor.rules.alternatives)
+    rows = disagreements(gold, extractor.extract, onto)
     if args.sample:
         rows = random.Random(args.seed).sample(rows, min(args.sample, len(rows)))
     for r in rows:

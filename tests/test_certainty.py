@@ -50,7 +50,13 @@ def grade(ex: RuleExtractor, text: str, entity: str) -> tuple[str, str] | None:
         ("Atelectasis versus scarring.", "atelectasis", ("uncertain", "alternative")),
         ("Atelectasis versus scarring.", "scarring", ("uncertain", "alternative")),
         ("Atelectasis vs scarring.", "scarring", ("uncertain", "alternative")),
-        ("Differential includes pneumonia.", "pneumonia", ("uncertain", "alternative")),
+        # a differential list raises each item as a possibility (cues c10; pyConText AMBIVALENT_EXISTENCE)
+        ("Differential includes pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Opacity, differential diagnosis includes pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Edema, considerations include pneumonia.", "pneumonia", ("uncertain", "possible")),
+        # the superlative of a concern cue leans towards the finding (cues c10)
+        ("Opacities most suggestive of pulmonary edema.", "pulmonary_edema", ("uncertain", "probable")),
+        ("Findings highly suggestive of pneumonia.", "pneumonia", ("uncertain", "probable")),
         # a hedge before an alternative covers both: its grade wins
         ("Possible atelectasis or scarring.", "scarring", ("uncertain", "possible")),
         # a negation before an alternative denies both
@@ -73,7 +79,7 @@ def test_every_mention_grade_agrees_with_its_status(ex):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@4.c8.")
+    assert ex.signature.startswith("rules@5.c10.")
 
 
 # -- the cue file ------------------------------------------------------------------------------
@@ -175,7 +181,8 @@ def test_policies_are_named():
 def test_is_positive_per_grade(policy, i, g):
     assert is_positive(_state(g), policy) is EXPECTED[policy][i]
     # the IU benchmark's gold-side policies read the grades the same way
-    assert counts_as_positive(_state(g), policy, frozenset()) is EXPECTED[policy][i]
+    assert counts_as_positive(_state(g), policy) is EXPECTED[policy][i]
+    assert counts_as_positive(_state(g), CERTAINTY_POLICIES[policy]) is EXPECTED[policy][i]
 
 
 def test_is_positive_none():
@@ -211,3 +218,36 @@ def test_llm_engines_refuse_graded_policies() -> None:
         with pytest.raises(ValueError, match="only the rules engine grades"):
             get_engine(engine, load_ontology(), "probable", llm=cfg)
     assert get_engine("rules", load_ontology(), "probable-alternative") is not None
+
+
+# -- label projections follow the same named policies (scores/labels.py) -----------------------------
+# value per grade of a hedged mention, definite and negated aside, by label set and policy
+PROJECTED = {
+    # CheXpert-14 keeps what the policy does not affirm as its "u" label, -1
+    "chexpert14": {"negative": (-1, -1, -1), "probable": (1, -1, -1), "probable-alternative": (1, -1, 1),
+                   "positive": (1, 1, 1)},
+    # ChestX-ray14 rules hedges out by definition (hedged: negative): 0
+    "chestxray14": {"negative": (0, 0, 0), "probable": (1, 0, 0), "probable-alternative": (1, 0, 1),
+                    "positive": (1, 1, 1)},
+}
+SENTENCES = {  # hand-written, one per hedge grade: probable, possible, alternative
+    "probable": "Likely left basilar atelectasis.",
+    "possible": "This may represent atelectasis.",
+    "alternative": "Atelectasis or scarring at the left base.",
+}
+
+
+@pytest.mark.parametrize("labelset", list(PROJECTED))
+@pytest.mark.parametrize("policy", list(EXPECTED))
+def test_projection_maps_grades_by_policy(ex, labelset, policy):
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    for i, g in enumerate(HEDGE_GRADES):
+        x = ex.extract(SENTENCES[g])
+        assert x.states()["atelectasis"].certainty == g
+        got = project_extraction(x, onto, labelset, certainty=policy)["Atelectasis"]
+        assert got == PROJECTED[labelset][policy][i], (g, got)
+    # definite and negated do not depend on the policy
+    assert project_extraction(ex.extract("Left basilar atelectasis."), onto, labelset, certainty=policy)["Atelectasis"] == 1
+    assert project_extraction(ex.extract("No atelectasis."), onto, labelset, certainty=policy)["Atelectasis"] == 0

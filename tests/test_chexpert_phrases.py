@@ -105,29 +105,12 @@ EXCEPTIONS: dict[str, str] = {
     "cardiac silhouette and vascularity": (
         "exists for the stock normal sentence 'cardiac silhouette and vascularity are within normal limits'; "
         "it has no natural positive reading, and 'enlarged cardiac silhouette' is Cardiomegaly"),
-    "contour": (
-        "alone it does not say whose contour (cardiac, mediastinal, hilar, aortic, diaphragmatic); "
-        "the labeler relies on substring hits inside 'cardiomediastinal/mediastinal contours', which cxreval reads"),
     "lump": (
         "on a chest film a 'lump' is the palpable breast / chest-wall lump a marker is put on: a soft-tissue "
         "mass (no CheXpert-14 label), not a lung lesion"),
     "support": (
         "a modifier ('support devices / lines / tubes', all read as Support Devices); alone it is usually the "
         "verb ('findings support pneumonia') or not a device at all"),
-    "pleural parenchymal scar": (
-        "one name, two findings (the labeler and IU's coders give both Lung Opacity and Pleural Other); the rule "
-        "engine gives one name one entity (parenchymal scarring, Lung Opacity), so reading both needs an engine "
-        "change ('parenchymal' as a skippable modifier), not ontology data"),
-    "pleuro-parenchymal scar": "as 'pleural parenchymal scar'",
-    "_line_": (
-        "alone it is as often not a device: pleural line, Kerley B lines, anatomical lines ('midclavicular line'), "
-        "and on IU X-ray the dictation slip 'lung lines' (for lung volumes), all false devices on IU and ReXrank; "
-        "device lines are read by name (central / PICC / IJ / subclavian line, lines and tubes, support lines)"),
-    "lines": "as '_line_'",
-    "valve": (
-        "alone it is as often the native valve ('mitral valve prolapse') or valve surgery as a prosthesis; on IU "
-        "X-ray every bare 'valve' the engine would read (5 reports) is uncoded by the MeSH coders. Prosthetic valves "
-        "are read by their names (valve replacement / prosthesis, prosthetic valve, AVR, MVR, TAVR)"),
 }
 
 _EXTRA_LABELS = {"no_finding": "No Finding"}

@@ -174,4 +174,81 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@4.c8.")
+    assert ex.signature.startswith("rules@5.c10.")
+
+
+# 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
+# 1.6.0 label definitions; hand-written sentences
+@pytest.mark.parametrize(
+    "text, entity, not_entity",
+    [
+        # degenerative change at a joint (a named joint, or a side: the spine is midline)
+        ("Degenerative changes are present in the left shoulder.", "degenerative_joint_disease", "degenerative_spine"),
+        ("Degenerative change of both acromioclavicular joints.", "degenerative_joint_disease", "degenerative_spine"),
+        ("There are degenerative changes bilaterally.", "degenerative_joint_disease", "degenerative_spine"),
+        ("Degenerative changes of the thoracic spine and both shoulders.", "degenerative_spine", None),
+        # a nodule or opacity said to be calcified is a calcified nodule; "not calcified" keeps it a nodule
+        ("Two nodules in the right base are densely calcified.", "calcified_granuloma", "lung_nodule"),
+        ("The left apical nodule does not appear calcified.", "lung_nodule", "calcified_granuloma"),
+        ("Calcified opacity in the left base.", "calcified_granuloma", "lung_opacity"),
+        # a deformity or fracture named by its site
+        ("Old deformity of the posterior right 8th rib.", "rib_fracture", None),
+        ("Stable mild wedge-shaped deformity of a lower thoracic vertebra.", "vertebral_compression_fracture", None),
+        ("Deformity of the distal right clavicle from prior trauma.", "fracture", None),
+        ("There is a fracture of the right posterior 9th rib.", "rib_fracture", "fracture"),
+        ("Pectus deformity.", "pectus_excavatum", "bone_deformity"),
+    ],
+)
+def test_site_decides_the_entity(ex, text, entity, not_entity):
+    got = ex.extract(text).states()
+    assert got[entity].status == "present", (text, got)
+    if not_entity is not None:
+        assert not_entity not in got or got[not_entity].status != "present", (text, got)
+
+
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("Biapical pleural-parenchymal scarring.", "pleural_thickening"),
+        ("Mild apical pleural scarring on the left.", "pleural_thickening"),
+        ("Blunted angles reflect pleural thickening and scarring.", "pleural_thickening"),
+        ("The lungs are hypoventilated.", "low_lung_volumes"),
+        ("Lower lung volumes than before.", "low_lung_volumes"),
+        ("Heart size is large.", "cardiomegaly"),
+        ("There is an interval increase in heart size.", "cardiomegaly"),
+        ("Left subclavian line with tip at cavoatrial junction.", "central_venous_catheter"),
+        ("Right chest port with tip in the low SVC.", "central_venous_catheter"),
+        ("Calcified mediastinal nodes.", "calcified_lymph_nodes"),
+        ("Right lower lobe opacity concerning for infection.", "infection"),
+    ],
+)
+def test_wording_variants_1_6(ex, text, entity):
+    assert status(ex, text, entity) in ("present", "uncertain"), text
+
+
+def test_infection_is_not_pneumonia_and_lower_lung_volume_loss_is_not_low_volumes(ex):
+    assert status(ex, "Findings compatible with infection.", "pneumonia") is None
+    assert status(ex, "Findings compatible with infection.", "infection") == "present"
+    assert status(ex, "Left lower lung volume loss.", "low_lung_volumes") is None
+    assert status(ex, "Pleural-parenchymal scarring at both apices.", "scarring") is None
+
+
+# 16. issue 13: "most suggestive of" leans towards its finding (probable); a differential list raises
+# its items as possibilities (possible), unlike two findings offered as alternatives (cues c10)
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Abnormal opacities most suggestive of pulmonary edema.", "pulmonary_edema", ("uncertain", "probable")),
+        ("Left base opacity most suggestive of scarring.", "scarring", ("uncertain", "probable")),
+        ("Hyperexpanded lungs, suggestive of emphysema.", "emphysema", ("uncertain", "possible")),
+        ("Opacity most suggestive of atelectasis, differential diagnosis includes pneumonia.", "pneumonia",
+         ("uncertain", "possible")),
+        ("Opacity most suggestive of atelectasis, differential diagnosis includes pneumonia.", "atelectasis",
+         ("uncertain", "probable")),
+        ("Considerations include pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Atelectasis versus pneumonia.", "pneumonia", ("uncertain", "alternative")),
+    ],
+)
+def test_most_suggestive_and_differential_grades(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.status, s.certainty) == expected

@@ -293,6 +293,21 @@ def test_hedged_mentions_stay_uncertain_for_chexpert() -> None:
     assert onto.labelsets["chexpert14"].hedged == "uncertain" and onto.labelsets["chestxray14"].hedged == "negative"
 
 
+def test_infection_is_pneumonia_for_chexpert_and_ran_but_not_chestxray14() -> None:
+    """Ontology 1.6.0 splits `infection` from `pneumonia`: the CheXpert labeler lists "infection" under
+    Pneumonia, ChestX-ray14's Pneumonia is the word pneumonia, and IU X-ray coders never code it."""
+    from cxreval.extract.rules import RuleExtractor
+    from cxreval.ontology import load_ontology
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    x = RuleExtractor(onto).extract("Right basilar opacity with an infectious process.")
+    assert project_extraction(x, onto, "chexpert14")["Pneumonia"] == 1.0
+    assert project_extraction(x, onto, "ran21")["Pneumonia"] == 1.0
+    assert project_extraction(x, onto, "chestxray14")["Pneumonia"] not in (1.0, -1.0)
+    assert "mesh" not in onto.entity("infection").mappings
+
+
 def test_terms_for_an_unknown_label_are_refused() -> None:
     import copy
 
@@ -303,3 +318,55 @@ def test_terms_for_an_unknown_label_are_refused() -> None:
     bad["labelsets"]["chexpert14"]["terms"] = {"Hernia": ["hernia"]}
     with pytest.raises(OntologyError, match="terms for 'Hernia'"):
         parse_ontology(bad, "bad")
+
+
+# -- graded certainty in projections (issue 13) -------------------------------------------------------
+def test_projection_certainty_policy_per_grade_and_label_set():
+    """Hand-written sentences, one per hedge grade, projected under each named policy."""
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    xs = {
+        "probable": ex.extract("Likely right lower lobe pneumonia."),
+        "possible": ex.extract("Findings may represent pneumonia."),
+        "alternative": ex.extract("Right lower lobe atelectasis or pneumonia."),
+    }
+    assert {k: x.states()["pneumonia"].certainty for k, x in xs.items()} == {k: k for k in xs}
+    for labelset, label, held in (("chexpert14", "Pneumonia", -1.0), ("ran21", "Pneumonia", -1.0),
+                                  ("chestxray14", "Pneumonia", 0.0)):
+        for policy, affirmed in (("negative", set()), ("probable", {"probable"}),
+                                 ("probable-alternative", {"probable", "alternative"}),
+                                 ("positive", {"probable", "possible", "alternative"})):
+            table = project_extractions(xs, onto, labelset, certainty=policy)
+            assert table.attrs["certainty"] == policy
+            got = table[label].to_dict()
+            assert got == {k: 1.0 if k in affirmed else held for k in xs}, (labelset, policy, got)
+    # No Finding follows: an affirmed hedge is a finding, a held one blocks it as before
+    chex = project_extractions(xs, onto, "chexpert14", certainty="probable")
+    assert math.isnan(chex.loc["probable", "No Finding"]) and math.isnan(chex.loc["possible", "No Finding"])
+
+
+def test_default_projection_is_the_labelers_convention():
+    onto = load_ontology()
+    x = RuleExtractor(onto).extract("Likely pneumonia.")
+    assert project_states(x.states(), onto, "chexpert14")["Pneumonia"] == -1.0
+    assert project_states(x.states(), onto, "chestxray14")["Pneumonia"] == 0.0
+    assert project_states(x.states(), onto, "chexpert14", certainty="probable")["Pneumonia"] == 1.0
+    with pytest.raises(ValueError, match="unknown certainty policy"):
+        project_states(x.states(), onto, "chexpert14", certainty="coded")  # type: ignore[arg-type]
+
+
+def test_certainty_policy_is_signed():
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    xs = {"a": ex.extract("Atelectasis or scarring."), "b": ex.extract("No pneumothorax.")}
+    ref = project_extractions(xs, onto, "chexpert14", certainty="probable-alternative")
+    m = label_metrics(ref, ref, labelset="chexpert14")
+    assert "certainty:probable-alternative" in str(m.signature)
+    default = project_extractions(xs, onto, "chexpert14")
+    assert "certainty:negative" in str(label_metrics(default, default, labelset="chexpert14").signature)
+    # tables without grades (a file, an LLM labeler) are signed as such; two policies are refused
+    plain = pd.DataFrame({"A": [1.0]})
+    assert "certainty:none" in str(label_metrics(plain, plain).signature)
+    with pytest.raises(ValueError, match="different certainty policies"):
+        label_metrics(ref, default)
+    assert "certainty:positive" in str(label_metrics(plain, plain, certainty="positive").signature)

@@ -315,3 +315,38 @@ def test_change_clause_after_a_long_finding_phrase(ex):
 def test_rib_levels_inside_a_name(ex):
     s = states(ex, "There is a displaced fracture of the right 6th rib.")
     assert s["rib_fracture"].status == "present" and s["rib_fracture"].side == "right"
+
+
+# -- site rules (cues.yaml `site_entities`) ----------------------------------------------------
+def test_site_rule_moves_a_mention_to_the_site_entity():
+    onto = load_ontology()
+    cues = {"site_entities": [{"entity": "degenerative_spine", "to": "degenerative_joint_disease",
+                               "words": ["hip"], "unless": ["spine"]}]}
+    ex = RuleExtractor(onto, RuleSet.from_data(cues, {}, onto, "sites.yaml"))
+    moved = ex.extract("Degenerative changes are seen at the right hip.").states()
+    assert set(moved) == {"degenerative_joint_disease"}
+    assert moved["degenerative_joint_disease"].side == "right"
+    kept = ex.extract("Spine and right hip degenerative changes.").states()
+    assert set(kept) == {"degenerative_spine"}
+    # without the rule the mention stays where the synonym puts it
+    plain = RuleExtractor(onto, RuleSet.from_data({}, {}, onto, "none.yaml"))
+    assert set(plain.extract("Degenerative changes are seen at the right hip.").states()) == {"degenerative_spine"}
+
+
+def test_site_rule_must_name_known_entities():
+    onto = load_ontology()
+    with pytest.raises(RulesError, match="not in the ontology"):
+        RuleSet.from_data({"site_entities": [{"entity": "degenerative_spine", "to": "nope", "words": ["hip"]}]},
+                          {}, onto, "bad.yaml")
+    with pytest.raises(RulesError, match="needs entity"):
+        RuleSet.from_data({"site_entities": [{"entity": "degenerative_spine", "to": "fracture"}]}, {}, onto, "bad.yaml")
+
+
+def test_packaged_site_rules_are_kept_only_for_entities_a_user_ontology_has():
+    from cxreval.extract.rules import load_rules
+    from cxreval.ontology import parse_ontology
+    from tests.conftest import TINY
+
+    tiny = parse_ontology(TINY, "tiny")
+    assert load_rules(tiny).sites == {}  # the packaged rules name entities TINY lacks: dropped, no error
+    assert "degenerative_spine" in load_rules(load_ontology()).sites

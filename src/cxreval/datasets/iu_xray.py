@@ -12,7 +12,10 @@ Gold standard rules:
   text (nothing to read);
 - codes that map to no entity are kept in ``unmapped`` so that nothing is dropped silently;
 - a generic heading ("Catheters, Indwelling") accepts any entity of its family
-  (``iu_mesh_families.yaml``): the coders' vocabulary is coarser than the ontology there.
+  (``iu_mesh_families.yaml``): the coders' vocabulary is coarser than the ontology there;
+- a descriptive heading that repeats the qualifiers of a more specific code in the same report
+  names that code's finding (``same_finding`` in ``iu_mesh_families.yaml``): "Nodule/lung/base/right"
+  beside "Calcinosis/lung/base/right" is one calcified nodule, not a nodule and a calcification.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from cxreval.io import InputError, InputProblem, check_columns, load_table, record_id
 from cxreval.io import Uniqueness, raise_problems, read_json_value, require_records, text_value
 from cxreval.ontology import Ontology, load_ontology
-from cxreval.ontology.mesh import MeshMapper, is_normal, is_unindexed, normalize_mesh_part, parse_mesh_field
+from cxreval.ontology.mesh import MeshCode, MeshMapper, MeshMatch, is_normal, is_unindexed, normalize_mesh_part, parse_mesh_field
 
 Split = Literal["train", "val", "test"]
 SPLITS: tuple[Split, ...] = ("train", "val", "test")
@@ -154,6 +157,43 @@ def load_families() -> dict[str, tuple[str, ...]]:
     return {normalize_mesh_part(k): tuple(v) for k, v in data["families"].items()}
 
 
+def load_same_finding() -> dict[str, tuple[str, ...]]:
+    """Descriptive MeSH heading (normalised) -> the more specific headings it may repeat, first preferred."""
+    ref = resources.files("cxreval.datasets") / "iu_mesh_families.yaml"
+    data = yaml.safe_load(ref.read_text(encoding="utf-8"))
+    return {normalize_mesh_part(k): tuple(normalize_mesh_part(h) for h in v)
+            for k, v in (data.get("same_finding") or {}).items()}
+
+
+def _qualifier_key(code: MeshCode) -> tuple[str, ...]:
+    return tuple(sorted(normalize_mesh_part(q) for q in code.qualifiers))
+
+
+def join_same_findings(matches: list[MeshMatch], same_finding: dict[str, tuple[str, ...]]) -> list[MeshMatch]:
+    """``matches`` with each descriptive code that repeats a more specific code's qualifiers moved
+    to that code's entity (its attributes stay: they are the same qualifiers).
+
+    The coders code one finding's appearance and nature as two codes ("Nodule/lung/base/right" and
+    "Calcinosis/lung/base/right" for a calcified nodule); without this the gold standard would hold
+    a non-calcified nodule the report never states. Codes without qualifiers are never paired.
+    """
+    by_key: dict[tuple[str, tuple[str, ...]], MeshMatch] = {}
+    for m in matches:
+        if m.code.qualifiers:
+            by_key.setdefault((normalize_mesh_part(m.code.heading), _qualifier_key(m.code)), m)
+    out: list[MeshMatch] = []
+    for m in matches:
+        heading = normalize_mesh_part(m.code.heading)
+        target = None
+        if m.code.qualifiers:
+            quals = _qualifier_key(m.code)
+            target = next((by_key[(h, quals)] for h in same_finding.get(heading, ()) if (h, quals) in by_key), None)
+        if target is not None and target.entity_id != m.entity_id:
+            m = m.model_copy(update={"entity_id": target.entity_id, "joined": True})
+        out.append(m)
+    return out
+
+
 def _merge(entity: str, matches: Iterable, severity_rank, families: dict[str, tuple[str, ...]]) -> GoldEntity:
     sides: set[str] = set()
     zones: dict[str, None] = {}
@@ -161,6 +201,7 @@ def _merge(entity: str, matches: Iterable, severity_rank, families: dict[str, tu
     codes: list[str] = []
     accept: dict[str, None] = {}
     for m in matches:
+        # A code joined to a more specific one's entity lends it no family of its own heading.
         for other in families.get(normalize_mesh_part(m.code.heading), ()):
             if other != entity:
                 accept.setdefault(other, None)
@@ -191,6 +232,7 @@ def load_iu_gold(
     wanted = set(splits) if splits is not None else None
     rank = attribute_vocabulary().severity_rank
     families = load_families()
+    same_finding = load_same_finding()
     unknown = {e for fam in families.values() for e in fam} - set(onto.entity_ids)
     if unknown:
         raise ValueError(f"iu_mesh_families.yaml names entities not in {onto.signature}: {sorted(unknown)}")
@@ -207,6 +249,7 @@ def load_iu_gold(
             continue
         by_entity: dict[str, list] = {}
         unmapped: list[str] = []
+        matched: list[MeshMatch] = []
         for code in codes:
             if is_normal(code):
                 continue
@@ -214,7 +257,9 @@ def load_iu_gold(
             if match is None:
                 unmapped.append(code.raw)
             else:
-                by_entity.setdefault(match.entity_id, []).append(match)
+                matched.append(match)
+        for match in join_same_findings(matched, same_finding):
+            by_entity.setdefault(match.entity_id, []).append(match)
         out.append(
             GoldReport(
                 uid=uid,

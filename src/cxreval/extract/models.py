@@ -15,8 +15,9 @@ ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolv
 Side = Literal["left", "right", "bilateral"]
 Severity = Literal["mild", "moderate", "severe"]
 #: How sure a mention is, finer than its ``status``: ``definite`` (present), ``probable`` ("likely
-#: atelectasis"), ``possible`` ("may represent atelectasis", "cannot exclude"), ``alternative``
-#: ("atelectasis or scarring", "X versus Y", "differential includes") and ``negated`` (absent).
+#: atelectasis", "most suggestive of"), ``possible`` ("may represent atelectasis", "cannot exclude",
+#: "differential includes"), ``alternative`` ("atelectasis or scarring", "X versus Y") and
+#: ``negated`` (absent).
 #: The three hedged grades are all ``status="uncertain"``; the seed is pyConText's
 #: DEFINITE / PROBABLE / AMBIVALENT existence categories (see docs/engine.md).
 Certainty = Literal["definite", "probable", "possible", "alternative", "negated"]
@@ -27,9 +28,10 @@ DEFAULT_CERTAINTY: dict[str, Certainty] = {"present": "definite", "uncertain": "
 #: Named certainty policies: which hedged grades count as positive (``definite`` always does,
 #: ``negated`` never). ``positive`` and ``negative`` are the two ``uncertain`` policies cxreval
 #: has always had; ``probable`` counts a hedge only when the report leans towards the finding;
-#: ``probable-alternative`` also counts a differential ("atelectasis or scarring"): the grade set
-#: that matches the IU X-ray MeSH coders best on train (``benchmarks/iu_certainty.py``). The
-#: policy is the ``uncertain:`` option of every signature.
+#: ``probable-alternative`` also counts two findings offered as alternatives ("atelectasis or
+#: scarring"): the grade set that matches the IU X-ray MeSH coders best on train
+#: (``benchmarks/iu_certainty.py``). The policy is the ``uncertain:`` option of every judge
+#: signature and the ``certainty:`` option of every label signature (``scores/labels.py``).
 CERTAINTY_POLICIES: dict[str, frozenset[str]] = {
     "positive": frozenset(HEDGE_GRADES),
     "negative": frozenset(),

@@ -44,7 +44,7 @@ from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "4"
+RULES_VERSION = "5"
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -78,6 +78,9 @@ _BARE_COPULA = frozenset({"is not", "are not"})
 MAX_ENTITY_HOPS = 14
 ATTRIBUTE_BACK = 5
 ATTRIBUTE_FORWARD = 6
+# A site or character that moves a finding to another entity may close a longer predicate: "nodules
+# in the left base are XXXX calcified".
+SITE_FORWARD = 8
 # A change clause may close a long finding phrase: "markings in both lower lungs, worse than before".
 COMPARISON_FORWARD = 12
 # Tokens that end the window in which attributes are looked for.
@@ -111,6 +114,22 @@ class NormalStatement:
     requires: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SiteRule:
+    """A finding whose site (or character), named in its clause, makes it another entity.
+
+    The ontology splits some findings by site: bare "degenerative changes" is the spine's by
+    convention, but "degenerative changes of the right shoulder" is degenerative joint disease;
+    a lung nodule is one not known to be calcified, so a nodule "that appears calcified" is a
+    calcified nodule. ``words`` name the other site; ``unless`` words in the same window keep the
+    entity ("degenerative changes of the spine and shoulders", "not calcified").
+    """
+
+    to: str
+    words: frozenset[str]
+    unless: frozenset[str] = frozenset()
+
+
 @dataclass
 class RuleSet:
     """Cue phrases (``cues.yaml``), the attribute vocabulary and the normal statements, as one lookup."""
@@ -120,9 +139,14 @@ class RuleSet:
     normal_statements: list[NormalStatement] = field(default_factory=list)
     modifiers: frozenset[str] = frozenset()
     alternatives: frozenset[str] = frozenset()
+    #: Entity -> the site rules that may move its mentions to another entity (``site_entities``).
+    sites: dict[str, tuple[SiteRule, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_data(cls, cues: dict, normals: dict | None, ontology: Ontology, source: str) -> "RuleSet":
+    def from_data(cls, cues: dict, normals: dict | None, ontology: Ontology, source: str,
+                  strict_sites: bool = True) -> "RuleSet":
+        """Build the rule set; ``strict_sites=False`` drops site rules naming entities the ontology
+        lacks (the packaged cue file, written for the packaged ontology, read with a user's one)."""
         trie: PhraseTrie[dict[str, Any]] = PhraseTrie()
         merged: dict[tuple[str, ...], dict[str, Any]] = {}
         for kind in _CUE_KINDS:
@@ -159,7 +183,27 @@ class RuleSet:
             modifiers.update(t for phrase in getattr(vocab, kind) for t in term_tokens(phrase))
         alternatives = frozenset(" ".join(_phrase(p, _ALT, source)) for p in cues.get(_ALT, []) or [])
         return cls(version=version, cues=trie, normal_statements=statements, modifiers=frozenset(modifiers),
-                   alternatives=alternatives)
+                   alternatives=alternatives,
+                   sites=_site_rules(cues.get("site_entities"), known, source, strict_sites))
+
+
+def _site_rules(entries: object, known: set[str], source: str, strict: bool = True) -> dict[str, tuple[SiteRule, ...]]:
+    """``site_entities`` of a cue file: entity -> its site rules, every entity checked against the
+    ontology (an unknown one raises, or with ``strict=False`` drops its rule)."""
+    out: dict[str, list[SiteRule]] = {}
+    for i, item in enumerate(entries or []):
+        if not isinstance(item, dict) or not item.get("words"):
+            raise RulesError(f"{source}: site_entities item {i} needs entity, to and words")
+        entity, to = item.get("entity"), item.get("to")
+        missing = [e for e in (entity, to) if e not in known]
+        if missing and not strict:
+            continue
+        if missing:
+            raise RulesError(f"{source}: site_entities item {i} names entities not in the ontology: {missing}")
+        words = frozenset(w for p in item["words"] for w in _phrase(p, "site_entities", source))
+        unless = frozenset(w for p in item.get("unless", []) or [] for w in _phrase(p, "site_entities", source))
+        out.setdefault(entity, []).append(SiteRule(to, words, unless))
+    return {e: tuple(rules) for e, rules in out.items()}
 
 
 def _entries(entries: object, kind: str, source: str) -> list[tuple[object, Any]]:
@@ -199,7 +243,9 @@ def load_rules(ontology: Ontology, cues_path: str | Path | None = None) -> RuleS
     normals = _read_yaml("normal_statements.yaml")
     if normals.get("ontology") not in (None, ontology.id):
         normals = {}
-    return RuleSet.from_data(cues, normals, ontology, str(cues_path or "cxreval:cues.yaml"))
+    # The packaged site rules name packaged entities: with a user's ontology, keep those it has.
+    return RuleSet.from_data(cues, normals, ontology, str(cues_path or "cxreval:cues.yaml"),
+                             strict_sites=bool(cues_path))
 
 
 def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
@@ -336,6 +382,13 @@ class RuleExtractor:
             status, cue, historical, grade = self._certainty(words, cue_at, spans, entity_at, matches, k)
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
+            entity = m.entity
+            for rule in self.rules.sites.get(entity, ()):
+                near = {words[j] for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
+                        for j in range(spans[0][i], spans[1][i])}
+                if near & rule.words and not near & rule.unless:
+                    entity = rule.to
+                    break
             side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
             comparison = self._comparison(words, cue_at, spans, entity_at, m, k)
             # The evidence: the scope(s) holding the mention's first and last token.
@@ -344,7 +397,7 @@ class RuleExtractor:
             s_end = scopes[last] if last < len(scopes) else len(tokens)
             out.append(
                 Mention(
-                    entity=m.entity,
+                    entity=entity,
                     status=status,
                     certainty=grade,
                     side=side,

@@ -136,6 +136,8 @@ class MeshMatch(BaseModel):
     sides: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     severity: str | None = None
+    joined: bool = Field(False, description="moved to another code's entity as the same finding "
+                                            "(cxreval.datasets.iu_xray.join_same_findings)")
 
 
 class AmbiguousMeshCode(ValueError):

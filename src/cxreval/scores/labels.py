@@ -2,8 +2,27 @@
 
 **Projection** (per report, through ``entity.mappings[labelset]``), CheXpert labeler style with
 values ``1`` positive, ``0`` negative, ``-1`` uncertain, NaN blank:
-positive if any mapped entity is present; else uncertain if any is uncertain; else negative if
-any is absent (an explicit denial, or an absence implied by a normal statement); else blank.
+positive if any mapped entity is present, or hedged with a grade the certainty policy affirms;
+else uncertain if any is hedged; else negative if any is absent (an explicit denial, or an absence
+implied by a normal statement); else blank.
+
+**Certainty policy** (``certainty=``, the ``certainty:`` option of every label signature): the
+judge's named policies (:data:`cxreval.extract.models.CERTAINTY_POLICIES`, the same names as
+``--uncertain``) decide which hedge grades (probable, possible, alternative) a projection affirms
+as ``1``. A hedge the policy does not affirm takes the label set's hedged value: ``-1`` (CheXpert's
+"u"; the ``uncertain=`` binarisation below then decides) or ``0`` for a label set whose definition
+rules hedges out (``hedged: negative``: ChestX-ray14).
+
+- ``negative`` (default; the labelers' convention): no grade is affirmed, so every hedge is ``-1``
+  for CheXpert-14 and Ran-21 (the CheXpert labeler marks "probable", "possible", "may", "cannot
+  exclude", "and/or", "differential diagnosis includes" uncertain) and ``0`` for ChestX-ray14
+  (Wang et al. rule uncertain findings out with NegBio). Projections before the policy existed.
+- ``probable``: "likely atelectasis" is ``1``; "may represent", "atelectasis or scarring" stay
+  hedged.
+- ``probable-alternative``: probable and alternatives ("atelectasis or scarring": both ``1``);
+  the grade set that matches the IU X-ray MeSH coders best on train
+  (``benchmarks/iu_certainty.py``, which also scores these projections).
+- ``positive``: every hedge is ``1`` (CheXpert's "U-Ones" at projection time).
 
 **No Finding** (any label set that lists a label of that name that no entity maps to): positive
 when no other label of the set is positive or uncertain, Support Devices excepted; blank
@@ -38,7 +57,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from cxreval.extract.models import EntityState, Extraction, Mention
+from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, Mention
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import PresenceScore
 from cxreval.scores.ratios import mean_defined, mean_defined_rows, prf, ratio, safe_div
@@ -47,6 +66,11 @@ from cxreval.scores.stats import PairCache, StatFn
 
 UncertainLabel = Literal["negative", "positive", "exclude"]
 Undefined = Literal["skip", "zero"]
+#: Which hedge grades a projection affirms as ``1`` (see the module doc); the names and grade sets
+#: of :data:`cxreval.extract.models.CERTAINTY_POLICIES`.
+CertaintyPolicy = Literal["negative", "positive", "probable", "probable-alternative"]
+#: The projections' default: no hedge affirmed, as the CheXpert labeler and NegBio do.
+DEFAULT_CERTAINTY: CertaintyPolicy = "negative"
 
 POSITIVE, NEGATIVE, UNCERTAIN, BLANK = 1.0, 0.0, -1.0, float("nan")
 NO_FINDING = "No Finding"
@@ -89,22 +113,40 @@ def _with_no_finding(out: dict[str, float], index: Mapping[str, list[str]], no_f
     return out
 
 
+def affirmed_grades(certainty: str) -> frozenset[str]:
+    """The hedge grades a certainty policy projects as positive (an unknown name is an error)."""
+    if certainty not in CERTAINTY_POLICIES:
+        raise ValueError(f"unknown certainty policy {certainty!r}; use {', '.join(CERTAINTY_POLICIES)}")
+    return CERTAINTY_POLICIES[certainty]
+
+
+def hedge_value(grade: str, ontology: Ontology, labelset: str, certainty: str = DEFAULT_CERTAINTY) -> float:
+    """The label value a hedged mention of ``grade`` projects to under ``certainty``: ``1`` if the
+    policy affirms the grade, else the label set's hedged value (``-1``, or ``0`` for ``hedged: negative``)."""
+    if grade in affirmed_grades(certainty):
+        return POSITIVE
+    return NEGATIVE if ontology.labelsets[labelset].hedged == "negative" else UNCERTAIN
+
+
 def project_states(
     states: Mapping[str, EntityState],
     ontology: Ontology,
     labelset: str,
     *,
+    certainty: CertaintyPolicy = DEFAULT_CERTAINTY,
     no_finding: str | None = NO_FINDING,
     no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
     _index: Mapping[str, list[str]] | None = None,
 ) -> dict[str, float]:
-    """One report's label values (1 / 0 / -1 / NaN) from its entity states."""
+    """One report's label values (1 / 0 / -1 / NaN) from its entity states; hedges by ``certainty``."""
     index = _index if _index is not None else label_entities(ontology, labelset)
     hedged = NEGATIVE if ontology.labelsets[labelset].hedged == "negative" else UNCERTAIN
+    affirmed = affirmed_grades(certainty)
     out: dict[str, float] = {}
     for label, ids in index.items():
-        statuses = {states[i].status for i in ids if i in states}
-        if "present" in statuses:
+        found = [states[i] for i in ids if i in states]
+        statuses = {s.status for s in found}
+        if "present" in statuses or any(s.status == "uncertain" and s.certainty in affirmed for s in found):
             out[label] = POSITIVE
         elif "uncertain" in statuses:
             out[label] = hedged
@@ -120,19 +162,25 @@ def project_extractions(
     ontology: Ontology,
     labelset: str,
     *,
+    certainty: CertaintyPolicy = DEFAULT_CERTAINTY,
     no_finding: str | None = NO_FINDING,
     no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
 ) -> pd.DataFrame:
-    """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports."""
+    """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports.
+
+    The table remembers its certainty policy (``frame.attrs["certainty"]``), so that
+    :func:`label_metrics` signs it.
+    """
     index = label_entities(ontology, labelset)
-    rows = [project_extraction(x, ontology, labelset, no_finding=no_finding, no_finding_ignores=no_finding_ignores,
-                               _index=index)
+    rows = [project_extraction(x, ontology, labelset, certainty=certainty, no_finding=no_finding,
+                               no_finding_ignores=no_finding_ignores, _index=index)
             for x in extractions.values()]
     frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
+    frame.attrs["certainty"] = certainty
     return frame
 
 
-def _counts_for(mention: Mention, pattern: "re.Pattern[str]") -> bool:
+def _counts_for(mention: Mention, pattern: re.Pattern[str]) -> bool:
     """Whether a mention counts for a label defined by its words: its words match; an absence
     implied by a normal statement ("lungs are clear") always counts (it names no word of any
     label); a mention with no words at all (an LLM mention without a quote) cannot be checked
@@ -155,11 +203,12 @@ def project_extraction(
     ontology: Ontology,
     labelset: str,
     *,
+    certainty: CertaintyPolicy = DEFAULT_CERTAINTY,
     no_finding: str | None = NO_FINDING,
     no_finding_ignores: Sequence[str] = NO_FINDING_IGNORES,
     _index: Mapping[str, list[str]] | None = None,
 ) -> dict[str, float]:
-    """One report's label values (1 / 0 / -1 / NaN) from its mentions.
+    """One report's label values (1 / 0 / -1 / NaN) from its mentions; hedges by ``certainty``.
 
     As :func:`project_states`, except for labels the label set defines by their words
     (``LabelSet.terms``): for those, only the mentions whose words match count, so
@@ -169,16 +218,16 @@ def project_extraction(
     states = extraction.states()
     ls = ontology.labelsets[labelset]
     if not ls.terms:
-        return project_states(states, ontology, labelset, no_finding=no_finding,
+        return project_states(states, ontology, labelset, certainty=certainty, no_finding=no_finding,
                               no_finding_ignores=no_finding_ignores, _index=index)
-    out = project_states(states, ontology, labelset, no_finding=None, _index=index)
+    out = project_states(states, ontology, labelset, certainty=certainty, no_finding=None, _index=index)
     for label, ids in index.items():
         pattern = ls.term_pattern(label)
         if pattern is None:
             continue
         kept = tuple(m for m in extraction.mentions if m.entity in ids and _counts_for(m, pattern))
         term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
-        out[label] = project_states(term_states, ontology, labelset, no_finding=None,
+        out[label] = project_states(term_states, ontology, labelset, certainty=certainty, no_finding=None,
                                     _index={label: ids})[label]
     return _with_no_finding(out, index, no_finding, no_finding_ignores)
 
@@ -250,15 +299,20 @@ def _macro(values: Iterable[float | None], undefined: Undefined) -> float | None
 
 
 def label_signature(
-    labelset: str, uncertain: UncertainLabel, undefined: Undefined, base: Signature | None = None
+    labelset: str, uncertain: UncertainLabel, undefined: Undefined, base: Signature | None = None,
+    certainty: str = DEFAULT_CERTAINTY,
 ) -> Signature:
-    """Signature of a label metric: the base's fields plus the label variant."""
+    """Signature of a label metric: the base's fields plus the label variant.
+
+    ``certainty`` is the policy the labels were projected with (``none`` for label tables that came
+    without grades, e.g. from a file or an LLM labeler).
+    """
     metric = "ran-score" if labelset == RAN21 else f"labels-{labelset}"
     sig = base if base is not None else Signature(metric=metric, ontology="none", engine="none")
     # labels are projected from the extraction, not from judgement rows, so the judge's own
-    # uncertain policy (if the base carries one) does not apply: the label policy replaces it
-    options = {**sig.options, "labelset": labelset, "uncertain": uncertain, "blank": "negative",
-               "no-finding": "chexpert-rule", "undefined": undefined}
+    # uncertain policy (if the base carries one) does not apply: the label policies replace it
+    options = {**sig.options, "labelset": labelset, "certainty": certainty, "uncertain": uncertain,
+               "blank": "negative", "no-finding": "chexpert-rule", "undefined": undefined}
     return sig.model_copy(update={"metric": metric, "options": options})
 
 
@@ -294,9 +348,16 @@ def label_metrics(
     uncertain: UncertainLabel = "negative",
     undefined: Undefined = "skip",
     signature: Signature | None = None,
+    certainty: str | None = None,
 ) -> LabelMetrics:
     """Label metrics of candidate labels against reference labels (tables from
-    :func:`project_extractions` or files; values 1 / 0 / -1 / NaN, binarised here)."""
+    :func:`project_extractions` or files; values 1 / 0 / -1 / NaN, binarised here).
+
+    ``certainty`` signs the policy the tables were projected with; by default it is read from the
+    tables (:func:`project_extractions` records it), ``none`` when they carry none.
+    """
+    if certainty is None:
+        certainty = _table_certainty(reference, candidate)
     ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
     conf = label_confusion(ref, cand).sum(axis=0)
     n_rep = len(ref)
@@ -318,8 +379,16 @@ def label_metrics(
         macro_accuracy=_macro((c.accuracy for c in labels), undefined),
         n_labels_f1_defined=sum(c.f1 is not None for c in labels),
         n_reports=n_rep,
-        signature=label_signature(labelset, uncertain, undefined, signature),
+        signature=label_signature(labelset, uncertain, undefined, signature, certainty=certainty),
     )
+
+
+def _table_certainty(reference: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    """The certainty policy two label tables were projected with (they must agree)."""
+    policies = {t.attrs.get("certainty") for t in (reference, candidate)} - {None}
+    if len(policies) > 1:
+        raise ValueError(f"label tables were projected under different certainty policies: {sorted(policies)}")
+    return next(iter(policies), "none")
 
 
 def project_pairs(
@@ -327,9 +396,11 @@ def project_pairs(
     pairs: Sequence[object],
     ontology: Ontology,
     labelset: str,
+    *,
+    certainty: CertaintyPolicy = DEFAULT_CERTAINTY,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(reference, candidate) label tables of report pairs (objects with ``pair_id``,
-    ``reference``, ``candidate``), indexed by pair id."""
+    ``reference``, ``candidate``), indexed by pair id; hedges projected by ``certainty``."""
     extract_all = getattr(extractor, "extract_all", None)
     if extract_all is not None:  # one batch: an LLM engine makes its calls concurrently, once per text
         done = extract_all([t for p in pairs for t in (p.reference, p.candidate)])  # type: ignore[attr-defined]
@@ -338,7 +409,8 @@ def project_pairs(
     else:
         refs = {p.pair_id: extractor.extract(p.reference) for p in pairs}  # type: ignore[attr-defined]
         cands = {p.pair_id: extractor.extract(p.candidate) for p in pairs}  # type: ignore[attr-defined]
-    return project_extractions(refs, ontology, labelset), project_extractions(cands, ontology, labelset)
+    return (project_extractions(refs, ontology, labelset, certainty=certainty),
+            project_extractions(cands, ontology, labelset, certainty=certainty))
 
 
 def ran_score(
@@ -349,16 +421,18 @@ def ran_score(
     uncertain: UncertainLabel = "negative",
     undefined: Undefined = "skip",
     signature: Signature | None = None,
+    certainty: CertaintyPolicy = DEFAULT_CERTAINTY,
 ) -> LabelMetrics:
     """Ran Score (macro F1 over Ran-21) and the other label metrics of report pairs.
 
     Without an explicit ``signature`` the result is signed with the ontology and the extractor's
     own signature (an ``Evaluator``'s or an extractor's), so the number is never unsigned.
     """
-    ref, cand = project_pairs(extractor, pairs, ontology, RAN21)
+    ref, cand = project_pairs(extractor, pairs, ontology, RAN21, certainty=certainty)
     if signature is None:
         signature = extractor_signature(extractor, ontology)
-    return label_metrics(ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature)
+    return label_metrics(ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature,
+                         certainty=certainty)
 
 
 def extractor_signature(extractor: object, ontology: Ontology) -> Signature:
