@@ -283,6 +283,17 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         reference=_bertscore_reference,
         extra="pip install 'cxreval[bertscore]'",
     ),
+    # LLM error metrics (issue 16): they need an endpoint, so the default build is unavailable
+    # here; tests/test_green.py runs them against the loopback server with hand-computed values.
+    *[MetricCase(
+        name, name, bounds=bounds, perfect=perfect,
+        nan="a pair whose LLM answer stayed unusable after the re-ask",
+        reference_elsewhere=("test_hand_computed_scores_and_rates_per_stratum",),
+        extra="an LLM endpoint: metric_options {llm: {model: ..., base_url: ...}}",
+    ) for name, bounds, perfect in (("green", (0, 1), 1.0), ("green-no-significant-error-rate", (0, 1), 1.0),
+                                    ("fineradscore", (0, np.inf), 0.0),
+                                    ("fineradscore-no-actionable-error-rate", (0, 1), 1.0),
+                                    ("fineradscore-no-significant-error-rate", (0, 1), 1.0))],
 ]}
 
 

@@ -284,8 +284,17 @@ def test_rexrank_iu_config(tmp_path: Path) -> None:
     result, stats = run_benchmark(cfg, tmp_path)
     lb = result.leaderboard("iu-xray-test")
     rows = {r.system: r for r in lb.rows}
-    assert set(rows) == {"MoERad", "CvT2DistilGPT2", "normal-template", "copy-reference"}
+    retrieval = {"random-train", "retrieval-oracle", "oracle-noise-0.1", "oracle-noise-0.3"}
+    assert set(rows) == {"MoERad", "CvT2DistilGPT2", "normal-template", "copy-reference", *retrieval}
     assert all(r.n_pairs == 590 for r in lb.rows)
     assert rows["MoERad"].metrics["bleu2"].value == pytest.approx(0.2704, abs=5e-5)  # ReXrank / MoERad README
     assert rows["copy-reference"].rank == 1
-    assert stats.pairs == 4 * 590
+    assert stats.pairs == 8 * 590
+    # issue 16: the retrieval oracle gives the page entity-level figures (the two models write normal reports)
+    tp = {e.entity for e in result.entities if e.system == "retrieval-oracle" and e.tp > 0}
+    assert len(tp) >= 20
+    assert not [e for e in result.entities if e.system in ("MoERad", "CvT2DistilGPT2") and e.tp > 0]
+    f1 = {r.system: r.metrics["spec-presence-micro-f1"].value for r in lb.rows}
+    assert f1["retrieval-oracle"] > f1["oracle-noise-0.3"] > f1["random-train"]
+    abnormal = {r.system: r.error_free.value for r in result.leaderboard("iu-xray-test", "abnormal").rows}
+    assert abnormal["retrieval-oracle"] > abnormal["MoERad"] == 0.0

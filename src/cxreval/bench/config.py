@@ -25,6 +25,10 @@ systems:
   - {name: MoERad-json, path: "{data_dir}/iu-gen-moerad/MoERad.json", text_col: model_prediction}
   - {name: normal-template, baseline: normal-template}
   - {name: copy-reference, baseline: copy-reference}
+  # IU X-ray train-split reports built at run time from data_dir (cxreval.datasets.baselines)
+  - {name: random-train, baseline: random-train, seed: 0}
+  - {name: retrieval-oracle, baseline: retrieval-oracle, seed: 0}
+  - {name: oracle-noise-0.3, baseline: retrieval-oracle, noise: 0.3, seed: 0}
 ```
 """
 
@@ -43,7 +47,9 @@ from cxreval.io import InputError, InputProblem
 from cxreval.metrics import available_metrics
 
 DATA_DIR_ENV = "CXREVAL_DATA_DIR"
-Baseline = Literal["normal-template", "copy-reference"]
+Baseline = Literal["normal-template", "copy-reference", "random-train", "retrieval-oracle"]
+#: Baselines retrieved from the IU X-ray train split at run time (:mod:`cxreval.datasets.baselines`).
+IU_BASELINES = ("random-train", "retrieval-oracle")
 NORMAL_TEMPLATE = (
     "The heart size and mediastinal contours are within normal limits. The lungs are clear. "
     "No pleural effusion or pneumothorax. No acute bony abnormality."
@@ -98,7 +104,10 @@ class DatasetConfig(_Model):
 
 
 class SystemConfig(_Model):
-    """A system: a prediction file, or a built-in baseline (``normal-template``, ``copy-reference``).
+    """A system: a prediction file, or a built-in baseline (``normal-template``, ``copy-reference``,
+    or IU X-ray train-split reports ``random-train`` / ``retrieval-oracle`` with ``seed`` and
+    ``noise``, built from ``data_dir`` at run time; ``section`` picks the train report's section,
+    default the dataset's reference section).
 
     A tabular file reads ``text_col`` (default ``report``). A ReXrank-layout file reads
     ``text_col`` when given, else the field of ``section`` when given, else ``model_prediction``
@@ -114,11 +123,17 @@ class SystemConfig(_Model):
     datasets: list[str] | None = None  # None: every dataset
     baseline: Baseline | None = None
     text: str | None = None  # the normal-template text
+    seed: int | None = None  # random-train / retrieval-oracle: the seed of draws and ties (default 0)
+    noise: float | None = Field(None, ge=0, le=1, description="retrieval-oracle: label-noise probability")
 
     @model_validator(mode="after")
     def _one_source(self) -> "SystemConfig":
         if (self.path is None) == (self.baseline is None):
             raise ValueError(f"system {self.name!r}: give exactly one of path or baseline")
+        if self.seed is not None and self.baseline not in IU_BASELINES:
+            raise ValueError(f"system {self.name!r}: seed applies to baseline: {' or '.join(IU_BASELINES)} only")
+        if self.noise is not None and self.baseline != "retrieval-oracle":
+            raise ValueError(f"system {self.name!r}: noise applies to baseline: retrieval-oracle only")
         if self.text is not None and self.baseline != "normal-template":
             raise ValueError(f"system {self.name!r}: text applies to baseline: normal-template only")
         if self.text_col is not None and self.section is not None:

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
-from cxreval.bench.config import JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig, DatasetConfig, SystemConfig
+from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig
+from cxreval.bench.config import DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
@@ -98,6 +99,7 @@ class RunStats:
     metric_hits: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # e.g. a system whose reports copy the reference
+    notes: list[str] = field(default_factory=list)  # e.g. how a retrieval baseline chose its reports
 
 
 # ------------------------------------------------------------------------------------------
@@ -148,15 +150,20 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
     return ids, [refs[i] for i in ids], sites, normal
 
 
-def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[str], dataset: str) -> list[str]:
+def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[str], dataset: str, *,
+                    data_dir: Path | None = None, section: Section = "findings") -> list[str]:
     """The system's candidate per study of the dataset; every study needs exactly one.
 
     A ReXrank-layout file with neither ``text_col`` nor ``section`` reads ``model_prediction``.
+    An IU train-split baseline reads ``data_dir`` (else ``$CXREVAL_DATA_DIR``) and writes the
+    ``section`` of the dataset's references (see :func:`load_iu_baseline`).
     """
     if cfg.baseline == "copy-reference":
         return list(references)
     if cfg.baseline == "normal-template":
         return [cfg.template] * len(ids)
+    if cfg.baseline in IU_BASELINES:
+        return load_iu_baseline(cfg, ids, section, data_dir).texts
     assert cfg.path is not None
     cands = read_reports(cfg.path, id_col=cfg.id_col, text_col=cfg.text_col, format=cfg.format, section=cfg.section,
                          keyed_default=PREDICTION_FIELD)
@@ -167,6 +174,25 @@ def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[
             message=f"system {cfg.name!r} has no report for {len(missing)} of the {len(ids)} studies of "
                     f"dataset {dataset!r}, e.g. {missing[:3]}")])
     return [cands[i] for i in ids]
+
+
+def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, data_dir: Path | None,
+                     ontology: Any = None) -> Any:
+    """The :class:`~cxreval.datasets.baselines.BaselineReports` of an IU train-split baseline for
+    ``ids``: the system's ``section`` if set, else ``section`` (the dataset's reference section)."""
+    from cxreval.datasets.baselines import baseline_reports
+
+    data_dir = data_dir or (Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV) else None)
+    if data_dir is None:
+        raise InputError([InputProblem(file="config", field="data_dir", message=(
+            f"system {cfg.name!r}: baseline {cfg.baseline} reads the IU X-ray train split from data_dir; "
+            f"set data_dir in the config or ${DATA_DIR_ENV}"))])
+    try:
+        return baseline_reports(cfg.baseline, ids, data_dir, seed=cfg.seed or 0, noise=cfg.noise or 0.0,
+                                section=cfg.section or section, ontology=ontology)
+    except FileNotFoundError as exc:
+        raise InputError([InputProblem(file=str(data_dir), field="data_dir",
+                                       message=f"system {cfg.name!r}: {exc}")]) from None
 
 
 # ------------------------------------------------------------------------------------------
@@ -333,7 +359,13 @@ class Runner:
             systems = []
             for s in self.config.systems_for(d.name):
                 try:
-                    cands = load_candidates(s, ids, refs, d.name)
+                    if s.baseline in IU_BASELINES:
+                        made = load_iu_baseline(s, ids, d.references.section, self.config.data_dir,
+                                                self.evaluator.ontology)
+                        cands = made.texts
+                        self.stats.notes.append(made.note(s.name, d.name))
+                    else:
+                        cands = load_candidates(s, ids, refs, d.name)
                 except InputError as exc:
                     problems.extend(exc.problems)
                     continue
@@ -486,7 +518,7 @@ class Runner:
         self.stats.timings["analyse"] = time.perf_counter() - t
         self.stats.timings["total"] = time.perf_counter() - t0
         return result.model_copy(update={"timings": dict(self.stats.timings),
-                                         "notes": [*result.notes, *self.stats.warnings]})
+                                         "notes": [*result.notes, *self.stats.notes, *self.stats.warnings]})
 
 
 def run_benchmark(config: BenchConfig, out: str | Path | None = None, log: Log | None = None, *,

@@ -1,7 +1,10 @@
 """Report metrics behind one interface (:class:`Metric`: additive per-pair statistics and a
 ``compute`` of their sums), and the registry: cxreval's SPEC and label metrics, lexical metrics,
-BERTScore and plug-ins."""
+BERTScore, LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
 
+# LLM error metrics (GREEN-style, FineRadScore-style): registered on import; nothing heavy at import.
+from cxreval.metrics import fineradscore as _fineradscore  # noqa: F401
+from cxreval.metrics import green as _green  # noqa: F401
 from cxreval.metrics.base import (
     CorpusScore,
     Metric,

@@ -27,7 +27,8 @@ N dots: the key lands where an error message may be cut), ``echo-key-escaped`` (
 cut-off JSON, quotes the credentials JSON-escaped: ``/`` as ``\\/``). ``<name>-always`` repeats the
 fault on every request (``echo-key-pad-<N>`` and ``echo-key-escaped`` always do). ``latency``
 delays every answer; ``hold_after`` holds every request after the first N until
-:meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight).
+:meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight);
+``script`` answers a prompt with a scripted object instead of the rule engine's (faults apply).
 
 It binds to 127.0.0.1 only. ``python -m cxreval.testing.loopback --port 8011 --latency 0.2``.
 """
@@ -44,6 +45,7 @@ import threading
 import time
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 from cxreval.extract.models import Extraction
@@ -147,8 +149,12 @@ class LoopbackServer(ThreadingHTTPServer):
 
     def __init__(self, port: int = 0, *, ontology: Ontology | None = None, latency: float = 0.0,
                  timeout_sleep: float = 5.0, retry_after: str = "1", hold_after: int | None = None,
-                 reject_json_schema: bool = False) -> None:
+                 reject_json_schema: bool = False,
+                 script: Callable[[dict[str, str], str], dict[str, Any] | None] | None = None) -> None:
         super().__init__((HOST, port), _Handler)
+        #: ``script(reports, instructions)``: a scripted answer object for a prompt, or None for
+        #: the rule-engine answer (tests of LLM metrics whose answers the rule engine cannot give).
+        self.script = script
         self.oracle = Oracle(ontology or load_ontology())
         self.latency = latency
         self.timeout_sleep = timeout_sleep
@@ -372,9 +378,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         mode, style, max_items, max_evidence = _schema_info(schema, reports)
         uncertain = "negative" if _UNCERTAIN_NEG in instructions else "positive"
-        if _LABEL_TASK in instructions:
+        scripted = srv.script(reports, instructions) if srv.script is not None else None
+        if scripted is not None:
+            mode, style = "scripted", "dense"
+            answer: dict[str, Any] = scripted
+        elif _LABEL_TASK in instructions:
             mode, style = "labels", "dense"
-            answer: dict[str, Any] = srv.oracle.labels(reports.get("report", ""), instructions)
+            answer = srv.oracle.labels(reports.get("report", ""), instructions)
         else:
             answer = self._oracle_answer(srv.oracle, first_user, mode, style, max_items, max_evidence, uncertain)
         text = json.dumps(answer)
@@ -512,6 +522,10 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
         return '{"entities": ' + "[" * DEEP + "]" * DEEP + "}", "stop", "deep-answer"
     if want("long-int-answer"):
         return '{"entities": [{"entity": ' + "9" * LONG_INT_DIGITS + "}]}", "stop", "long-int-answer"
+    if mode == "scripted":  # a scripted answer: "schema" sends a value of the wrong type
+        if want("schema"):
+            return json.dumps({k: "MAYBE" for k in answer} or {"unexpected": "MAYBE"}), "stop", "schema"
+        return text, "stop", None
     if mode == "labels":
         bad = json.loads(text)
         if want("schema") and bad:
