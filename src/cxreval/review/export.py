@@ -1,0 +1,91 @@
+"""The reviewed judgements as a gold judgement table, in the files ``cxreval evaluate`` writes.
+
+Only pairs some reviewer marked checked are exported (a pair half-reviewed is not gold). Per
+entity and field the gold value is the majority of the reviewers who checked the pair (a
+reviewer who did not add an entity another added says "mentioned in neither": TN); a tie goes
+to the first reviewer in ``prefer`` order (default: alphabetical). Evidence sentences are the
+engine's (empty for an added entity). A resulting row that says "mentioned in neither report"
+with default attributes on an entity the engine gave no row for is left out, as evaluate does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cxreval.judge import EntityJudgement
+from cxreval.review.db import FIELDS, IMPLICIT, ReviewDB
+from cxreval.scores.signature import Signature
+
+if TYPE_CHECKING:
+    from cxreval.evaluate import EvaluationResult
+
+
+def gold_rows(db: ReviewDB, prefer: Sequence[str] = ()) -> tuple[list[str], list[EntityJudgement]]:
+    """(pair ids, gold judgement rows) of every checked pair, in review order."""
+    checkers: dict[str, list[str]] = defaultdict(list)
+    for reviewer, pid in db.checked():
+        checkers[pid].append(reviewer)
+    order = {r: i for i, r in enumerate([*prefer, *sorted(db.reviewers())])}
+    answers = {(a.reviewer, a.pair_id, a.entity): {f: getattr(a, f) for f in FIELDS} for a in db.answers()}
+    pair_ids: list[str] = []
+    rows: list[EntityJudgement] = []
+    for pair in db.pairs():
+        raters = sorted(checkers.get(pair.pair_id, []), key=lambda r: (order.get(r, len(order)), r))
+        if not raters:
+            continue
+        pair_ids.append(pair.pair_id)
+        engine = {r.entity: r for r in db.engine_rows(pair.pair_id)}
+        added = sorted({e for (r, p, e) in answers if p == pair.pair_id and r in raters} - set(engine))
+        for entity in [*engine, *added]:
+            values = [answers.get((r, pair.pair_id, entity), IMPLICIT) for r in raters]
+            gold = {f: _majority([v[f] for v in values]) for f in FIELDS}
+            if entity not in engine and gold == IMPLICIT:
+                continue
+            row = engine.get(entity)
+            rows.append(EntityJudgement(pair_id=pair.pair_id, entity=entity, **gold,
+                                        reference=row.reference_evidence if row else "",
+                                        candidate=row.candidate_evidence if row else ""))
+    return pair_ids, rows
+
+
+def _majority(values: list[str]) -> str:
+    """The most common value; a tie goes to the value of the earliest rater in the list."""
+    counts = Counter(values)
+    best = max(counts.values())
+    return next(v for v in values if counts[v] == best)
+
+
+def gold_signature(db: ReviewDB, reviewers: Sequence[str]) -> Signature:
+    """The signature of the gold table: the engine's, with ``engine:human-review`` and the review's settings."""
+    meta = db.meta()
+    source = Signature.parse(meta["results_signature"])
+    options = {**source.options, "reviewed_engine": source.engine, "reviewers": "+".join(reviewers),
+               "sample_seed": meta["seed"], "sample_n": meta["n_sampled"]}
+    return source.model_copy(update={"engine": "human-review", "model": "none", "prompt": "none", "options": options})
+
+
+def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
+                ontology_path: str | Path | None = None) -> "EvaluationResult":
+    """Score the gold table and write judgements.jsonl, errors.csv and scores.json to ``out_dir``."""
+    from cxreval.evaluate import references_fingerprint, score_judgements
+    from cxreval.io import ReportPair
+    from cxreval.ontology import load_ontology
+
+    meta = db.meta()
+    onto = load_ontology(ontology_path or meta.get("ontology_path") or None)
+    if onto.signature != meta["ontology"]:
+        raise ValueError(f"{db.path} was drawn with ontology {meta['ontology']}, not {onto.signature}; give the "
+                         "ontology it used (--ontology FILE)")
+    pair_ids, rows = gold_rows(db, prefer)
+    if not pair_ids:
+        raise ValueError(f"{db.path}: no pair has been checked yet; nothing to export")
+    reviewers = sorted({r for r, _ in db.checked()})
+    result = score_judgements(rows, pair_ids, onto, gold_signature(db, reviewers))
+    texts = {p.pair_id: p for p in db.pairs()}
+    result.references_sha256 = references_fingerprint(
+        [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids])
+    result.save(out_dir)
+    return result
