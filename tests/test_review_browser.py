@@ -252,7 +252,7 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
         return k, n, wk, wn
 
     done = run_cli("review", "stats", db, "--json", "--resamples", "300", "--csv", tmp_path / "s.csv",
-                   "--latex", tmp_path / "s.tex")
+                   "--latex", tmp_path / "s.tex", "--html", tmp_path / "s.html")
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["pairs_reviewed"] == 8 and stats["reviews"] == 16 and stats["reviewers"] == ["alice", "bob"]
@@ -283,6 +283,12 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
     csv_text = (tmp_path / "s.csv").read_text()
     assert csv_text.startswith("section,name,value,low,high") and csv_text.count("review-accuracy") == 8
     assert "\\begin{tabular}" in (tmp_path / "s.tex").read_text()
+    html = (tmp_path / "s.html").read_text()
+    assert "default-src 'none'" in html and "http://" not in html and "https://" not in html
+    for row in stats["fields"]:  # the page shows the same numbers, signed the same way
+        if row["accuracy"] is not None:
+            assert f"{100 * row['accuracy']:.1f} [{100 * row['low']:.1f}, {100 * row['high']:.1f}]" in html
+    assert stats["fields"][0]["signature"].replace("'", "&#39;") in html
 
     # -- export: majority per field, ties to alice (alphabetical), read back as evaluate's output ---
     done = run_cli("review", "export", db, "--out", tmp_path / "gold")

@@ -254,3 +254,49 @@ def test_stats_and_export_before_any_review(tmp_path: Path) -> None:
     assert data["pairs_reviewed"] == 0 and all(f["accuracy"] is None for f in data["fields"])
     done = run_cli("review", "export", db, "--out", tmp_path / "gold")
     assert done.returncode == 2 and "no pair has been checked yet" in done.stderr
+
+
+def test_export_writes_each_reviewers_error_counts_for_meta_human(tmp_path: Path) -> None:
+    """The gold folder holds human_ratings.csv; `cxreval meta human` reads it, and each rater's
+    count is that reviewer's errors by the SPEC rule (here: ann accepts the engine, bob marks one
+    extra false positive on the first pair; only ann checks the second)."""
+    import csv
+
+    from cxreval.review.db import Answer, ReviewDB
+
+    db = make_db(tmp_path)
+    with ReviewDB.open(db) as opened:
+        pairs = [p for p in opened.pairs() if opened.engine_rows(p.pair_id)][:2]
+        expected: dict[str, dict[str, int]] = {p.pair_id: {} for p in pairs}
+        for k, pair in enumerate(pairs):
+            rows = opened.engine_rows(pair.pair_id)
+            for reviewer in (("ann", "bob") if k == 0 else ("ann",)):
+                errors = 0
+                for r in rows:
+                    answer = Answer(reviewer=reviewer, pair_id=pair.pair_id, entity=r.entity, presence=r.presence,
+                                    location=r.location, severity=r.severity, comparison=r.comparison)
+                    opened.save_answer(answer)
+                    errors += ((answer.presence in ("FP", "FN")) + (answer.location == "not-aligned")
+                               + (answer.severity == "not-aligned") + (answer.comparison != "other"))
+                if reviewer == "bob":
+                    extra = next(e for e in opened.entities() if e not in {r.entity for r in rows})
+                    opened.save_answer(Answer(reviewer="bob", pair_id=pair.pair_id, entity=extra, presence="FP"))
+                    errors += 1
+                opened.set_checked(reviewer, pair.pair_id)
+                expected[pair.pair_id][reviewer] = errors
+    done = run_cli("review", "export", db, "--out", tmp_path / "gold")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "gold" / "human_ratings.json").read_text()) == {"raters": {"rater_1": "ann",
+                                                                                               "rater_2": "bob"}}
+    with (tmp_path / "gold" / "human_ratings.csv").open(newline="", encoding="utf-8") as fh:
+        rows = {r["id"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {p.pair_id for p in pairs}
+    first, second = (p.pair_id for p in pairs)
+    assert int(rows[first]["rater_1"]) == expected[first]["ann"]
+    assert int(rows[first]["rater_2"]) == expected[first]["bob"] == expected[first]["ann"] + 1
+    assert int(rows[first]["rater_2_fp"]) == int(rows[first]["rater_1_fp"]) + 1
+    assert rows[second]["rater_2"] == ""  # bob did not check it
+    done = run_cli("meta", "human", tmp_path / "gold" / "human_ratings.csv", "--resamples", "50",
+                   "--out", tmp_path / "alignment.json")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "alignment.json").is_file()

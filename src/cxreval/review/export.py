@@ -6,6 +6,13 @@ reviewer who did not add an entity another added says "mentioned in neither": TN
 to the first reviewer in ``prefer`` order (default: alphabetical). Evidence sentences are the
 engine's (empty for an added entity). A resulting row that says "mentioned in neither report"
 with default attributes on an entity the engine gave no row for is left out, as evaluate does.
+
+Beside them, ``human_ratings.csv`` holds each reviewer's own error count per checked pair (the
+SPEC-CXR rule, :data:`cxreval.judge.models.ERROR_KINDS`, over that reviewer's answers), in the
+layout ``cxreval meta human`` reads: ``id, reference, candidate, rater_1 .. rater_k`` and
+``rater_i_<kind>`` per error kind, raters numbered in alphabetical order of reviewer
+(``human_ratings.json`` names them); a pair a reviewer did not check has empty cells. So a
+team's reviews measure how well any metric follows its radiologists.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cxreval.judge import EntityJudgement
+from cxreval.judge.models import ERROR_KINDS, row_errors
 from cxreval.review.db import FIELDS, IMPLICIT, ReviewDB
 from cxreval.scores.signature import Signature
 
@@ -88,4 +96,46 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
     result.references_sha256 = references_fingerprint(
         [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids])
     result.save(out_dir)
+    write_human_ratings(db, Path(out_dir), pair_ids)
     return result
+
+
+#: What :func:`export_gold` writes beside the judgement table, for ``cxreval meta human``.
+RATINGS_FILES = ("human_ratings.csv", "human_ratings.json")
+
+
+def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str]) -> Path:
+    """``human_ratings.csv`` (and the names of its raters in ``human_ratings.json``)."""
+    import csv
+    import json
+
+    from cxreval.outputs import atomic_write_text, atomic_writer
+
+    reviewers = sorted({r for r, _ in db.checked()})
+    checked = db.checked()
+    counts: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for a in db.answers():
+        if (a.reviewer, a.pair_id) in checked:
+            tally = counts[(a.reviewer, a.pair_id)]
+            values = {f: getattr(a, f) for f in FIELDS}
+            tally["errors"] += row_errors(**values)
+            for kind, (field, bad) in ERROR_KINDS.items():
+                tally[kind] += values[field] in bad
+    texts = {p.pair_id: p for p in db.pairs()}
+    header = ["id", "reference", "candidate"]
+    for i, _ in enumerate(reviewers, start=1):
+        header += [f"rater_{i}", *(f"rater_{i}_{kind}" for kind in ERROR_KINDS)]
+    path = out_dir / RATINGS_FILES[0]
+    with atomic_writer(path, newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for pid in pair_ids:
+            row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
+            for r in reviewers:
+                tally = counts.get((r, pid)) if (r, pid) in checked else None
+                row += ["" if tally is None else tally["errors"],
+                        *("" if tally is None else tally[kind] for kind in ERROR_KINDS)]
+            w.writerow(row)
+    names = {f"rater_{i}": r for i, r in enumerate(reviewers, start=1)}
+    atomic_write_text(out_dir / RATINGS_FILES[1], json.dumps({"raters": names}, indent=2) + "\n")
+    return path

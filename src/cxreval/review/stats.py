@@ -440,6 +440,53 @@ def to_latex(stats: ReviewStats) -> str:
     return "\n".join(lines) + "\n"
 
 
+_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>cxreval review: {{ s.database }}</title>
+<style>
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+table { border-collapse: collapse; margin: .6em 0 1.4em; } th, td { padding: .25em .7em; border-bottom: 1px solid #ddd; }
+th { text-align: left; background: #f4f4f4; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 12px; color: #555; word-break: break-all; } .crit { color: #a00; font-weight: 600; }
+</style></head><body>
+<section id="review">
+<h2>Engine accuracy against reviewers</h2>
+<p>{{ s.pairs_reviewed }} of {{ s.pairs_sampled }} sampled pairs checked ({{ s.reviews }} reviews by
+{{ s.reviewers | join(", ") or "nobody yet" }}); the weighted estimate stands for {{ s.pairs_represented }}
+of {{ s.pairs_in_results }} pairs.</p>
+<table><tr><th>field</th><th>judgements</th><th>correct</th><th>accuracy % [CI]</th><th>weighted % [CI]</th><th>SPEC-CXR %</th></tr>
+{% for a in s.fields %}<tr><td>{{ a.field }}</td><td class="n">{{ a.observations }}</td><td class="n">{{ a.correct }}</td>
+<td class="n">{{ ci(a.accuracy, a.low, a.high) }}</td><td class="n">{{ ci(a.weighted_accuracy, a.weighted_low, a.weighted_high) }}</td>
+<td class="n">{{ "%.1f" % (100 * a.spec_cxr_reported) }}</td></tr>
+{% endfor %}</table>
+{% if s.fields %}<p>accuracy: <code>{{ s.fields[0].signature }}</code><br>weighted: <code>{{ s.fields[0].weighted_signature }}</code></p>{% endif %}
+{% set rated = s.agreement | selectattr("items") | list %}{% if rated %}
+<h3>Agreement between reviewers</h3>
+<table><tr><th>field</th><th>method</th><th>raters</th><th>items</th><th>observed</th><th>kappa</th></tr>
+{% for g in rated %}<tr><td>{{ g.field }}</td><td>{{ g.method }}</td><td class="n">{{ g.raters }}</td><td class="n">{{ g.items }}</td>
+<td class="n">{{ num(g.observed) }}</td><td class="n">{{ num(g.kappa) }}</td></tr>
+{% endfor %}</table><p><code>{{ rated[0].signature }}</code></p>{% endif %}
+{% if s.worst_entities %}<h3>Entities the engine gets wrong most often</h3>
+<table><tr><th>entity</th><th>wrong / judged</th><th>weighted</th><th>example</th></tr>
+{% for e in s.worst_entities %}{% set ex = e.examples[0] %}<tr><td{% if e.critical %} class="crit"{% endif %}>{{ e.name }}</td>
+<td class="n">{{ e.errors }} / {{ e.observations }}</td><td class="n">{{ "%.1f" % e.weighted_errors }}</td>
+<td>{{ ex.pair_id }}: {{ ex.field }} {{ ex.engine }} &rarr; {{ ex.reviewer_value }}{% if ex.reference_evidence %}
+<br><small>reference: {{ ex.reference_evidence }}</small>{% endif %}{% if ex.candidate_evidence %}
+<br><small>candidate: {{ ex.candidate_evidence }}</small>{% endif %}</td></tr>
+{% endfor %}</table>{% endif %}
+</section></body></html>
+"""
+
+
+def to_html(stats: ReviewStats) -> str:
+    """The review section as a self-contained page (no request leaves it: CSP ``default-src 'none'``)."""
+    from jinja2 import Environment
+
+    env = Environment(autoescape=True, trim_blocks=False)
+    return env.from_string(_HTML).render(s=stats, ci=_ci, num=lambda v: "n/a" if v is None else f"{v:.3f}")
+
+
 __all__ = ["Agreement", "EntityErrors", "FieldAccuracy", "Observation", "ReviewStats", "SPEC_CXR_REPORTED",
            "agreement", "clopper_pearson", "cohen_kappa", "fleiss_kappa", "observations",
-           "review_stats", "to_csv", "to_latex", "weighted_accuracy"]
+           "review_stats", "to_csv", "to_html", "to_latex", "weighted_accuracy"]
