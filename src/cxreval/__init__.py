@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cxreval.io import InputError, ReportPair, read_pair_files, read_pairs, read_reports
     from cxreval.ontology import Ontology, OntologyError, load_ontology
     from cxreval.scores.signature import Signature
+    from cxreval.streaming import evaluate_to
 
 #: public name -> the module that defines it
 _LAZY: dict[str, str] = {
@@ -37,6 +38,7 @@ _LAZY: dict[str, str] = {
     "OntologyError": "cxreval.ontology",
     "load_ontology": "cxreval.ontology",
     "Signature": "cxreval.scores.signature",
+    "evaluate_to": "cxreval.streaming",
 }
 
 __all__ = [*sorted(_LAZY), "__version__", "evaluate"]

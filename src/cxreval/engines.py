@@ -196,6 +196,12 @@ class RulesEngine:
         return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
                          options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat)})
 
+    def trim_cache(self, most: int | None = None) -> None:
+        """Forget the cached extractions once they exceed ``most`` texts (default
+        :data:`WORKER_CACHE_TEXTS`), so memory stays bounded however many pairs pass through."""
+        if len(self.cache) > (WORKER_CACHE_TEXTS if most is None else most):
+            self.cache.clear()
+
     def read(self, texts: Iterable[str]) -> dict[str, Extraction]:
         """The extraction of each distinct text, from the cache when it was read before."""
         out = {}
@@ -211,9 +217,14 @@ class RulesEngine:
                     progress: bool = False, label: str = "judging pairs") -> EngineOutput:
         if self.workers > 1 and len(pairs) >= PARALLEL_MIN_PAIRS:
             return self._judge_in_workers(pairs, progress, label)
+        return self.judge_here(pairs, progress=progress, label=label)
+
+    def judge_here(self, pairs: Sequence[ReportPair], *, progress: bool = False,
+                   label: str = "judging pairs") -> EngineOutput:
+        """Judge in this process, whatever :attr:`workers` says (a worker's own chunk)."""
         rows: list[EntityJudgement] = []
         read: dict[str, Extraction] = {}
-        for pair in _progress(pairs, progress, label):
+        for pair in progress_iter(pairs, progress, label):
             read.update(self.read([pair.reference, pair.candidate]))
             rows.extend(compare_extractions(pair.pair_id, read[pair.reference], read[pair.candidate],
                                             self.ontology, self.uncertain, self.spec_compat))
@@ -235,7 +246,7 @@ class RulesEngine:
         rows: list[EntityJudgement] = []
         with worker_pool(self.workers, _init_rules_worker, (self.ontology, self.uncertain, self.spec_compat)) as pool:
             done = pool.imap(_judge_rows, parts)  # in order: rows come back in pair order
-            for part, fields in zip(_progress(parts, progress, label, total=len(items), step=len), done):
+            for part, fields in zip(progress_iter(parts, progress, label, total=len(items), step=len), done):
                 rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
         table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
         return EngineOutput(table=table, extractions={})
@@ -264,14 +275,14 @@ def _judge_rows(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
     for pid, ref, cand in items:
         for r in compare_extractions(pid, read[ref], read[cand], engine.ontology, engine.uncertain, engine.spec_compat):
             out.append(tuple(getattr(r, f) for f in _ROW_FIELDS))
-    if len(engine.cache) > WORKER_CACHE_TEXTS:  # a worker's memory stays bounded however many chunks it judges
-        engine.cache.clear()
+    engine.trim_cache()  # a worker's memory stays bounded however many chunks it judges
     return out
 
 
-def _progress(pairs: Sequence[Any], show: bool, label: str, *, total: int | None = None,
+def progress_iter(pairs: Iterable[Any], show: bool, label: str, *, total: int | None = None,
               step: Callable[[Any], int] | None = None) -> Iterable[Any]:
-    """``pairs`` with a progress bar on stderr when ``show`` (``step``: how many pairs an item is)."""
+    """``pairs`` with a progress bar on stderr when ``show`` (``step``: how many pairs an item is;
+    ``total``: how many pairs in all, when ``pairs`` is not a sequence of single pairs)."""
     if not show:
         yield from pairs
         return
@@ -280,7 +291,7 @@ def _progress(pairs: Sequence[Any], show: bool, label: str, *, total: int | None
 
     columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
-        task = bar.add_task("judge", total=len(pairs) if total is None else total)
+        task = bar.add_task("judge", total=len(pairs) if total is None else total)  # type: ignore[arg-type]
         for pair in pairs:
             yield pair
             bar.advance(task, 1 if step is None else step(pair))

@@ -15,7 +15,6 @@ with the stage, the error and the raw answers.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 import sys
@@ -29,10 +28,19 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from cxreval._version import __version__
-from cxreval.engines import Engine, EngineOutput, Failure, engine_info, engine_names, get_engine, open_runner, run_offline
+from cxreval.engines import (
+    Engine,
+    EngineOutput,
+    Failure,
+    engine_info,
+    engine_names,
+    get_engine,
+    open_runner,
+    run_offline,
+)
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor
-from cxreval.io import ReportPair
+from cxreval.io import ReportPair, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology, load_ontology
@@ -55,33 +63,30 @@ class ExtractionFailed(RuntimeError):
     """Reports whose LLM extraction stayed unusable, so no number can be computed from them."""
 
 
-@dataclass
-class EvaluationResult:
-    """Everything one evaluation produced; ``save`` writes it to a directory."""
+@dataclass(kw_only=True)
+class EvaluationScores:
+    """The scores of one evaluation: everything ``scores.json`` holds.
+
+    A streamed evaluation (:mod:`cxreval.streaming`) ends with this, its judgements and error
+    counts already written; :class:`EvaluationResult` adds the rows themselves.
+    """
 
     signature: Signature
-    pair_ids: list[str]
-    judgements: list[EntityJudgement]
+    n_pairs: int
+    """Pairs scored (failed pairs are not)."""
     entities: list[EntityScore]
     groups: list[GroupScore]
     averages: Averages
-    errors: pd.DataFrame
     error_summary: ErrorDistribution
     ontology: Ontology
     failures: list[Failure] = field(default_factory=list)
     usage: "Usage | None" = None
     run: int = 1
-    meta: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
     critical_error_free: float | None = None
     """Share of pairs with no error on an entity the ontology marks critical."""
     references_sha256: str | None = None
-    """Fingerprint of the input's (pair id, reference text) list: two results compare only if equal."""
-
-    @property
-    def n_pairs(self) -> int:
-        """Pairs scored (failed pairs are not)."""
-        return len(self.pair_ids)
+    """Fingerprint of the input's (pair id, reference text) pairs (:func:`references_fingerprint`):
+    two results compare only if equal."""
 
     @property
     def n_failed(self) -> int:
@@ -118,13 +123,28 @@ class EvaluationResult:
             **({"usage": self.usage.model_dump()} if self.usage is not None else {}),
         }
 
+    def scores_json(self) -> str:
+        """``scores.json``'s text."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+
+@dataclass(kw_only=True)
+class EvaluationResult(EvaluationScores):
+    """Everything one evaluation produced, rows included; ``save`` writes it to a directory."""
+
+    pair_ids: list[str]
+    judgements: list[EntityJudgement]
+    errors: pd.DataFrame
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
+
+    def __post_init__(self) -> None:
+        if self.n_pairs != len(self.pair_ids):
+            raise ValueError(f"n_pairs is {self.n_pairs} but {len(self.pair_ids)} pair ids are given")
+
     def errors_table(self) -> pd.DataFrame:
         """``errors.csv``: error counts per pair, then the kept input columns (``--meta-col``)."""
-        if not self.meta:
-            return self.errors
-        meta = pd.DataFrame.from_dict(self.meta, orient="index").reindex(self.errors.index)
-        clash = [c for c in meta.columns if c in self.errors.columns]
-        return self.errors.join(meta.rename(columns={c: f"meta_{c}" for c in clash}))
+        return errors_table(self.errors, self.meta)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
@@ -156,7 +176,7 @@ class EvaluationResult:
         with atomic_writer(paths["errors"], newline="") as fh:
             self.errors_table().to_csv(fh)
         with atomic_writer(paths["scores"]) as fh:
-            fh.write(json.dumps(self.to_dict(), indent=2) + "\n")
+            fh.write(self.scores_json())
         return paths
 
 
@@ -321,14 +341,14 @@ class Evaluator:
         return score_judgements(rows, pair_ids, self.ontology, self.signature)
 
 
-def references_fingerprint(pairs: Sequence[ReportPair]) -> str:
-    """sha256 of the sorted (pair id, reference text) list: the references a result was scored against."""
-    h = hashlib.sha256()
-    for pid, ref in sorted((p.pair_id, p.reference) for p in pairs):
-        for part in (pid, ref):
-            data = part.encode("utf-8")
-            h.update(len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()
+def errors_table(errors: pd.DataFrame, meta: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
+    """``errors.csv``'s table: error counts per pair, then the kept input columns (``--meta-col``;
+    one clashing with an error column is written as ``meta_NAME``)."""
+    if not meta:
+        return errors
+    kept = pd.DataFrame.from_dict(dict(meta), orient="index").reindex(errors.index)
+    clash = [c for c in kept.columns if c in errors.columns]
+    return errors.join(kept.rename(columns={c: f"meta_{c}" for c in clash}))
 
 
 def score_judgements(
@@ -344,6 +364,7 @@ def score_table(table: JudgementTable, ontology: Ontology, signature: Signature)
     spec = spec_scores(table, ontology)
     return EvaluationResult(
         signature=signature,
+        n_pairs=len(table.pair_ids),
         pair_ids=list(table.pair_ids),
         judgements=table.rows(),
         entities=spec.entities,
@@ -415,7 +436,7 @@ def evaluate(
                      spec_compat=spec_compat, workers=workers).evaluate(pairs, progress=progress)
 
 
-def systems_frame(results: Mapping[str, Sequence[EvaluationResult]]) -> pd.DataFrame:
+def systems_frame(results: Mapping[str, Sequence[EvaluationScores]]) -> pd.DataFrame:
     """One row per system: pairs scored and failed, then each headline metric of
     :meth:`EvaluationResult.metrics`; with several runs, each metric is its mean over the runs
     (:func:`summarize_runs`) and pairs/failures are those of the worst run."""
@@ -432,7 +453,7 @@ def systems_frame(results: Mapping[str, Sequence[EvaluationResult]]) -> pd.DataF
     return frame
 
 
-def systems_signature(results: Sequence[Sequence[EvaluationResult]]) -> str:
+def systems_signature(results: Sequence[Sequence[EvaluationScores]]) -> str:
     """The signature of a systems table: the evaluator's, with ``runs:N`` when runs were averaged."""
     first = results[0]
     if len(first) == 1:
@@ -440,7 +461,7 @@ def systems_signature(results: Sequence[Sequence[EvaluationResult]]) -> str:
     return summarize_runs(first)["signature"]
 
 
-def summarize_runs(results: Sequence[EvaluationResult]) -> dict[str, Any]:
+def summarize_runs(results: Sequence[EvaluationScores]) -> dict[str, Any]:
     """Mean and sample sd of each headline metric over runs (``None`` values are left out)."""
     if not results:
         raise ValueError("no runs to summarise")

@@ -37,6 +37,7 @@ Report text is kept as is except that surrounding whitespace is stripped.
 from __future__ import annotations
 
 import codecs
+import hashlib
 import csv
 import difflib
 import io
@@ -47,7 +48,7 @@ import re
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -61,10 +62,13 @@ __all__ = [
     "CopiedCandidatesWarning",
     "InputError",
     "InputProblem",
+    "PairStream",
     "ReportPair",
+    "fingerprints_comparable",
     "read_pair_files",
     "read_pairs",
     "read_reports",
+    "references_fingerprint",
     "warn_if_copied",
     "Record",
     "Uniqueness",
@@ -162,12 +166,19 @@ class InputProblem(BaseModel):
 class InputError(ValueError):
     """Input files that cannot be used; ``problems`` holds every problem found, not just the first."""
 
-    def __init__(self, problems: Iterable[InputProblem]) -> None:
+    def __init__(self, problems: Iterable[InputProblem], not_kept: int = 0) -> None:
         self.problems: list[InputProblem] = list(problems)
+        self.not_kept = not_kept
+        """Problems found but not kept (a streamed check keeps :data:`MAX_KEPT_PROBLEMS`)."""
         super().__init__(self._render())
 
+    @property
+    def n_problems(self) -> int:
+        """Every problem found, kept or not."""
+        return len(self.problems) + self.not_kept
+
     def _render(self) -> str:
-        n = len(self.problems)
+        n = self.n_problems
         head = f"{n} problem{'s' if n != 1 else ''} in input:"
         lines = [f"  - {p}" for p in self.problems[:MAX_LISTED_PROBLEMS]]
         if n > MAX_LISTED_PROBLEMS:
@@ -177,7 +188,7 @@ class InputError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keep the exception picklable (e.g. across multiprocessing) despite the custom __init__.
-        return (type(self), (self.problems,))
+        return (type(self), (self.problems, self.not_kept))
 
 
 class CopiedCandidatesWarning(UserWarning):
@@ -190,19 +201,58 @@ def warn_if_copied(references: Sequence[str], candidates: Sequence[str], *, sour
     A candidate column that silently holds the reference text scores perfectly, so readers call
     this on every input and the CLI prints the warning loudly.
     """
-    n = len(candidates)
+    same = sum(r == c for r, c in zip(references, candidates, strict=True))
+    return _warn_copied_counts(same, len(candidates), source)
+
+
+def _warn_copied_counts(same: int, n: int, source: str) -> float:
+    """:func:`warn_if_copied` from counts: ``same`` of ``n`` candidates equal their reference."""
     if n == 0:
         return 0.0
-    same = sum(r == c for r, c in zip(references, candidates, strict=True))
     share = same / n
     if share > COPIED_WARN_SHARE:
         warnings.warn(
             f"{same} of {n} candidates ({share:.0%}) in {source} are identical to their reference: "
             "is the candidate column really the generated report?",
             CopiedCandidatesWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return share
+
+
+
+def references_fingerprint(pairs: Iterable[ReportPair]) -> str:
+    """The fingerprint of the (pair id, reference text) pairs a result was scored against.
+
+    The sum, modulo 2**256, of each pair's SHA-256 (:func:`reference_digest`): it does not
+    depend on pair order, and chunks of a stream add up to the whole.
+    """
+    return fingerprint_hex(sum(reference_digest(p.pair_id, p.reference) for p in pairs))
+
+
+def reference_digest(pair_id: str, reference: str) -> int:
+    """SHA-256 of one pair's length-prefixed id and reference, as an integer."""
+    h = hashlib.sha256()
+    for part in (pair_id, reference):
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little") + data)
+    return int.from_bytes(h.digest(), "big")
+
+
+#: The prefix of a fingerprint made by :func:`references_fingerprint` (releases before it wrote the
+#: SHA-256 of the sorted list, 64 bare hex digits: :func:`fingerprints_comparable` tells them apart).
+FINGERPRINT_PREFIX = "sum256:"
+
+
+def fingerprint_hex(digest_sum: int) -> str:
+    """A sum of :func:`reference_digest` values as ``references_sha256`` writes it."""
+    return FINGERPRINT_PREFIX + format(digest_sum % 2**256, "064x")
+
+
+def fingerprints_comparable(a: str | None, b: str | None) -> bool:
+    """Whether two ``references_sha256`` values were made the same way (so unequal means
+    different references); a folder written by an older release has the other kind."""
+    return a is not None and b is not None and a.startswith(FINGERPRINT_PREFIX) == b.startswith(FINGERPRINT_PREFIX)
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,13 +395,39 @@ def _allow_long_fields() -> None:
 
 def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
     """CSV/TSV via the csv module; records carry the line they start on."""
-    _allow_long_fields()
     table = RecordTable(file=file, unit="line", columns=[], records=[])
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    table.records.extend(_delimited_records(io.StringIO(text, newline=""), table, delimiter))
+    return table
+
+
+class _KeptLines:
+    """Lines handed to the csv reader, keeping those of the record being read (to re-check it)."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self.taken: list[str] = []
+
+    def __iter__(self) -> "_KeptLines":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.taken.append(line)
+        return line
+
+
+def _delimited_records(lines: Iterable[str], table: RecordTable, delimiter: str) -> Iterator[_Record]:
+    """CSV/TSV records read from ``lines`` one by one (the header goes to ``table.columns``,
+    problems to ``table.problems``); each record carries the line it starts on."""
+    _allow_long_fields()
+    file = table.file
+    kept = _KeptLines(lines)
+    reader = csv.reader(kept, delimiter=delimiter)
     header: list[str] | None = None
     start = 1
-    last: tuple[int, int] | None = None  # (start line, end line) of the last record
+    last: tuple[int, int, list[str]] | None = None  # (start line, end line, its lines) of the last record
     while True:
+        kept.taken = []
         try:
             fields = next(reader)
         except StopIteration:
@@ -365,7 +441,7 @@ def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
         rec_start, start = start, reader.line_num + 1
         if not fields:  # blank line between records
             continue
-        last = (rec_start, reader.line_num)
+        last = (rec_start, reader.line_num, kept.taken)
         if header is None:
             header = [name.strip() for name in fields]
             table.columns = header
@@ -376,7 +452,7 @@ def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
             table.problems.append(
                 table.problem(f"record has {len(fields)} fields, the header has {len(header)}", rec)
             )
-        table.records.append(rec)
+        yield rec
 
     if header is None:
         raise _file_error(file, "file is empty (no header row)", unit="line")
@@ -394,10 +470,8 @@ def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
     # Non-strict csv parsing silently swallows the rest of the file into a quoted field that is
     # never closed; re-parse the last record strictly to catch that.
     if last is not None and last[1] > last[0]:
-        lines = list(io.StringIO(text, newline=""))
-        chunk = "".join(lines[last[0] - 1 : last[1]])
         try:
-            list(csv.reader(io.StringIO(chunk, newline=""), delimiter=delimiter, strict=True))
+            list(csv.reader(io.StringIO("".join(last[2]), newline=""), delimiter=delimiter, strict=True))
         except csv.Error as exc:
             if "unexpected end of data" in str(exc):
                 table.problems.append(
@@ -408,43 +482,51 @@ def _read_delimited(text: str, file: str, delimiter: str) -> RecordTable:
                         message="quoted field is never closed (runs to the end of the file)",
                     )
                 )
-    return table
 
 
 def _add_object_records(table: RecordTable, items: Iterable[tuple[int, Any]], kind: str) -> None:
     """Add JSON objects as records; non-objects are problems. ``kind`` names the container."""
+    table.records.extend(_object_records(table, items, kind))
+
+
+def _object_records(table: RecordTable, items: Iterable[tuple[int, Any]], kind: str) -> Iterator[_Record]:
+    """JSON objects as records, one by one, adding their keys to ``table.columns``."""
     seen: dict[str, None] = dict.fromkeys(table.columns)
     for pos, obj in items:
         rec = _Record(pos=pos, values=obj if isinstance(obj, dict) else {})
         if not isinstance(obj, dict):
             table.problems.append(table.problem(f"{kind} is not a JSON object (got {_json_type(obj)})", rec))
             continue
-        for name in obj:
-            seen.setdefault(name, None)
-        table.records.append(rec)
+        new = [name for name in obj if name not in seen]
+        if new:
+            seen.update(dict.fromkeys(new))
+            table.columns = list(seen)
+        yield rec
     table.columns = list(seen)
 
 
 def _read_jsonl(text: str, file: str) -> RecordTable:
     """JSON Lines: one object per line, line numbers as positions, blank lines ignored."""
     table = RecordTable(file=file, unit="line", columns=[], records=[])
-    parsed: list[tuple[int, Any]] = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            parsed.append((lineno, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            table.problems.append(
-                InputProblem(
-                    file=file,
-                    row=lineno,
-                    unit="line",
-                    message=f"not valid JSON: {exc.msg} (column {exc.colno})",
-                )
-            )
-    _add_object_records(table, parsed, "line")
+    table.records.extend(_jsonl_records(text.split("\n"), table))
     return table
+
+
+def _jsonl_records(lines: Iterable[str], table: RecordTable) -> Iterator[_Record]:
+    """JSON Lines records read from ``lines`` one by one (problems to ``table.problems``)."""
+
+    def parsed() -> Iterator[tuple[int, Any]]:
+        for lineno, line in enumerate(lines, start=1):
+            line = line.removesuffix("\n")  # a file's lines keep their newline; split text has none
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                table.problems.append(InputProblem(file=table.file, row=lineno, unit="line",
+                                                   message=f"not valid JSON: {exc.msg} (column {exc.colno})"))
+
+    return _object_records(table, parsed(), "line")
 
 
 class _Obj(dict[str, Any]):
@@ -687,40 +769,85 @@ def _extract(
     Ids must be unique, or unique within each system when ``system_col`` is given (long format:
     one row per study and system).
     """
-    extra = [*meta_cols, *([system_col] if system_col else [])]
+    checker = _RowChecker(table, id_col, text_cols, meta_cols, system_col)
     if not table.records:
-        # Header-only CSV/Parquet: missing columns are still worth naming; JSON has no header.
-        if table.columns:
-            check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *extra])
-        if not table.problems:
-            table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
+        checker.no_records()
         return []
-    present = check_columns(table, [*([] if table.keyed else [id_col]), *text_cols, *extra])
-    rows: list[_Row] = []
-    first_seen: dict[tuple[str | None, str], _Record] = {}
-    for rec in table.records:
-        ident = rec.ident = record_id(table, rec, id_col, present)
-        texts = {c: _text_of(table, rec, c, present) for c in text_cols}
-        meta = {c: _meta_of(table, rec, c, present) for c in extra}
+    checker.find_columns()
+    return [row for rec in table.records if (row := checker.check(rec)) is not None]
+
+
+class _RowChecker:
+    """The checks of one record (id, texts, kept columns, unique id), shared by the reader of a
+    whole table and the streamed reader; problems go to ``table.problems``."""
+
+    def __init__(self, table: RecordTable, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = (),
+                 system_col: str | None = None, *, unique: bool = True) -> None:
+        self.table = table
+        self.id_col = id_col
+        self.text_cols = list(text_cols)
+        self.system_col = system_col
+        self.extra = [*meta_cols, *([system_col] if system_col else [])]
+        self.wanted = [*([] if table.keyed else [id_col]), *self.text_cols, *self.extra]
+        self.present: set[str] = set()
+        self.unique = unique
+        """Check that ids are unique (a second reading of a checked file need not: it would hold every id)."""
+
+        self.first_seen: dict[tuple[str | None, str], int | None] = {}  # positions only: memory stays small
+
+    def find_columns(self) -> None:
+        """Name the wanted columns the table lacks (once its columns are known)."""
+        self.present = check_columns(self.table, self.wanted)
+
+    def assume_columns(self) -> None:
+        """Check records before the columns are known (JSON Lines, streamed): every wanted column
+        is taken as present, and :meth:`settle_columns` fixes that at the end."""
+        self.present = set(self.wanted)
+
+    def settle_columns(self) -> None:
+        """After :meth:`assume_columns`: a wanted column no record had is one missing column, not a
+        missing field on every record."""
+        absent = [c for c in self.wanted if c not in self.table.columns]
+        if not absent:
+            return
+        self.table.problems[:] = [q for q in self.table.problems
+                                  if not (q.field in absent and q.message == "missing field")]
+        what = "field" if self.table.keyed else "column"
+        self.table.problems[:0] = [_missing_column(self.table, c, what) for c in absent]
+
+    def no_records(self) -> None:
+        """The problems of a table without records."""
+        # Header-only CSV/Parquet: missing columns are still worth naming; JSON has no header.
+        if self.table.columns:
+            check_columns(self.table, self.wanted)
+        if not self.table.problems:
+            self.table.problems.append(InputProblem(file=self.table.file, unit=self.table.unit,
+                                                    message="file has no records"))
+
+    def check(self, rec: _Record) -> _Row | None:
+        """The record as a complete row, or None after reporting what is wrong with it."""
+        table, present, system_col = self.table, self.present, self.system_col
+        ident = rec.ident = record_id(table, rec, self.id_col, present)
+        texts = {c: _text_of(table, rec, c, present) for c in self.text_cols}
+        meta = {c: _meta_of(table, rec, c, present) for c in self.extra}
         system = meta.get(system_col) if system_col else None
         if system_col and system == "":
             table.problems.append(table.problem("empty system name", rec, system_col))
-            continue
-        if ident is not None:
+            return None
+        if ident is not None and self.unique:
             key = (system, ident)
-            if key in first_seen:
-                first = first_seen[key]
-                where = "earlier in the file" if first.pos is None else f"first at {table.unit} {first.pos}"
+            if key in self.first_seen:
+                pos = self.first_seen[key]
+                where = "earlier in the file" if pos is None else f"first at {table.unit} {pos}"
                 of = f" for system {system!r}" if system_col else ""
                 table.problems.append(
-                    table.problem(f"duplicate id {ident!r}{of} ({where})", rec, None if table.keyed else id_col)
+                    table.problem(f"duplicate id {ident!r}{of} ({where})", rec, None if table.keyed else self.id_col)
                 )
-                continue
-            first_seen[key] = rec
+                return None
+            self.first_seen[key] = rec.pos
         if ident is None or any(v is None for v in texts.values()) or any(v is None for v in meta.values()):
-            continue
-        rows.append(_Row(ident, rec, texts, meta))  # type: ignore[arg-type]
-    return rows
+            return None
+        return _Row(ident, rec, texts, meta)  # type: ignore[arg-type]
 
 
 def _section_field(section: str) -> str:
@@ -797,6 +924,260 @@ def read_pairs(
     ]
     _warn_copied(pairs, f"{table.file} (column {candidate_col!r})")
     return pairs
+
+
+#: Formats :class:`PairStream` reads record by record (the others are read whole).
+STREAM_FORMATS = ("csv", "tsv", "jsonl")
+#: Problems a streamed check keeps (a file with millions of bad rows must not fill memory).
+MAX_KEPT_PROBLEMS = 1_000
+
+
+class PairStream:
+    """A pairs file read in bounded memory: :meth:`check`, then iterate.
+
+    :meth:`check` reads the whole file once and raises :class:`InputError` listing every
+    problem in the order :func:`read_pairs` lists them (at most :data:`MAX_KEPT_PROBLEMS` are
+    kept; the rest are counted), warns about copied candidates and counts the pairs of each
+    system. Iterating then reads the file again and yields the :class:`ReportPair` objects
+    :func:`read_pairs` returns, one at a time. Only a regular file is read twice: standard
+    input, a pipe or a process substitution is first copied to a temporary file. A file that
+    changes between or during the readings stops with an :class:`InputError`. The check keeps
+    one entry per id (to find duplicates, about 150 bytes a pair); the second reading keeps none.
+    Formats: :data:`STREAM_FORMATS`.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        id_col: str = "id",
+        reference_col: str = "reference",
+        candidate_col: str = "candidate",
+        meta_cols: Sequence[str] = (),
+        system_col: str | None = None,
+        format: str | None = None,
+    ) -> None:
+        self.file = os.fspath(path)
+        self.format = _resolve_format(Path(path), self.file, format)
+        if self.format not in STREAM_FORMATS:
+            raise ValueError(f"{self.file}: {self.format} files are read whole (read_pairs); streamed formats are "
+                             f"{', '.join(STREAM_FORMATS)}")
+        self.id_col, self.reference_col, self.candidate_col = id_col, reference_col, candidate_col
+        self.meta_cols = list(meta_cols)
+        self.system_col = system_col
+        self.systems: dict[str | None, int] = {}
+        """Pairs per system, in order of first appearance (``{None: n}`` without a system column)."""
+        self._checked: tuple[int, int] | None = None  # (size, mtime_ns) of the checked file
+        self._spool: Any = None
+        if self.file == STDIN or not _is_regular_file(self.file):
+            self._spool = _spooled(self.file)
+
+    @classmethod
+    def streams(cls, path: PathLike, format: str | None = None) -> bool:
+        """Whether ``path`` is in a format this class reads record by record."""
+        try:
+            return _resolve_format(Path(path), os.fspath(path), format) in STREAM_FORMATS
+        except InputError:
+            return False
+
+    @property
+    def n_pairs(self) -> int:
+        return sum(self.systems.values())
+
+    def check(self) -> int:
+        """Read the whole file once; raise :class:`InputError` with every problem; return the pairs."""
+        self._checked = None
+        self.systems = {}
+        copied: dict[str | None, list[int]] = {}
+        pairs, problems = self._read(unique=True)
+        for pair in pairs:
+            self.systems[pair.system] = self.systems.get(pair.system, 0) + 1
+            counts = copied.setdefault(pair.system, [0, 0])
+            counts[0] += pair.reference == pair.candidate
+            counts[1] += 1
+        if problems.found:
+            raise problems.error()
+        source = f"{self.file} (column {self.candidate_col!r})"
+        for system, (same, n) in copied.items():
+            _warn_copied_counts(same, n, source if system is None else f"{source}, system {system!r}")
+        self._checked = self._stamp()
+        return self.n_pairs
+
+    def __iter__(self) -> Iterator[ReportPair]:
+        if self._checked is None:
+            raise RuntimeError("PairStream.check() must run before the pairs are read")
+        if self._stamp() != self._checked:
+            raise self._changed()
+        pairs, problems = self._read(unique=False)  # ids were checked; holding them again would grow with the file
+        seen: dict[str | None, int] = {}
+        for pair in pairs:
+            seen[pair.system] = seen.get(pair.system, 0) + 1
+            if seen[pair.system] > self.systems.get(pair.system, 0):
+                raise self._changed()
+            yield pair
+        if problems.found or seen != self.systems or self._stamp() != self._checked:
+            raise self._changed(problems.error().problems if problems.found else ())
+
+    def _changed(self, problems: Iterable[InputProblem] = ()) -> InputError:
+        return InputError([InputProblem(file=self.file, message="the file changed after it was checked; run again"),
+                           *problems])
+
+    def _stamp(self) -> tuple[int, int]:
+        if self._spool is not None:
+            return (0, 0)
+        st = os.stat(self.file)
+        return (st.st_size, st.st_mtime_ns)
+
+    def _read(self, *, unique: bool) -> "tuple[Iterator[ReportPair], _Problems]":
+        """The pairs of the records without a problem, and the problems (complete once the pairs are)."""
+        problems = _Problems(self.file)
+        structure = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the parser's problems
+        rows = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the records' problems
+        checker = _RowChecker(rows, self.id_col, [self.reference_col, self.candidate_col], self.meta_cols,
+                              self.system_col, unique=unique)
+        jsonl = self.format == "jsonl"
+
+        def pairs() -> Iterator[ReportPair]:
+            lines = self._lines()
+            records = (_jsonl_records(lines, structure) if jsonl
+                       else _delimited_records(lines, structure, "," if self.format == "csv" else "\t"))
+            n_records = 0
+            for rec in records:
+                if n_records == 0:  # JSON Lines name their columns as they go: assume, settle at the end
+                    checker.present = set(checker.wanted) if jsonl else set(checker.wanted) & set(structure.columns)
+                n_records += 1
+                row = checker.check(rec)
+                problems.keep(structure.problems, rows.problems)
+                if row is not None:
+                    yield ReportPair(pair_id=row.ident, reference=row.texts[self.reference_col],
+                                     candidate=row.texts[self.candidate_col], meta=_meta_dict(row, self.meta_cols),
+                                     system=row.meta[self.system_col] if self.system_col else None)
+            problems.keep(structure.problems, rows.problems)  # those found after the last record
+            if n_records == 0:
+                checker.table = structure
+                checker.no_records()
+                problems.keep(structure.problems, rows.problems)
+            else:
+                what = "column"
+                absent = [c for c in dict.fromkeys(checker.wanted) if c not in structure.columns]
+                problems.missing = [_missing_column(structure, c, what) for c in absent]
+                if jsonl:
+                    problems.settle(absent)
+            problems.done = True
+
+        return pairs(), problems
+
+    def _lines(self) -> Iterator[str]:
+        """The file's lines, decoded one by one (UTF-8, an optional BOM); a bad byte stops the
+        read with the same message :func:`read_pairs` gives. CSV/TSV lines also end at a lone
+        carriage return, as :func:`read_pairs` reads them; JSON Lines end at line feeds only."""
+        split_cr = self.format != "jsonl"
+        if self._spool is not None:
+            self._spool.seek(0)
+            yield from _decoded_lines(self._spool, self.file, split_cr=split_cr)
+            return
+        try:
+            fh = open(self.file, "rb")  # noqa: SIM115 - closed below, after the generator is done
+        except FileNotFoundError:
+            raise _file_error(self.file, "file not found") from None
+        except IsADirectoryError:
+            raise _file_error(self.file, "is a directory, not a file") from None
+        except OSError as exc:
+            raise _file_error(self.file, f"cannot read file: {exc.strerror or exc}") from None
+        with fh:
+            yield from _decoded_lines(fh, self.file, split_cr=split_cr)
+
+
+class _Problems:
+    """A streamed check's problems, in :func:`read_pairs`' order (the parser's, then missing
+    columns, then the records'), at most :data:`MAX_KEPT_PROBLEMS` kept and the rest counted."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.structure: list[InputProblem] = []
+        self.rows: list[InputProblem] = []
+        self.missing: list[InputProblem] = []
+        self.not_kept = 0
+        self.not_kept_missing_field: Counter[str | None] = Counter()
+        self.done = False
+
+    def keep(self, structure: list[InputProblem], rows: list[InputProblem]) -> None:
+        """Move new problems out of the readers' lists, keeping no more than the cap."""
+        for source, kept in ((structure, self.structure), (rows, self.rows)):
+            for q in source:
+                if len(self.structure) + len(self.rows) < MAX_KEPT_PROBLEMS:
+                    kept.append(q)
+                else:
+                    self.not_kept += 1
+                    if q.message == "missing field":
+                        self.not_kept_missing_field[q.field] += 1
+            source.clear()
+
+    def settle(self, absent: Sequence[str]) -> None:
+        """A column no record has is one missing column, not a missing field on every record."""
+        self.rows = [q for q in self.rows if not (q.field in absent and q.message == "missing field")]
+        self.not_kept -= sum(self.not_kept_missing_field[c] for c in absent)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.structure or self.missing or self.rows or self.not_kept)
+
+    def error(self) -> InputError:
+        return InputError([*self.structure, *self.missing, *self.rows], not_kept=self.not_kept)
+
+
+def _is_regular_file(file: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(file).st_mode)
+    except OSError:
+        return True  # let the reader name the problem (not found, a directory, ...)
+
+
+def _spooled(file: str) -> Any:
+    """A temporary copy of standard input, a pipe or a process substitution (read once only)."""
+    import shutil
+    import tempfile
+
+    spool = tempfile.TemporaryFile()
+    if file == STDIN:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        return spool
+    try:
+        with open(file, "rb") as fh:
+            shutil.copyfileobj(fh, spool)
+    except OSError as exc:
+        spool.close()
+        raise _file_error(file, f"cannot read file: {exc.strerror or exc}") from None
+    return spool
+
+
+def _decoded_lines(fh: Any, file: str, *, split_cr: bool = False) -> Iterator[str]:
+    """Lines of a binary file as text. UTF-8 never puts a newline byte inside a character, so
+    decoding line by line is exact; the message of a bad byte is :func:`_decode`'s (its line is
+    counted in line feeds, as there). ``split_cr``: a lone carriage return also ends a line, as
+    in ``io.StringIO(text, newline="")`` (how :func:`read_pairs` reads CSV/TSV)."""
+    offset = 0
+    for lineno, raw in enumerate(fh, start=1):
+        skip = len(codecs.BOM_UTF8) if lineno == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+        try:
+            line = raw[skip:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            at = offset + skip + exc.start
+            hint = (" (the file looks like UTF-16; save it as UTF-8)"
+                    if lineno == 1 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "")
+            raise _file_error(file, f"not valid UTF-8: byte 0x{raw[skip + exc.start]:02x} at byte offset {at} "
+                                    f"(0-based, from the start of the file){hint}", row=lineno) from None
+        offset += len(raw)
+        if split_cr and "\r" in line:
+            yield from _LONE_CR.split(line)
+        else:
+            yield line
+
+
+#: The end of a line at a carriage return not followed by a line feed.
+_LONE_CR = re.compile(r"(?<=\r)(?!\n)(?=.)", re.S)
 
 
 def _reports_rows(

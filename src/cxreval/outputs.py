@@ -8,6 +8,7 @@ truncated ``judgements.jsonl`` beside a previous run's ``scores.json``.
 from __future__ import annotations
 
 import contextlib
+from glob import escape as glob_escape
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["OutputError", "OutputManifest", "atomic_writer", "atomic_write_text", "check_out_dir", "remove_stale"]
+__all__ = ["AtomicFile", "OutputError", "OutputManifest", "atomic_writer", "atomic_write_text", "check_out_dir", "remove_stale"]
 
 
 class OutputError(ValueError):
@@ -49,21 +50,74 @@ def check_out_dir(path: str | os.PathLike[str], *, flag: str = "--out") -> Path:
     return out
 
 
+class AtomicFile:
+    """A text file being written that replaces ``path`` only on :meth:`commit`.
+
+    The content goes to a temporary file in the same folder; :meth:`commit` syncs and renames it
+    over ``path``, :meth:`discard` deletes it. A streamed evaluation keeps several open while its
+    chunks arrive, and commits them together at the end.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, newline: str | None = None) -> None:
+        self.path = Path(path)
+        self.newline = newline
+        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
+        try:
+            self.fh: IO[str] = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+        except BaseException:
+            os.close(fd)
+            self.discard()
+            raise
+
+    def append(self, text: str) -> None:
+        """Add ``text`` with the file closed in between: a run writing hundreds of files at once
+        (one folder per system) holds no descriptor for each."""
+        if not self.fh.closed:
+            self.fh.close()
+        with open(self.tmp, "a", encoding="utf-8", newline=self.newline) as fh:
+            fh.write(text)
+
+    def commit(self) -> None:
+        """Make the written content ``path``'s."""
+        if self.fh.closed:
+            with open(self.tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+        else:
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        """Forget the content; ``path`` keeps what it held."""
+        if hasattr(self, "fh"):
+            self.fh.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+
+    @staticmethod
+    def remove_leftovers(path: str | os.PathLike[str]) -> list[Path]:
+        """Delete temporary files of ``path`` that a killed run left behind (SIGKILL runs no
+        cleanup); a run calls this before writing ``path`` again."""
+        target = Path(path)
+        removed = []
+        for leftover in target.parent.glob(f".{glob_escape(target.name)}.*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+                removed.append(leftover)
+        return removed
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], *, newline: str | None = None) -> Iterator[IO[str]]:
     """Open a text file for writing that replaces ``path`` only when the block ends cleanly."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
+    file = AtomicFile(path, newline=newline)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        yield file.fh
+        file.commit()
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        file.discard()
         raise
 
 

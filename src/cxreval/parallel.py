@@ -12,7 +12,8 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 #: Most items in one chunk (one task of a worker).
@@ -48,3 +49,18 @@ def chunked(items: Sequence[Any], workers: int, most: int = CHUNK_ITEMS) -> list
 def ignore_sigint() -> None:
     """For a worker's initializer: the parent handles Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def bounded_imap(pool: Any, fn: Callable[[Any], Any], items: Iterable[Any], *, window: int) -> Iterator[Any]:
+    """``pool.imap(fn, items)`` in order, with at most ``window`` items handed out at a time.
+
+    ``Pool.imap`` reads its whole input ahead into the task queue; a stream of a million pairs
+    would then sit in memory. Here the next item is read only when a result has come back.
+    """
+    pending: deque[Any] = deque()
+    for item in items:
+        pending.append(pool.apply_async(fn, (item,)))
+        if len(pending) >= window:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()

@@ -100,9 +100,10 @@ class ClinicalReward:
         return list(self._references)
 
     def _reference(self, text: str) -> Any:
+        """A reference's entity states, read once (references repeat across a group and steps)."""
         hit = self._references.get(text)
         if hit is None:
-            hit = self._references[text] = self._evaluator.extractor.extract(text)
+            hit = self._references[text] = self._evaluator.extractor.extract(text).states()
             if len(self._references) > self._cache_size:
                 self._references.popitem(last=False)
         else:
@@ -111,12 +112,12 @@ class ClinicalReward:
 
     def score_one(self, reference: Any, completion: Any) -> float:
         """The reward of one completion against one reference."""
-        from cxreval.judge.compare import compare_extractions
+        from cxreval.judge.compare import compare_states
 
         ev = self._evaluator
         ref = self._reference(completion_text(reference))
-        cand = ev.extractor.extract(completion_text(completion))
-        rows = compare_extractions("r", ref, cand, ev.ontology, ev.uncertain)
+        cand = ev.extractor.extract(completion_text(completion)).states()
+        rows = compare_states("r", ref, cand, ev.ontology, ev.uncertain)
         if self.shape == "entity-f1":
             tp = sum(r.presence == "TP" for r in rows)
             wrong = sum(r.presence in ("FP", "FN") for r in rows)

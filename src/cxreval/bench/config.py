@@ -10,7 +10,7 @@ a system whose reports mostly equal their references is flagged by the runner.
 name: rexrank-iu-test
 out: bench-out/rexrank-iu-test
 data_dir: ../../../shared/data
-engine: {name: rules, uncertain: positive}
+engine: {name: rules, uncertain: positive}   # optional: executor: ray, ray_address: auto (cxreval[ray])
 metrics: [spec-errors, bleu2, rouge-l, bleu4-corpus]
 rank_by: spec-errors
 bootstrap: {resamples: 1000, seed: 0}
@@ -155,13 +155,27 @@ class EngineConfig(_Model):
     ontology: Path | None = None
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
+    executor: Literal["local", "ray"] | None = Field(None, description=(
+        "where the rule engine judges the missing pairs: local processes, or Ray actors (workers of them; "
+        "optional extra 'ray'); None = local, or ray when ray_address is set"))
+    ray_address: str | None = Field(None, min_length=1, description=(
+        "an existing Ray cluster (auto, ray://head:10001, head:6379); None = start a local one"))
 
     @model_validator(mode="after")
     def _graded_needs_rules(self) -> "EngineConfig":
         if self.name != "rules" and self.uncertain not in ("positive", "negative"):
             raise ValueError(f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
                              f"grades; engine {self.name!r} takes positive or negative")
+        if self.ray_address is not None and self.executor == "local":
+            raise ValueError("ray_address applies to executor: ray")
+        if self.on_ray and self.name != "rules":
+            raise ValueError(f"executor: ray applies to the rules engine; engine {self.name!r} judges in this process")
         return self
+
+    @property
+    def on_ray(self) -> bool:
+        """Whether the rule engine's pairs are judged on Ray (``executor: ray``, or a ``ray_address``)."""
+        return self.executor == "ray" or (self.executor is None and self.ray_address is not None)
 
 
 class BootstrapConfig(_Model):

@@ -231,6 +231,17 @@ def _judge_chunk(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]
     return out
 
 
+def _ray_judge_state(ontology: str | None, uncertain: str, spec_compat: bool) -> None:
+    """A Ray actor's :func:`_judge_chunk` evaluator (Ray handles Ctrl-C in its own workers)."""
+    from cxreval.evaluate import Evaluator
+
+    _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
+
+
+def _ray_judge_chunk(state: None, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    return _judge_chunk(items)
+
+
 def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]) -> list[Any]:
     name, options, refs, cands = task
     metrics = _WORKER.setdefault("metrics", {})
@@ -326,6 +337,13 @@ class Runner:
             check_out_dir(self.out, flag=self.out_flag)
         except OutputError as exc:
             problems.append(str(exc))
+        if self.config.engine.on_ray:
+            from cxreval.ray_executor import RayUnavailable, import_ray
+
+            try:
+                import_ray()
+            except RayUnavailable as exc:
+                problems.append(f"engine.executor: ray: {exc}")
         for name in self.config.metrics:
             if name == JUDGEMENT_METRIC:
                 continue
@@ -439,6 +457,18 @@ class Runner:
         items = sorted(items, key=lambda t: (t[1], t[2]))
         ontology = None if eng.ontology is None else str(eng.ontology)
         chunks = _chunked(items, self.workers)
+        if eng.on_ray:  # the same chunks, judged by Ray actors (cxreval.ray_executor)
+            from contextlib import closing
+            from functools import partial
+
+            from cxreval.ray_executor import ray_imap
+
+            make = partial(_ray_judge_state, ontology, eng.uncertain, eng.spec_compat)
+            with closing(ray_imap(make, _ray_judge_chunk, chunks, workers=self.workers,
+                                  address=eng.ray_address)) as judged:  # actors stop on Ctrl-C too
+                for part in judged:
+                    store(part)
+            return
         if self.workers <= 1 or len(items) < PARALLEL_MIN_PAIRS:
             _WORKER["evaluator"] = self.evaluator
             for chunk in chunks:

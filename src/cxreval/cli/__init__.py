@@ -13,7 +13,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -44,12 +44,13 @@ from cxreval.cli.common import (
 )
 from cxreval.cli.bench import bench
 from cxreval.cli.meta import meta_app
-from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, ReportPair, read_pair_files, read_pairs
+from cxreval.cli.review import review_app
+from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import Ontology, OntologyError, load_ontology
 from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
-    from cxreval.evaluate import EvaluationResult
+    from cxreval.evaluate import EvaluationResult, EvaluationScores
 
 app = typer.Typer(
     help="Entity-level evaluation of generated chest X-ray reports (offline rule engine by default).",
@@ -90,6 +91,11 @@ class Engine(str, Enum):
     llm_extract = "llm-extract"
     llm_pairwise = "llm-pairwise"
     llm_pairwise_2pass = "llm-pairwise-2pass"
+
+
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
 
 
 class Provider(str, Enum):
@@ -187,6 +193,8 @@ def evaluate(
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores].")] = None,
+    executor: Annotated[Optional[Executor], typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
     engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine.rules,
     llm_config: LLMConfigOption = None,
@@ -225,6 +233,20 @@ def evaluate(
         _fail("give exactly one input: --pairs FILE, or --refs FILE --cands FILE, or --example")
     if (refs is None) != (cands is None):
         _fail("--refs and --cands go together")
+    if ray_address is not None and executor is Executor.local:
+        _fail("--ray-address applies to --executor ray")
+    on_ray = executor is Executor.ray or ray_address is not None
+    if on_ray and engine is not Engine.rules:
+        _fail(f"--executor ray applies to the rule engine; --engine {engine.value} judges in this process")
+    if on_ray and runs != 1:
+        _fail("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements every run")
+    if on_ray:
+        from cxreval.ray_executor import RayUnavailable, import_ray
+
+        try:
+            import_ray()
+        except RayUnavailable as exc:
+            _fail(str(exc))
     if (ref_id_col or cand_id_col or section) and refs is None:
         _fail("--ref-id-col, --cand-id-col and --section apply to two-file input (--refs, --cands)")
     if str(refs) == "-" and str(cands) == "-":
@@ -241,6 +263,8 @@ def evaluate(
     except OutputError as exc:
         _fail(str(exc))
     fmt = input_format.value if input_format else None
+    stream: PairStream | None = None
+    loaded: list[ReportPair] = []
     try:
         onto = load_ontology(ontology)
         with warnings.catch_warnings(record=True) as caught:
@@ -248,11 +272,15 @@ def evaluate(
             if example or pairs is not None:
                 source = example_path() if example else pairs
                 assert source is not None
-                loaded = read_pairs(
-                    source, id_col=id_col or "id", reference_col=reference_col or "reference",
-                    candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
-                    system_col=system_col, format=fmt,
-                )
+                columns = dict(id_col=id_col or "id", reference_col=reference_col or "reference",
+                               candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
+                               system_col=system_col, format=fmt)
+                if engine is Engine.rules and runs == 1 and PairStream.streams(source, fmt):
+                    # the rule engine streams: the file is checked whole, then read again pair by pair
+                    stream = PairStream(source, **columns)  # type: ignore[arg-type]
+                    stream.check()
+                else:
+                    loaded = read_pairs(source, **columns)  # type: ignore[arg-type]
             else:
                 assert refs is not None and cands is not None
                 ref_fmt, cand_fmt = _formats_of(fmt, refs, cands)
@@ -268,7 +296,8 @@ def evaluate(
     for w in caught:
         if issubclass(w.category, CopiedCandidatesWarning):
             err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
-    if not loaded:
+    counts = stream.systems if stream is not None else {s: len(g) for s, g in _by_system(loaded).items()}
+    if not sum(counts.values()):
         _fail("the input holds no pairs")
     llm = None
     try:
@@ -294,26 +323,46 @@ def evaluate(
     except (LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         return
-    groups = _by_system(loaded) if system_col else {None: loaded}
     try:
-        folders = _system_folders(out, groups)
+        folders = _system_folders(out, counts)
     except ValueError as exc:
         _fail(str(exc))
         return
-    outcomes: list[tuple[str | None, list[EvaluationResult]]] = []
+    outcomes: list[tuple[str | None, Sequence[EvaluationScores]]] = []
     try:
-        for system, group in groups.items():
-            results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
-            _save_runs(results, folders[system])
-            outcomes.append((system, results))
+        if engine is Engine.rules and runs == 1:
+            # streamed: each pair is judged and written as it comes (cxreval.streaming)
+            from cxreval.streaming import FILES, evaluate_systems_to
+
+            from cxreval.ray_executor import RayUnavailable
+
+            try:
+                scores = evaluate_systems_to(evaluator, folders, stream if stream is not None else loaded,
+                                             total=sum(counts.values()), progress=progress,
+                                             by_system=system_col is not None,
+                                             executor="ray" if on_ray else "local", ray_address=ray_address,
+                                             expected=counts, check_unique=False)  # the readers checked ids
+            except RayUnavailable as exc:  # the cluster could not be started or joined
+                _fail(str(exc))
+
+            for system in counts:
+                _record_outputs(folders[system], FILES)
+                outcomes.append((system, [scores[system]]))
+        else:
+            for system, group in _by_system(loaded).items():
+                results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
+                _save_runs(results, folders[system])
+                outcomes.append((system, results))
         if system_col:
             _save_systems(outcomes, out, folders)
     except KeyboardInterrupt:
-        done = f"results of {len(outcomes)} of {len(groups)} systems are in {out}; " if system_col and outcomes else ""
+        done = f"results of {len(outcomes)} of {len(counts)} systems are in {out}; " if system_col and outcomes else ""
         kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
                 if llm is not None else "rerun the same command to score again")
         err_console.print(f"[bold yellow]interrupted:[/] {escape(done + kept)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except InputError as exc:  # the input changed between its check and its reading
+        _fail(str(exc))
     except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
         _fail(f"cannot write the results to {out}: {exc.strerror or exc}", EXIT_WRITE)
     if system_col:
@@ -330,7 +379,7 @@ def evaluate(
         )
         raise typer.Exit(EXIT_STOPPED)
     unscored = [msg for system, results in outcomes
-                if (msg := _unscored(system, results, len(groups[system]), allow_failures))]
+                if (msg := _unscored(system, results, counts[system], allow_failures))]
     if unscored:
         for msg in unscored:
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
@@ -338,7 +387,7 @@ def evaluate(
         raise typer.Exit(EXIT_UNSCORED)
 
 
-def _unscored(system: str | None, results: list[EvaluationResult], n_total: int, allow: float) -> str | None:
+def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: int, allow: float) -> str | None:
     """Why a system's pairs left unscored fail the run (``--allow-failures``), or None.
 
     Per system and per run (the worst run decides: a pair unscored in any run is a hole in that
@@ -356,7 +405,7 @@ def _unscored(system: str | None, results: list[EvaluationResult], n_total: int,
             f"{min(limit, n_total - 1)}")
 
 
-def _save_systems(outcomes: list[tuple[str | None, list[EvaluationResult]]], out: Path,
+def _save_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path,
                   folders: dict[str | None, Path]) -> None:
     """``systems.csv`` and the record of what this run wrote under ``out`` (stale entries go)."""
     from cxreval.evaluate import systems_frame
@@ -395,7 +444,7 @@ def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
 SYSTEMS_DIR = "systems"
 
 
-def _system_folders(out: Path, groups: dict[str | None, list[ReportPair]]) -> dict[str | None, Path]:
+def _system_folders(out: Path, groups: Mapping[str | None, object]) -> dict[str | None, Path]:
     """One output folder per system, ``OUT/systems/NAME`` (``out`` itself without a system column).
 
     Names are made safe for any file system; two systems whose safe names match ignoring case
@@ -414,6 +463,16 @@ def _system_folders(out: Path, groups: dict[str | None, list[ReportPair]]) -> di
         seen[name.lower()] = system
         folders[system] = out / SYSTEMS_DIR / name
     return folders
+
+
+def _record_outputs(folder: Path, names: Sequence[str]) -> None:
+    """Record what this run wrote into ``folder``; what an earlier run left there and this one did
+    not write is removed (see OutputManifest)."""
+    from cxreval.outputs import OutputManifest
+
+    manifest = OutputManifest(folder)
+    manifest.add(*names)
+    manifest.finish()
 
 
 def _save_runs(results: list[EvaluationResult], folder: Path) -> None:
@@ -435,7 +494,7 @@ def _save_runs(results: list[EvaluationResult], folder: Path) -> None:
     manifest.finish()
 
 
-def _print_results(results: list[EvaluationResult], out: Path, as_json: bool, top: int) -> None:
+def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool, top: int) -> None:
     from cxreval.evaluate import summarize_runs
     from cxreval.summary import print_runs
 
@@ -458,7 +517,7 @@ def _print_results(results: list[EvaluationResult], out: Path, as_json: bool, to
                       highlight=False, soft_wrap=True)
 
 
-def _print_systems(outcomes: list[tuple[str | None, list[EvaluationResult]]], out: Path, as_json: bool) -> None:
+def _print_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path, as_json: bool) -> None:
     from cxreval.evaluate import systems_frame, systems_signature
     from cxreval.summary import print_systems
 
@@ -502,11 +561,15 @@ def compare(
         onto = load_ontology(ontology)
         a = load_result(a_dir, onto)
         b = load_result(b_dir, onto)
-        result = compare_evaluations(a, b, resamples=resamples, permutations=permutations, seed=seed,
-                                     method=method.value, confidence=confidence)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            result = compare_evaluations(a, b, resamples=resamples, permutations=permutations, seed=seed,
+                                         method=method.value, confidence=confidence)
     except (ResultsError, OntologyError, SignatureMismatch, ValueError) as exc:
         _fail(str(exc))
         return
+    for w in caught:
+        err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     entity_ids = {e.id for e in onto.entities}
     tests = [t for t in result.tests if all_scores or t.name.split("/", 1)[0] not in entity_ids]
     if as_json:
@@ -657,3 +720,4 @@ def cache_cmd(
 app.command("agree")(agree)
 app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
+app.add_typer(review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data.")

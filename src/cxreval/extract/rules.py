@@ -286,11 +286,12 @@ class RuleExtractor:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
-        #: Mentions of a sentence (section name, sentence text) -> mentions with offsets relative to
-        #: the sentence; reports repeat sentences ("No pneumothorax."), so each is read once.
-        self._sentences: OrderedDict[tuple[str, str], tuple[Mention, ...]] = OrderedDict()
+        #: Mentions of a sentence: (section name, sentence text) -> (where the sentence started in
+        #: the report it was read from, its mentions there); reports repeat sentences ("No
+        #: pneumothorax."), so each is read once and its mentions moved to the next report.
+        self._sentences: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         #: The same for whole sections (section name, section text): sentences and normal statements.
-        self._sections: OrderedDict[tuple[str, str], tuple[Mention, ...]] = OrderedDict()
+        self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         self._cache_size = sentence_cache
 
     @property
@@ -320,21 +321,16 @@ class RuleExtractor:
         lo, hi = norm.span(section.start, section.end)
         key = (section.name, norm.original[lo:hi])
         hit = self._sections.get(key)
-        if hit is None:
-            tokens = scan_tokens(norm.text, section.start, section.end)
-            hit = (*self._read_sentences(norm, tokens, section.name, base=lo, source=""),
-                   *(_shifted(m, -lo, "") for m in self._normal_statements(norm, section)))
-            self._sections[key] = hit
-            if len(self._sections) > self._cache_size:
-                self._sections.popitem(last=False)
-        else:
+        if hit is not None:
             self._sections.move_to_end(key)
-        return [_shifted(m, lo, norm.original) for m in hit]
+            return _moved(hit, lo, norm.original)
+        tokens = scan_tokens(norm.text, section.start, section.end)
+        read = [*self._read_sentences(norm, tokens, section.name), *self._normal_statements(norm, section)]
+        self._remember(self._sections, key, (lo, tuple(read)))
+        return read
 
-    def _read_sentences(self, norm: NormalizedText, tokens: list[Token], section: str, *, base: int = 0,
-                        source: str | None = None) -> list[Mention]:
-        """:meth:`_read_section` one sentence at a time, each distinct sentence read once; offsets
-        relative to ``base`` and evidence in ``source`` (default: the report, from 0).
+    def _read_sentences(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
+        """:meth:`_read_section` one sentence at a time, each distinct sentence read once.
 
         Reading never crosses a full stop (every window stops at a clause break, and evidence
         scopes are sentences), so a section's mentions are its sentences' mentions;
@@ -342,7 +338,6 @@ class RuleExtractor:
         """
         out: list[Mention] = []
         starts, ends, original = norm.starts, norm.ends, norm.original
-        text = original if source is None else source
         a = 0
         n = len(tokens)
         while a < n:
@@ -354,15 +349,20 @@ class RuleExtractor:
             key = (section, original[lo:hi])
             hit = self._sentences.get(key)
             if hit is None:
-                hit = tuple(_shifted(m, -lo, "") for m in self._read_section(norm, tokens[a:b], section))
-                self._sentences[key] = hit
-                if len(self._sentences) > self._cache_size:
-                    self._sentences.popitem(last=False)
+                read = self._read_section(norm, tokens[a:b], section)
+                self._remember(self._sentences, key, (lo, tuple(read)))
+                out.extend(read)
             else:
                 self._sentences.move_to_end(key)
-            out.extend(_shifted(m, lo - base, text) for m in hit)
+                out.extend(_moved(hit, lo, original))
             a = b
         return out
+
+    def _remember(self, cache: "OrderedDict[tuple[str, str], _Cached]", key: tuple[str, str], value: "_Cached") -> None:
+        """Add to an LRU cache of at most ``sentence_cache`` entries."""
+        cache[key] = value
+        if len(cache) > self._cache_size:
+            cache.popitem(last=False)
 
     # -- one section ---------------------------------------------------------------------
     def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
@@ -644,9 +644,18 @@ class RuleExtractor:
         return out
 
 
+#: A cached reading: where the text started in the report it was read from, and its mentions there.
+_Cached = tuple[int, tuple[Mention, ...]]
+
+
+def _moved(cached: _Cached, start: int, source: str) -> list[Mention]:
+    """A cached reading's mentions for the same text starting at ``start`` of report ``source``."""
+    base, mentions = cached
+    return [_shifted(m, start - base, source) for m in mentions]
+
+
 def _shifted(m: Mention, by: int, source: str) -> Mention:
-    """``m`` with its offsets moved by ``by`` and its evidence read from ``source`` (a cached
-    mention is stored relative to its sentence or section, with no text).
+    """``m`` with its offsets moved by ``by`` and its evidence read from ``source``.
 
     What ``m.model_copy(update=...)`` does, without its generic copying: this runs for every
     mention of every report read from the caches, and ``m`` was validated when it was made.

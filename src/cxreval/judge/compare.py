@@ -21,6 +21,7 @@ Decisions (documented in the README):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
@@ -102,8 +103,19 @@ def compare_extractions(
 ) -> list[EntityJudgement]:
     """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order
     (``spec_compat``: SPEC-CXR's three comparison values only, see :func:`judge_comparison`)."""
-    ref_states = reference.states()
-    cand_states = candidate.states()
+    return compare_states(pair_id, reference.states(), candidate.states(), ontology, uncertain, spec_compat)
+
+
+def compare_states(
+    pair_id: str,
+    ref_states: Mapping[str, EntityState],
+    cand_states: Mapping[str, EntityState],
+    ontology: Ontology,
+    uncertain: UncertainPolicy = "positive",
+    spec_compat: bool = False,
+) -> list[EntityJudgement]:
+    """:func:`compare_extractions` of the two reports' entity states (:meth:`Extraction.states`),
+    for a caller that keeps a report's states to compare it many times (the RL reward)."""
     rows: list[EntityJudgement] = []
     mentioned = ref_states.keys() | cand_states.keys()
     for entity in ontology.entities:
@@ -123,8 +135,8 @@ def compare_extractions(
                 severity = judge_severity(ref, cand)
             if "comparison" in entity.attributes:
                 comparison = judge_comparison(ref, cand, spec_compat)
-        rows.append(
-            EntityJudgement(
+        rows.append(  # every value is one of the Literals above: built without re-validating (hot path)
+            EntityJudgement.model_construct(
                 pair_id=pair_id,
                 entity=entity.id,
                 presence=presence,

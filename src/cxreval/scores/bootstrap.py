@@ -13,12 +13,14 @@ Score names are those of :data:`cxreval.scores.spec.HEADLINE` (``presence_macro_
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from cxreval.io import fingerprints_comparable
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import ATTRIBUTES
 from cxreval.scores.ratios import presence_prf, safe_div
@@ -161,9 +163,13 @@ def compare_evaluations(
     """
     check_comparable(a.signature, b.signature)
     ra, rb = getattr(a, "references_sha256", None), getattr(b, "references_sha256", None)
-    if ra is not None and rb is not None and ra != rb:
+    if fingerprints_comparable(ra, rb) and ra != rb:
         raise ValueError("the two evaluations were scored against different references (their references_sha256 "
                          "differ): a paired test needs the same reference reports")
+    if ra is not None and rb is not None and not fingerprints_comparable(ra, rb):
+        warnings.warn("one of the two evaluations was written by an older cxreval, whose references fingerprint "
+                      "cannot be checked against this one; only the pair ids are known to match (re-run "
+                      "cxreval evaluate on it to check the references too)", stacklevel=2)
     if sorted(a.pair_ids) != sorted(b.pair_ids):
         raise ValueError("the two evaluations do not cover the same pair ids")
     cache_a = evaluation_cache(a)

@@ -119,8 +119,12 @@ def judgement_frame(rows: Sequence[EntityJudgement]) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)
 
 
-def _count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
-    """Per-entity counts: TP/FP/FN and, per attribute, correct / judged / not-available."""
+def count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
+    """Per-entity counts: TP/FP/FN and, per attribute, correct / judged / not-available.
+
+    Counts add: the table of a whole set of pairs is the sum of its chunks' tables, which is how
+    a streamed evaluation scores pairs it no longer holds (:class:`cxreval.scores.spec.SpecTotals`).
+    """
     ids = ontology.entity_ids
     counts = pd.DataFrame(0, index=pd.Index(ids, name="entity"), columns=[
         "TP", "FP", "FN",
@@ -169,7 +173,11 @@ def _presence(row: pd.Series, n_pairs: int) -> PresenceScore:
 
 def entity_scores(frame: pd.DataFrame, ontology: Ontology, n_pairs: int) -> list[EntityScore]:
     """One :class:`EntityScore` per ontology entity, in ontology order."""
-    counts = _count_table(frame, ontology)
+    return scores_of_counts(count_table(frame, ontology), ontology, n_pairs)
+
+
+def scores_of_counts(counts: pd.DataFrame, ontology: Ontology, n_pairs: int) -> list[EntityScore]:
+    """One :class:`EntityScore` per ontology entity from a :func:`count_table` of ``n_pairs`` pairs."""
     out: list[EntityScore] = []
     for e in ontology.entities:
         row = counts.loc[e.id]

@@ -8,11 +8,11 @@ rows); errors per pair and their distribution; error-free and critical-error-fre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cxreval.scores.entity import Averages, EntityScore, GroupScore, averages, entity_scores, group_scores
-from cxreval.scores.report import ErrorDistribution, error_distribution, pair_errors
+from cxreval.scores.entity import Averages, EntityScore, GroupScore, averages, count_table, group_scores, scores_of_counts
+from cxreval.scores.report import ErrorDistribution, add_histograms, distribution_of, error_histogram, pair_errors
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,25 +22,87 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class SpecScores:
-    """The SPEC-CXR scores of one judgement table."""
+class SpecTotals:
+    """The additive statistics every SPEC number is computed from: per-entity counts, pairs,
+    pairs per exact error count, and pairs free of critical errors.
+
+    Totals of two sets of pairs add (``a + b``), so a streamed evaluation keeps only these while
+    its pairs pass through, and scores them with :meth:`scores` exactly as a whole table is scored.
+    """
+
+    counts: "pd.DataFrame"  # :func:`cxreval.scores.entity.count_table`
+    n_pairs: int
+    error_histogram: dict[int, int] = field(default_factory=dict)
+    critical_error_free: int = 0
+
+    @classmethod
+    def of(cls, table: "JudgementTable", ontology: "Ontology") -> "SpecTotals":
+        """Totals of one judgement table."""
+        return cls.with_tables(table, ontology)[0]
+
+    @classmethod
+    def with_tables(cls, table: "JudgementTable", ontology: "Ontology") -> "tuple[SpecTotals, pd.DataFrame, pd.Series]":
+        """Totals of one judgement table, with its per-pair errors and critical errors (:func:`pair_errors`)."""
+        errors = pair_errors(table.frame, table.pair_ids)
+        critical = pair_errors(table.frame, table.pair_ids, entities=critical_entities(ontology))["errors"]
+        totals = cls(counts=count_table(table.frame, ontology), n_pairs=len(table.pair_ids),
+                     error_histogram=error_histogram(errors), critical_error_free=int((critical == 0).sum()))
+        return totals, errors, critical
+
+    @classmethod
+    def empty(cls, ontology: "Ontology") -> "SpecTotals":
+        """Totals of no pairs (the start of a sum)."""
+        import pandas as pd
+
+        from cxreval.judge.table import COLUMNS
+
+        frame = pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
+        return cls(counts=count_table(frame, ontology), n_pairs=0)
+
+    def __add__(self, other: "SpecTotals") -> "SpecTotals":
+        return SpecTotals(counts=self.counts + other.counts, n_pairs=self.n_pairs + other.n_pairs,
+                          error_histogram=add_histograms(self.error_histogram, other.error_histogram),
+                          critical_error_free=self.critical_error_free + other.critical_error_free)
+
+    def scores(self, ontology: "Ontology") -> "SpecSummary":
+        """Every SPEC number of these totals."""
+        ents = scores_of_counts(self.counts, ontology, self.n_pairs)
+        return SpecSummary(
+            entities=ents,
+            groups=group_scores(ents, ontology),
+            averages=averages(ents),
+            error_summary=distribution_of(self.error_histogram),
+            critical_error_free=self.critical_error_free / self.n_pairs if self.n_pairs else None,
+        )
+
+
+def critical_entities(ontology: "Ontology") -> list[str]:
+    """Ids of the entities the ontology marks critical (critical-error-free rates)."""
+    return [e.id for e in ontology.entities if e.critical]
+
+
+@dataclass(frozen=True)
+class SpecSummary:
+    """The SPEC-CXR scores of a set of pairs: what ``scores.json`` holds."""
 
     entities: list[EntityScore]
     groups: list[GroupScore]
     averages: Averages
-    errors: "pd.DataFrame"  # per pair: errors, then one column per error kind
     error_summary: ErrorDistribution
-    critical_errors: "pd.Series"  # per pair: errors on the ontology's critical entities
-
-    @property
-    def critical_error_free(self) -> float | None:
-        """Share of pairs with no error on a critical entity (``None`` for no pair)."""
-        n = len(self.critical_errors)
-        return float((self.critical_errors == 0).sum()) / n if n else None
+    critical_error_free: float | None
+    """Share of pairs with no error on a critical entity (``None`` for no pair)."""
 
     def headline(self) -> dict[str, float | None]:
-        """The :data:`HEADLINE` numbers of this table."""
+        """The :data:`HEADLINE` numbers."""
         return headline_values(self.averages, self.error_summary, self.critical_error_free)
+
+
+@dataclass(frozen=True)
+class SpecScores(SpecSummary):
+    """The SPEC-CXR scores of one judgement table, with its per-pair error tables."""
+
+    errors: "pd.DataFrame"  # per pair: errors, then one column per error kind
+    critical_errors: "pd.Series"  # per pair: errors on the ontology's critical entities
 
 
 #: The headline numbers: (name, higher is better, metric id in signatures). One list, used by
@@ -79,15 +141,8 @@ def headline_values(averages: Averages, error_summary: ErrorDistribution,
 
 
 def spec_scores(table: "JudgementTable", ontology: "Ontology") -> SpecScores:
-    """All SPEC-CXR scores of ``table`` (its ``pair_ids`` are the pairs; TN rows may be implicit)."""
-    ents = entity_scores(table.frame, ontology, len(table.pair_ids))
-    errors = pair_errors(table.frame, table.pair_ids)
-    critical = [e.id for e in ontology.entities if e.critical]
-    return SpecScores(
-        entities=ents,
-        groups=group_scores(ents, ontology),
-        averages=averages(ents),
-        errors=errors,
-        error_summary=error_distribution(errors),
-        critical_errors=pair_errors(table.frame, table.pair_ids, entities=critical)["errors"],
-    )
+    """All SPEC-CXR scores of ``table`` (its ``pair_ids`` are the pairs; TN rows may be implicit),
+    computed from its :class:`SpecTotals`, as a streamed evaluation computes them."""
+    totals, errors, critical = SpecTotals.with_tables(table, ontology)
+    summary = totals.scores(ontology)
+    return SpecScores(**summary.__dict__, errors=errors, critical_errors=critical)

@@ -1,0 +1,370 @@
+"""Evaluation in bounded memory: pairs pass through in chunks, are judged, written and summed.
+
+``cxreval evaluate`` with the rule engine goes this way. Each chunk of pairs is judged (in this
+process, or by the workers of :mod:`cxreval.parallel`, which also serialise their chunk's rows),
+its judgement rows and error counts are appended to ``judgements.jsonl`` and ``errors.csv`` as
+they come, and only the additive :class:`~cxreval.scores.spec.SpecTotals` and the references'
+fingerprint are kept. So memory does not grow with the number of pairs, and the files and
+scores are those :meth:`cxreval.evaluate.EvaluationResult.save` writes for the whole input
+(``tests/test_streaming.py`` compares them byte for byte).
+
+The files are written to temporary files and renamed when the last chunk is in; the previous
+``scores.json`` is removed first and the new one is written last, so a folder holding a
+``scores.json`` always holds that run's other files, and an interrupted run leaves the previous
+files whole.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, progress_iter
+from cxreval.evaluate import PROGRESS_MIN_PAIRS, EvaluationScores, Evaluator, errors_table
+from cxreval.io import ReportPair, fingerprint_hex, reference_digest
+from cxreval.judge.table import COLUMNS
+from cxreval.outputs import AtomicFile, atomic_write_text, remove_stale
+from cxreval.scores.report import pair_errors
+from cxreval.scores.spec import SpecTotals
+
+if TYPE_CHECKING:
+    from cxreval.ontology import Ontology
+    from cxreval.scores import Signature
+
+#: Pairs judged as one chunk (one task of a worker).
+CHUNK_PAIRS = 1_000
+#: The files a streamed evaluation writes into each folder, ``scores.json`` last.
+FILES = ("judgements.jsonl", "errors.csv", "scores.json")
+
+#: Where chunks are judged: this machine's process pool, or a Ray cluster.
+EXECUTORS = ("local", "ray")
+
+#: One pair as a chunk carries it: id, reference, candidate, kept input columns.
+PairItem = tuple[str, str, str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class JudgedChunk:
+    """What one chunk of pairs adds to a results folder."""
+
+    n_pairs: int
+    judgements: str
+    """The chunk's lines of ``judgements.jsonl``."""
+    errors_header: str
+    """``errors.csv``'s header for these columns (written once, before the first chunk's rows)."""
+    errors: str
+    """The chunk's rows of ``errors.csv``."""
+    totals: SpecTotals
+    reference_digests: int
+    """Sum of the chunk's :func:`~cxreval.io.reference_digest` values."""
+
+
+def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
+    """Judge a chunk of pairs with the rule engine and render what it adds to the results.
+
+    The one function both paths run (this process, or a worker), so they cannot differ.
+    """
+    pairs = [ReportPair(pair_id=pid, reference=ref, candidate=cand, meta=meta) for pid, ref, cand, meta in items]
+    table = engine.judge_here(pairs).table
+    totals, errors, _ = SpecTotals.with_tables(table, engine.ontology)
+    meta = {p.pair_id: p.meta for p in pairs} if any(p.meta for p in pairs) else {}
+    kept = errors_table(errors, meta)
+    engine.trim_cache()
+    return JudgedChunk(
+        n_pairs=len(pairs),
+        judgements="".join(row.model_dump_json() + "\n" for row in table.rows()),
+        errors_header=kept.iloc[:0].to_csv(),
+        errors=kept.to_csv(header=False),
+        totals=totals,
+        reference_digests=sum(reference_digest(p.pair_id, p.reference) for p in pairs),
+    )
+
+
+class ResultWriter:
+    """One results folder, filled chunk by chunk (:data:`FILES`); :meth:`commit` makes it whole."""
+
+    def __init__(self, folder: str | Path, ontology: "Ontology", signature: "Signature") -> None:
+        self.folder = Path(folder)
+        self.ontology = ontology
+        self.signature = signature
+        self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale(self.folder, ["scores.json"])  # until this run's is written, the folder holds no result
+        for name in FILES:
+            AtomicFile.remove_leftovers(self.folder / name)
+        self.totals = SpecTotals.empty(ontology)
+        self.reference_digests = 0
+        self._judgements = AtomicFile(self.folder / "judgements.jsonl")
+        try:
+            self._errors = AtomicFile(self.folder / "errors.csv", newline="")
+        except BaseException:
+            self._judgements.discard()
+            raise
+        self._judgements.fh.close()  # opened per chunk (AtomicFile.append): no descriptor held per folder
+        self._errors.fh.close()
+        self._header_written = False
+
+    def add(self, chunk: JudgedChunk) -> None:
+        """Append a judged chunk's rows and add its totals."""
+        if not self._header_written:
+            self._errors.append(chunk.errors_header)
+            self._header_written = True
+        self._judgements.append(chunk.judgements)
+        self._errors.append(chunk.errors)
+        self.totals = self.totals + chunk.totals
+        self.reference_digests += chunk.reference_digests
+
+    def scores(self) -> EvaluationScores:
+        """The scores of every pair added so far."""
+        spec = self.totals.scores(self.ontology)
+        return EvaluationScores(
+            signature=self.signature, n_pairs=self.totals.n_pairs, entities=spec.entities, groups=spec.groups,
+            averages=spec.averages, error_summary=spec.error_summary, ontology=self.ontology,
+            critical_error_free=spec.critical_error_free,
+            references_sha256=fingerprint_hex(self.reference_digests),
+        )
+
+    def commit(self) -> EvaluationScores:
+        """Rename the files into place, then write ``scores.json``; return the scores."""
+        if not self._header_written:  # no pair at all: the header of an empty table
+            self._errors.append(pair_errors(_empty_frame(), []).to_csv())
+            self._header_written = True
+        self._judgements.commit()
+        self._errors.commit()
+        remove_stale(self.folder, ["failures.jsonl"])  # the rule engine fails no pair
+        scores = self.scores()
+        atomic_write_text(self.folder / "scores.json", scores.scores_json())
+        return scores
+
+    def discard(self) -> None:
+        """Drop what was written; the folder keeps its previous files (but no ``scores.json``)."""
+        self._judgements.discard()
+        self._errors.discard()
+
+
+def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[ReportPair], *,
+                total: int | None = None, progress: bool | None = None, executor: str = "local",
+                ray_address: str | None = None) -> EvaluationScores:
+    """Judge ``pairs`` with ``evaluator`` and write ``judgements.jsonl``, ``errors.csv`` and
+    ``scores.json`` into ``out_dir``; return the scores.
+
+    The rule engine streams: ``pairs`` may be any iterable, read once, chunk by chunk, and memory
+    stays flat however many there are; the files are those ``evaluator.evaluate(pairs).save()``
+    writes. LLM engines judge the whole list, then save. ``total`` (the number of pairs, when
+    known) sizes the progress bar and decides whether the rule engine's workers are worth starting.
+    ``executor="ray"`` judges the rule engine's chunks on a Ray cluster (see :func:`evaluate_stream`).
+
+    >>> from cxreval import Evaluator, ReportPair
+    >>> import tempfile
+    >>> pairs = [ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion.")]
+    >>> evaluate_to(Evaluator(), tempfile.mkdtemp(), pairs).error_summary.mean
+    1.0
+    """
+    return evaluate_systems_to(evaluator, {None: Path(out_dir)}, pairs, total=total, progress=progress,
+                               by_system=False, executor=executor, ray_address=ray_address)[None]
+
+
+def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path], pairs: Iterable[ReportPair], *,
+                        total: int | None = None, progress: bool | None = None,
+                        by_system: bool = True, executor: str = "local",
+                        ray_address: str | None = None, expected: Mapping[str | None, int] | None = None,
+                        check_unique: bool = True) -> dict[str | None, EvaluationScores]:
+    """:func:`evaluate_to` for long-format input: each pair's results go to the folder of its
+    :attr:`ReportPair.system` (every system needs one); returns each system's scores, in order
+    of first appearance. ``by_system=False``: ``folders`` holds one folder, for every pair.
+    ``executor``, ``ray_address``, ``expected`` and ``check_unique``: see :func:`evaluate_stream`
+    (the rule engine only)."""
+    if progress is None:
+        progress = (total or 0) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
+    engine = evaluator.judge_engine
+    if isinstance(engine, RulesEngine):
+        if by_system:
+            to: Path | dict[str | None, Path] = dict(folders)
+        else:
+            [only] = folders.values()
+            to = Path(only)
+        return evaluate_stream(engine, pairs, to, workers=engine.workers, total=total, progress=progress,
+                               executor=executor, ray_address=ray_address, expected=expected,
+                               check_unique=check_unique)
+    if executor != "local" or ray_address is not None:
+        raise ValueError(f"executor {executor!r} and ray_address apply to the rule engine; "
+                         f"engine {engine.name!r} judges in this process")
+    groups: dict[str | None, list[ReportPair]] = {}
+    for p in pairs:
+        groups.setdefault(p.system if by_system else None, []).append(p)
+    out: dict[str | None, EvaluationScores] = {}
+    for system, group in groups.items():
+        if system not in folders:
+            raise ValueError(f"no output folder for system {system!r}")
+        result = evaluator.evaluate(group, progress=progress)
+        result.save(folders[system])
+        out[system] = result
+    return out
+
+
+def evaluate_stream(
+    engine: RulesEngine,
+    pairs: Iterable[ReportPair],
+    folders: Path | Mapping[str | None, Path],
+    *,
+    workers: int = 1,
+    total: int | None = None,
+    progress: bool = False,
+    chunk_pairs: int = CHUNK_PAIRS,
+    executor: str = "local",
+    ray_address: str | None = None,
+    expected: Mapping[str | None, int] | None = None,
+    check_unique: bool = True,
+) -> dict[str | None, EvaluationScores]:
+    """Judge ``pairs`` chunk by chunk and write each system's results folder as they come.
+
+    Pair ids must be unique within a system (``check_unique``: checked here, at the cost of a
+    set of ids; a reader that checked them already passes False), and every pair of a system
+    must keep the same columns (:attr:`ReportPair.meta` keys). ``expected``: the number of
+    pairs of each system, when known; a system's folder is then complete, and committed, as soon
+    as its last pair is in, so an interrupted long-format run keeps the systems it finished.
+    While this runs in the main thread, SIGTERM (a scheduler's stop) removes the temporary files
+    as Ctrl-C does, unless the program has its own SIGTERM handler.
+
+    ``folders`` is one folder for every pair, or a folder per :attr:`ReportPair.system` (long
+    format); a pair of a system with no folder is an error. ``workers`` > 1 judges in that many
+    processes when ``total`` (the number of pairs, when known) is at least
+    :data:`~cxreval.engines.PARALLEL_MIN_PAIRS`. ``executor="ray"`` judges the same chunks as
+    Ray tasks instead (:mod:`cxreval.ray_executor`; ``ray_address`` names an existing cluster,
+    None starts a local one with ``workers`` CPUs). Returns each system's scores, in order of
+    first appearance.
+    """
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if ray_address is not None and executor != "ray":
+        raise ValueError("ray_address applies to executor 'ray'")
+    writers: dict[str | None, ResultWriter] = {}
+    done: dict[str | None, EvaluationScores | None] = {}  # order of first appearance
+
+    def writer(system: str | None) -> ResultWriter:
+        if system not in writers:
+            if isinstance(folders, Path):
+                folder = folders
+            elif system in folders:
+                folder = folders[system]
+            else:
+                raise ValueError(f"no output folder for system {system!r}")
+            writers[system] = ResultWriter(folder, engine.ontology, engine.signature)
+            done[system] = None
+        return writers[system]
+
+    judged: Iterator[tuple[str | None, JudgedChunk]] | None = None
+    restore = _terminate_as_exit()
+    try:
+        if isinstance(folders, Path):
+            writer(None)  # one folder: written even when no pair comes
+        parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
+        if executor == "ray":
+            from cxreval.ray_executor import judge_in_ray
+
+            judged = judge_in_ray(engine, parts, workers=workers, address=ray_address, judge=judge_chunk)
+        elif workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS):
+            judged = _judge_in_workers(engine, parts, workers)
+        else:
+            judged = ((system, judge_chunk(engine, items)) for system, items in parts)
+        steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
+        for system, chunk in steps:
+            w = writer(system)
+            w.add(chunk)
+            if expected is not None and w.totals.n_pairs == expected.get(system):
+                done[system] = writers.pop(system).commit()
+        for system, w in list(writers.items()):
+            done[system] = writers.pop(system).commit()
+        return {system: scores for system, scores in done.items() if scores is not None}
+    except BaseException:
+        if judged is not None and hasattr(judged, "close"):
+            try:  # stop the workers / Ray actors now, not when the traceback is freed
+                judged.close()
+            except Exception:  # pragma: no cover - the first error is the one to report
+                pass
+        for w in writers.values():
+            w.discard()
+        raise
+    finally:
+        restore()
+
+
+def _terminate_as_exit() -> Any:
+    """Make SIGTERM raise SystemExit(143) while a stream runs, so its temporary files are removed
+    (Python's default for SIGTERM is to die at once); returns what puts the handler back. Only in
+    the main thread, and only where SIGTERM still has its default handler."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,
+            check_unique: bool = True) -> Iterator[tuple[str | None, list[PairItem]]]:
+    """Chunks of at most ``size`` pairs, each of one system (pairs keep their order within a system).
+
+    Each system's kept columns are those of its first pair, in that order (``errors.csv`` has one
+    header); a pair with other columns, or an id seen before in its system, is an error.
+    """
+    buffers: dict[str | None, list[PairItem]] = {}
+    columns: dict[str | None, tuple[str, ...]] = {}
+    seen: set[tuple[str | None, str]] = set()
+    for p in pairs:
+        system = p.system if by_system else None
+        if check_unique:
+            if (system, p.pair_id) in seen:
+                of = f" of system {system!r}" if system is not None else ""
+                raise ValueError(f"duplicate pair id {p.pair_id!r}{of}: ids must be unique (within a system)")
+            seen.add((system, p.pair_id))
+        keys = columns.setdefault(system, tuple(p.meta))
+        if len(p.meta) != len(keys) or any(k not in p.meta for k in keys):
+            raise ValueError(f"pair {p.pair_id!r} keeps the columns {sorted(p.meta)}, the first pair of its system "
+                             f"{sorted(keys)}: every pair must keep the same columns")
+        buf = buffers.setdefault(system, [])
+        buf.append((p.pair_id, p.reference, p.candidate, {k: p.meta[k] for k in keys}))
+        if len(buf) >= size:
+            yield system, buf
+            buffers[system] = []
+    for system, buf in buffers.items():
+        if buf:
+            yield system, buf
+
+
+def _judge_in_workers(engine: RulesEngine, parts: Iterable[tuple[str | None, list[PairItem]]],
+                      workers: int) -> Iterator[tuple[str | None, JudgedChunk]]:
+    """The chunks judged by ``workers`` processes, in order, a few chunks in flight at a time."""
+    from cxreval.parallel import bounded_imap, worker_pool
+
+    init = (engine.ontology, engine.uncertain, engine.spec_compat)
+    with worker_pool(workers, _init_worker, init) as pool:
+        yield from bounded_imap(pool, _judge_in_worker, parts, window=2 * workers)
+
+
+_WORKER: dict[str, RulesEngine] = {}
+
+
+def _init_worker(ontology: "Ontology", uncertain: Any, spec_compat: bool) -> None:
+    from cxreval.parallel import ignore_sigint
+
+    ignore_sigint()
+    _WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
+
+
+def _judge_in_worker(part: tuple[str | None, list[PairItem]]) -> tuple[str | None, JudgedChunk]:
+    system, items = part
+    return system, judge_chunk(_WORKER["engine"], items)
+
+
+def _empty_frame() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
