@@ -109,6 +109,7 @@ class MetricCase:
     atol: float = 0.0  # batch composition may move values this much (padding in an encoder)
     slack: float = 0.0  # rounding past the bounds that the metric's own reference also shows
     extra: str = ""  # what to install when the metric is unavailable
+    cased: str = ""  # why reports that differ only in case are not perfect (a cased encoder); "" : they are
 
 
 def _sacrebleu(options: Options) -> Any:
@@ -283,6 +284,37 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         reference=_bertscore_reference,
         extra="pip install 'cxreval[bertscore]'",
     ),
+    # Weight-based metrics (issue 16): unavailable without a local checkpoint folder
+    # (model_path or $CXREVAL_WEIGHTS); tests/test_weight_metrics.py runs these checks on tiny
+    # random checkpoints of the same architectures and checks the values by hand there
+    # (test_bertscore_distilroberta_equals_bert_score_by_hand, test_sembscore_values,
+    # test_radcliq_formula_by_hand): reference_elsewhere names tests of test_lexical only.
+    MetricCase(
+        "bertscore-distilroberta", "bertscore-f1",
+        # rescaled F = (F - b) / (1 - b) with F in [-1, 1] and b = 0.8473319 (layer-5 baseline)
+        bounds=(-(1 + 0.8473319) / (1 - 0.8473319), 1), perfect=1.0, atol=1e-5,
+        variants=(Variant(lambda: {"idf": True}, ("idf:refs",)), Variant(lambda: {"max_length": 16}, ("max_length:16",))),
+        unsigned={"batch_size": "batching does not change the values (padding is masked)",
+                  "model_path": "shown as the folder's name and its weights' hash in model:"},
+        cased="distilroberta-base is cased and ReXrank does not lowercase: case-only differences cost",
+        extra="a local distilroberta-base folder: model_path=... or $CXREVAL_WEIGHTS/distilroberta-base "
+              "(pip install 'cxreval[weights]')",
+    ),
+    MetricCase(
+        "sembscore", "sembscore", bounds=(-1, 1), perfect=1.0, atol=1e-5,
+        unsigned={"batch_size": "batching does not change the values (padding is masked)",
+                  "model_path": "shown as the folder's name and its weights' hash in model:"},
+        extra="a local CheXbert folder (chexbert.pth + vocab.txt): model_path=... or $CXREVAL_WEIGHTS/chexbert "
+              "(pip install 'cxreval[weights]')",
+    ),
+    MetricCase(
+        # lower is better; identical reports give every input its best value (RadCliQ's practical minimum)
+        "radcliq-v1", "radcliq-v1", bounds=(-1.4406903118732053, np.inf), perfect=-1.4406903118732053,
+        atol=1e-5, slack=1e-10,
+        unsigned={"bertscore_path": "its component's model: field", "chexbert_path": "its component's model: field",
+                  "radgraph_path": "its component's model: field"},
+        extra="RadGraph-F1 (not in cxreval yet) plus the bertscore-distilroberta and sembscore checkpoints",
+    ),
     # LLM error metrics (issue 16): they need an endpoint, so the default build is unavailable
     # here; tests/test_green.py runs them against the loopback server with hand-computed values.
     *[MetricCase(
@@ -353,10 +385,11 @@ class MetricTester:
         assert ((ok >= lo) & (ok <= hi)).all(), f"{c.name}: values outside [{lo}, {hi}]: {ok[(ok < lo) | (ok > hi)]}"
         if c.integer:
             assert np.array_equal(ok, np.round(ok)), f"{c.name}: non-integer counts {ok}"
-        same = self.scores(refs=[r for r, _ in IDENTICAL], cands=[x for _, x in IDENTICAL])
+        identical = [(r, x) for r, x in IDENTICAL if not (c.cased and r != x)]
+        same = self.scores(refs=[r for r, _ in identical], cands=[x for _, x in identical])
         if c.nan is not None:  # undefined for identical reports that state nothing it counts
             same = np.where(np.isnan(same), c.perfect, same)
-        assert self.close(same, np.full(len(IDENTICAL), c.perfect), atol=max(c.atol, 1e-12)), (
+        assert self.close(same, np.full(len(identical), c.perfect), atol=max(c.atol, 1e-12)), (
             f"{c.name}: identical reports score {same}, not {c.perfect}")
         empty = self.metric.score_pairs([], [])
         assert isinstance(empty, np.ndarray) and empty.shape == (0,)

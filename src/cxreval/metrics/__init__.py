@@ -1,10 +1,13 @@
 """Report metrics behind one interface (:class:`Metric`: additive per-pair statistics and a
 ``compute`` of their sums), and the registry: cxreval's SPEC and label metrics, lexical metrics,
-BERTScore, LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
+BERTScore (MiniLM, and ReXrank's distilroberta-base), SembScore, RadCliQ-v1, LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
 
-# LLM error metrics (GREEN-style, FineRadScore-style): registered on import; nothing heavy at import.
+# Registered on import, nothing heavy at import: LLM error metrics (GREEN-style,
+# FineRadScore-style) and weight-based metrics from local checkpoints (SembScore, RadCliQ-v1).
+from cxreval.metrics import chexbert as _chexbert  # noqa: F401
 from cxreval.metrics import fineradscore as _fineradscore  # noqa: F401
 from cxreval.metrics import green as _green  # noqa: F401
+from cxreval.metrics import radcliq as _radcliq  # noqa: F401
 from cxreval.metrics.base import (
     CorpusScore,
     Metric,
