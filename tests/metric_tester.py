@@ -180,9 +180,10 @@ def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[st
         opts = dict(options)
         label_uncertain = opts.pop("label_uncertain", "negative")
         undefined = opts.pop("undefined", "skip")
+        certainty = opts.pop("certainty", "negative")
         ev = Evaluator(**opts)
         pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
-        ref, cand = project_pairs(ev, pairs, ev.ontology, labelset)
+        ref, cand = project_pairs(ev, pairs, ev.ontology, labelset, certainty=certainty)
         v = label_metrics(ref, cand, labelset=labelset, uncertain=label_uncertain, undefined=undefined).macro_f1
         return np.nan if v is None else float(v)
 
@@ -267,7 +268,8 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
     *[MetricCase(
         name, name, bounds=(0, 1), perfect=1.0,
         variants=(Variant(lambda: {"label_uncertain": "positive"}, ("uncertain:positive",)),
-                  Variant(lambda: {"undefined": "zero"}, ("undefined:zero",))),
+                  Variant(lambda: {"undefined": "zero"}, ("undefined:zero",)),
+                  Variant(lambda: {"certainty": "probable-alternative"}, ("certainty:probable-alternative",))),
         unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
                   "ontology": "in the signature's ontology field; the test ontology has no label sets"},
         nan="no label is positive in either report: every label's F1 is undefined",

@@ -251,3 +251,20 @@ def test_projection_maps_grades_by_policy(ex, labelset, policy):
     # definite and negated do not depend on the policy
     assert project_extraction(ex.extract("Left basilar atelectasis."), onto, labelset, certainty=policy)["Atelectasis"] == 1
     assert project_extraction(ex.extract("No atelectasis."), onto, labelset, certainty=policy)["Atelectasis"] == 0
+
+
+def test_the_registered_label_metrics_take_the_certainty_policy_and_sign_it() -> None:
+    """bench's label metrics project hedges by a named policy (default: the labelers' negative)."""
+    from cxreval.metrics import get_metric
+
+    refs = ["Likely right lower lobe pneumonia.", "Atelectasis or scarring at the left base."]
+    cands = ["Right lower lobe pneumonia.", "Left basilar atelectasis."]
+    default = get_metric("labels-chexpert14")
+    leaning = get_metric("labels-chexpert14", certainty="probable-alternative")
+    assert "certainty:negative" in str(default.signature)
+    assert "certainty:probable-alternative" in str(leaning.signature)
+    # a probable ("likely") and an alternative ("X or Y") hedge: -1 under the default, 1 when counted
+    assert list(default.score_pairs(refs, cands)) == [0.0, 0.0]
+    assert list(leaning.score_pairs(refs, cands)) == [1.0, 0.5]
+    with pytest.raises(ValueError, match="certainty must be one of"):
+        get_metric("labels-chexpert14", certainty="maybe")

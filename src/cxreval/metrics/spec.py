@@ -138,10 +138,18 @@ class LabelF1(_EvaluatorMetric, Metric):
     labelset = "ran21"
 
     def __init__(self, ontology: str | Path | None = None, uncertain: str = "positive",
-                 label_uncertain: str = "negative", undefined: str = "skip", **engine: object) -> None:
+                 label_uncertain: str = "negative", undefined: str = "skip", certainty: str = "negative",
+                 **engine: object) -> None:
+        from cxreval.extract.models import CERTAINTY_POLICIES
+
+        if certainty not in CERTAINTY_POLICIES:
+            raise ValueError(f"certainty must be one of {', '.join(CERTAINTY_POLICIES)}, got {certainty!r}")
         super().__init__(ontology, uncertain, **engine)
-        self._options.update(label_uncertain=label_uncertain, undefined=undefined)
+        self._options.update(label_uncertain=label_uncertain, undefined=undefined, certainty=certainty)
         self.label_uncertain, self.undefined = label_uncertain, undefined
+        self.certainty = certainty
+        """Which hedged grades project to a positive label (the ``--uncertain`` policy names);
+        default ``negative``, the labelers' own convention (docs/labels.md)."""
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -157,7 +165,8 @@ class LabelF1(_EvaluatorMetric, Metric):
 
         # labels come from the extraction: the judge's options (uncertain, comparison) do not apply
         base = self._evaluator.signature.model_copy(update={"options": {}})
-        sig = label_signature(self.labelset, self.label_uncertain, self.undefined, base)  # type: ignore[arg-type]
+        sig = label_signature(self.labelset, self.label_uncertain, self.undefined, base,  # type: ignore[arg-type]
+                              certainty=self.certainty)
         if self._evaluator.ontology.labelsets[self.labelset].hedged == "negative":
             sig = sig.model_copy(update={"options": {**sig.options, "hedged": "negative"}})
         return sig
@@ -166,7 +175,8 @@ class LabelF1(_EvaluatorMetric, Metric):
         from cxreval.scores.labels import binarize, label_confusion, project_pairs
 
         pairs = _pairs(references, candidates)
-        ref, cand = project_pairs(self._evaluator, pairs, self._evaluator.ontology, self.labelset)
+        ref, cand = project_pairs(self._evaluator, pairs, self._evaluator.ontology, self.labelset,
+                                  certainty=self.certainty)  # type: ignore[arg-type]
         conf = label_confusion(binarize(ref, self.label_uncertain), binarize(cand, self.label_uncertain))  # type: ignore[arg-type]
         return conf.reshape(conf.shape[0], conf.shape[1] * conf.shape[2]).astype(float)
 
