@@ -222,14 +222,20 @@ class RulesEngine:
     def judge_here(self, pairs: Sequence[ReportPair], *, progress: bool = False,
                    label: str = "judging pairs") -> EngineOutput:
         """Judge in this process, whatever :attr:`workers` says (a worker's own chunk)."""
-        rows: list[EntityJudgement] = []
         read: dict[str, Extraction] = {}
-        for pair in progress_iter(pairs, progress, label):
+        rows = self.judge_rows(progress_iter(pairs, progress, label), read)
+        table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
+        return EngineOutput(table=table, extractions=read)
+
+    def judge_rows(self, pairs: Iterable[ReportPair], read: dict[str, Extraction] | None = None) -> list[EntityJudgement]:
+        """The judgement rows of ``pairs``, in order (``read`` collects the extractions made)."""
+        read = {} if read is None else read
+        rows: list[EntityJudgement] = []
+        for pair in pairs:
             read.update(self.read([pair.reference, pair.candidate]))
             rows.extend(compare_extractions(pair.pair_id, read[pair.reference], read[pair.candidate],
                                             self.ontology, self.uncertain, self.spec_compat))
-        table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
-        return EngineOutput(table=table, extractions=read)
+        return rows
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
                       progress: bool = False, label: str = "") -> ExtractOutput:
@@ -244,7 +250,7 @@ class RulesEngine:
         items = [(p.pair_id, p.reference, p.candidate) for p in pairs]
         parts = chunked(items, self.workers)
         rows: list[EntityJudgement] = []
-        with worker_pool(self.workers, _init_rules_worker, (self.ontology, self.uncertain, self.spec_compat)) as pool:
+        with worker_pool(self.workers, init_rules_worker, (self.ontology, self.uncertain, self.spec_compat)) as pool:
             done = pool.imap(_judge_rows, parts)  # in order: rows come back in pair order
             for part, fields in zip(progress_iter(parts, progress, label, total=len(items), step=len), done):
                 rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
@@ -260,23 +266,26 @@ _ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "compari
 _RULES_WORKER: dict[str, RulesEngine] = {}
 
 
-def _init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
+def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
+    """A pool worker's initializer (:func:`cxreval.parallel.worker_pool`): Ctrl-C is the
+    parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life."""
     from cxreval.parallel import ignore_sigint
 
     ignore_sigint()
     _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
 
 
+def rules_worker() -> RulesEngine:
+    """The rule engine of this pool worker (made by :func:`init_rules_worker`)."""
+    return _RULES_WORKER["engine"]
+
+
 def _judge_rows(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
     """Worker: the judgement rows of a chunk of (pair id, reference, candidate), as plain tuples."""
-    engine = _RULES_WORKER["engine"]
-    read = engine.read(t for _, ref, cand in items for t in (ref, cand))
-    out = []
-    for pid, ref, cand in items:
-        for r in compare_extractions(pid, read[ref], read[cand], engine.ontology, engine.uncertain, engine.spec_compat):
-            out.append(tuple(getattr(r, f) for f in _ROW_FIELDS))
+    engine = rules_worker()
+    rows = engine.judge_rows(ReportPair(pair_id=pid, reference=ref, candidate=cand) for pid, ref, cand in items)
     engine.trim_cache()  # a worker's memory stays bounded however many chunks it judges
-    return out
+    return [tuple(getattr(r, f) for f in _ROW_FIELDS) for r in rows]
 
 
 def progress_iter(pairs: Iterable[Any], show: bool, label: str, *, total: int | None = None,

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, progress_iter
+from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, init_rules_worker, progress_iter, rules_worker
 from cxreval.evaluate import PROGRESS_MIN_PAIRS, EvaluationScores, Evaluator, errors_table
 from cxreval.io import ReportPair, fingerprint_hex, reference_digest
-from cxreval.judge.table import COLUMNS
+from cxreval.judge.table import JudgementTable
 from cxreval.outputs import AtomicFile, atomic_write_text, remove_stale
 from cxreval.scores.report import pair_errors
 from cxreval.scores.spec import SpecTotals
@@ -129,7 +129,7 @@ class ResultWriter:
     def commit(self) -> EvaluationScores:
         """Rename the files into place, then write ``scores.json``; return the scores."""
         if not self._header_written:  # no pair at all: the header of an empty table
-            self._errors.append(pair_errors(_empty_frame(), []).to_csv())
+            self._errors.append(pair_errors(JudgementTable.empty().frame, []).to_csv())
             self._header_written = True
         self._judgements.commit()
         self._errors.commit()
@@ -345,26 +345,10 @@ def _judge_in_workers(engine: RulesEngine, parts: Iterable[tuple[str | None, lis
     from cxreval.parallel import bounded_imap, worker_pool
 
     init = (engine.ontology, engine.uncertain, engine.spec_compat)
-    with worker_pool(workers, _init_worker, init) as pool:
+    with worker_pool(workers, init_rules_worker, init) as pool:
         yield from bounded_imap(pool, _judge_in_worker, parts, window=2 * workers)
-
-
-_WORKER: dict[str, RulesEngine] = {}
-
-
-def _init_worker(ontology: "Ontology", uncertain: Any, spec_compat: bool) -> None:
-    from cxreval.parallel import ignore_sigint
-
-    ignore_sigint()
-    _WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
 
 
 def _judge_in_worker(part: tuple[str | None, list[PairItem]]) -> tuple[str | None, JudgedChunk]:
     system, items = part
-    return system, judge_chunk(_WORKER["engine"], items)
-
-
-def _empty_frame() -> Any:
-    import pandas as pd
-
-    return pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
+    return system, judge_chunk(rules_worker(), items)

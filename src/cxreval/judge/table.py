@@ -57,6 +57,11 @@ class JudgementTable:
         records = [(pid, *row) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
         return cls(tuple(judged), _frame(records), signature)
 
+    @classmethod
+    def empty(cls, signature: str | None = None) -> "JudgementTable":
+        """The table of no pairs (the start of a sum, the header of an empty output)."""
+        return cls((), _frame([]), signature, ())
+
     def __len__(self) -> int:
         return len(self.pair_ids)
 

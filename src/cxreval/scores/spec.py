@@ -52,12 +52,9 @@ class SpecTotals:
     @classmethod
     def empty(cls, ontology: "Ontology") -> "SpecTotals":
         """Totals of no pairs (the start of a sum)."""
-        import pandas as pd
+        from cxreval.judge.table import JudgementTable
 
-        from cxreval.judge.table import COLUMNS
-
-        frame = pd.DataFrame({c: pd.Series(dtype=str) for c in COLUMNS})
-        return cls(counts=count_table(frame, ontology), n_pairs=0)
+        return cls(counts=count_table(JudgementTable.empty().frame, ontology), n_pairs=0)
 
     def __add__(self, other: "SpecTotals") -> "SpecTotals":
         return SpecTotals(counts=self.counts + other.counts, n_pairs=self.n_pairs + other.n_pairs,
