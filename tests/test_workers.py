@@ -55,3 +55,33 @@ def test_bad_workers_are_refused() -> None:
 
     with pytest.raises(ValueError, match="workers"):
         cxreval.Evaluator(workers=0)
+
+
+def _no_setup() -> None:
+    return None
+
+
+def _sigterm_disposition(_: object) -> object:
+    import signal
+
+    return signal.getsignal(signal.SIGTERM)
+
+
+def test_workers_die_on_sigterm_even_under_a_parents_handler() -> None:
+    """A stream installs a SIGTERM handler (cleanup, then SystemExit); pool workers forked under it
+    inherited it, so Pool.terminate's SIGTERM could leave a worker blocked on the task queue's lock
+    and the parent waiting for it forever. Workers keep the default: SIGTERM kills them."""
+    import signal
+
+    from cxreval.parallel import worker_pool
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with worker_pool(2, _no_setup, ()) as pool:  # worker_pool itself sees to it, whatever the initializer
+            assert pool.map(_sigterm_disposition, range(4)) == [signal.SIG_DFL] * 4
+        assert signal.getsignal(signal.SIGTERM) is stop  # the parent's own handler is left as it was
+    finally:
+        signal.signal(signal.SIGTERM, previous)

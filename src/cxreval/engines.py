@@ -269,9 +269,9 @@ _RULES_WORKER: dict[str, RulesEngine] = {}
 def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
     """A pool worker's initializer (:func:`cxreval.parallel.worker_pool`): Ctrl-C is the
     parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life."""
-    from cxreval.parallel import ignore_sigint
+    from cxreval.parallel import worker_signals
 
-    ignore_sigint()
+    worker_signals()
     _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
 
 

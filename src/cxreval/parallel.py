@@ -29,15 +29,18 @@ def default_workers() -> int:
 
 
 def worker_pool(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...]) -> Any:
-    """A pool of ``workers`` processes, started with SIGINT ignored (before their initializer runs too)."""
+    """A pool of ``workers`` processes, started with the signals of :func:`worker_signals` (set
+    around the fork too, before their initializer runs)."""
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    previous = (signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_DFL)) \
+        if main else None
     try:
         return mp.get_context(method).Pool(workers, initializer=initializer, initargs=initargs)
     finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
 
 
 def chunked(items: Sequence[Any], workers: int, most: int = CHUNK_ITEMS) -> list[Sequence[Any]]:
@@ -46,9 +49,12 @@ def chunked(items: Sequence[Any], workers: int, most: int = CHUNK_ITEMS) -> list
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def ignore_sigint() -> None:
-    """For a worker's initializer: the parent handles Ctrl-C."""
+def worker_signals() -> None:
+    """For a worker's initializer: the parent handles Ctrl-C, and SIGTERM kills the worker at once
+    (``Pool.terminate`` sends it; a handler the parent set, such as a stream's SIGTERM cleanup
+    (:mod:`cxreval.streaming`), must not be inherited, or a terminated worker waits forever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def bounded_imap(pool: Any, fn: Callable[[Any], Any], items: Iterable[Any], *, window: int) -> Iterator[Any]:

@@ -35,7 +35,7 @@ from cxreval.bench.config import DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
-from cxreval.parallel import chunked, ignore_sigint, worker_pool
+from cxreval.parallel import chunked, worker_signals, worker_pool
 from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
@@ -206,7 +206,7 @@ def _init_worker(ontology: str | None, uncertain: str, spec_compat: bool = False
     """A worker ignores Ctrl-C (the parent stops it), so an interrupt prints no worker tracebacks."""
     from cxreval.evaluate import Evaluator
 
-    ignore_sigint()
+    worker_signals()
     _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
 
 
