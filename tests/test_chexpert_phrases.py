@@ -103,11 +103,9 @@ SENTENCES: dict[str, str] = {
 #: (or cannot read it from ontology data alone). Keep short; each must still fail.
 EXCEPTIONS: dict[str, str] = {
     "cardiac silhouette and vascularity": (
-        "exists for the stock normal sentence 'cardiac silhouette and vascularity are within normal limits'; "
-        "it has no natural positive reading, and 'enlarged cardiac silhouette' is Cardiomegaly"),
-    "lump": (
-        "on a chest film a 'lump' is the palpable breast / chest-wall lump a marker is put on: a soft-tissue "
-        "mass (no CheXpert-14 label), not a lung lesion"),
+        "the engine does not share one predicate between coordinated subjects ('X and Y are enlarged'), so its "
+        "positive sentence reads nothing; the stock sentence the labeler lists it for, 'the cardiac silhouette and "
+        "vascularity are within normal limits', is read (Enlarged Cardiomediastinum 0, cardiomegaly absent)"),
     "support": (
         "a modifier ('support devices / lines / tubes', all read as Support Devices); alone it is usually the "
         "verb ('findings support pneumonia') or not a device at all"),

@@ -174,7 +174,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@5.c10.")
+    assert ex.signature.startswith("rules@5.c11.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -197,6 +197,12 @@ def test_signature_is_bumped(ex):
         ("Deformity of the distal right clavicle from prior trauma.", "fracture", None),
         ("There is a fracture of the right posterior 9th rib.", "rib_fracture", "fracture"),
         ("Pectus deformity.", "pectus_excavatum", "bone_deformity"),
+        # ontology 1.7.0 / cues c11: `fracture` is a bone other than a rib or vertebra, so a bare fracture
+        # in a sentence about ribs or a vertebral level is theirs, and a fractured device is a device fault
+        ("Chronic appearing bilateral rib contour deformities compatible with old fractures.", "rib_fracture", "fracture"),
+        ("Redemonstrated severe L1 compression and old fracture.", "vertebral_compression_fracture", "fracture"),
+        ("The lateral most screw is fractured.", "malpositioned_device", "fracture"),
+        ("Healed right rib fractures and an old left clavicle fracture.", "fracture", None),
     ],
 )
 def test_site_decides_the_entity(ex, text, entity, not_entity):
@@ -224,6 +230,15 @@ def test_site_decides_the_entity(ex, text, entity, not_entity):
 )
 def test_wording_variants_1_6(ex, text, entity):
     assert status(ex, text, entity) in ("present", "uncertain"), text
+
+
+def test_coordinated_structures_in_a_normal_statement(ex):
+    """Normal statements n3: "the cardiac silhouette and vascularity are within normal limits" (CheXpert's
+    stock sentence) says the heart is not enlarged, as "heart size ... appear within normal limits" does."""
+    text = "The cardiac silhouette and vascularity are within normal limits."
+    assert status(ex, text, "cardiomegaly") == "absent"
+    assert status(ex, text, "vascular_congestion") == "absent"
+    assert status(ex, "Heart size and pulmonary vascularity appear within normal limits.", "vascular_congestion") == "absent"
 
 
 def test_infection_is_not_pneumonia_and_lower_lung_volume_loss_is_not_low_volumes(ex):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import math
+from importlib import resources
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 import cxreval
 from cxreval.extract.models import Extraction, Mention
@@ -317,6 +319,42 @@ def test_terms_for_an_unknown_label_are_refused() -> None:
     bad = copy.deepcopy(TINY)
     bad["labelsets"]["chexpert14"]["terms"] = {"Hernia": ["hernia"]}
     with pytest.raises(OntologyError, match="terms for 'Hernia'"):
+        parse_ontology(bad, "bad")
+
+
+def test_word_mappings_follow_the_label_sets_own_lists() -> None:
+    """Ontology 1.7.0: CheXpert's phrase lists make "lump" a Lung Lesion mention, although the entity
+    that owns "lump" (soft_tissue_mass) does not map onto Lung Lesion as a whole."""
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    assert "Lung Lesion" not in onto.entity("soft_tissue_mass").mappings.get("chexpert14", [])
+    assert project_extraction(ex.extract("There is a palpable lump."), onto, "chexpert14")["Lung Lesion"] == 1.0
+    assert project_extraction(ex.extract("No lump."), onto, "chexpert14")["Lung Lesion"] == 0.0
+    breast = project_extraction(ex.extract("Left breast mass."), onto, "chexpert14")
+    assert breast["Lung Lesion"] != 1.0 and breast["No Finding"] == 1.0  # the entity's other words stay unmapped
+    hedged = project_extraction(ex.extract("Possible lump in the left axilla."), onto, "chexpert14")
+    assert hedged["Lung Lesion"] == -1.0  # a word-mapped mention follows the label set's hedge rule
+    assert np.isnan(project_extraction(ex.extract("There is a lump."), onto, "ran21")["Lung Lesion"])
+    stock = project_extraction(ex.extract("The cardiac silhouette and vascularity are within normal limits."),
+                               onto, "chexpert14")
+    assert stock["Enlarged Cardiomediastinum"] == 0.0 and stock["Cardiomegaly"] == 0.0
+    assert np.isnan(project_extraction(ex.extract("Heart size is normal."), onto, "chexpert14")["Enlarged Cardiomediastinum"])
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"Hernia": {"soft_tissue_mass": ["lump"]}}, "maps words onto 'Hernia'"),
+    ({"Lung Lesion": {"no_such_entity": ["lump"]}}, "unknown entity 'no_such_entity'"),
+    ({"Lung Lesion": {"soft_tissue_mass": ["lump("]}}, "not a regular expression"),
+])
+def test_bad_word_mappings_are_refused(change, match) -> None:
+    from cxreval.ontology import OntologyError
+
+    data = yaml.safe_load(resources.files("cxreval.ontology").joinpath("data/cxr-entities.yaml").read_text("utf-8"))
+    bad = copy.deepcopy(data)
+    bad["labelsets"]["chexpert14"]["word_mappings"] = change
+    with pytest.raises((OntologyError, ValueError), match=match):
         parse_ontology(bad, "bad")
 
 

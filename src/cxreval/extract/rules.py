@@ -128,6 +128,10 @@ class SiteRule:
     to: str
     words: frozenset[str]
     unless: frozenset[str] = frozenset()
+    #: Where the words are looked for: the mention's clause (a few words either side, stopping at
+    #: another finding) or its whole sentence ("rib contour deformities compatible with old
+    #: fractures": the fractures are the ribs').
+    reach: str = "clause"
 
 
 @dataclass
@@ -202,7 +206,10 @@ def _site_rules(entries: object, known: set[str], source: str, strict: bool = Tr
             raise RulesError(f"{source}: site_entities item {i} names entities not in the ontology: {missing}")
         words = frozenset(w for p in item["words"] for w in _phrase(p, "site_entities", source))
         unless = frozenset(w for p in item.get("unless", []) or [] for w in _phrase(p, "site_entities", source))
-        out.setdefault(entity, []).append(SiteRule(to, words, unless))
+        reach = item.get("reach", "clause")
+        if reach not in ("clause", "sentence"):
+            raise RulesError(f"{source}: site_entities item {i} has reach {reach!r}; use clause or sentence")
+        out.setdefault(entity, []).append(SiteRule(to, words, unless, reach))
     return {e: tuple(rules) for e, rules in out.items()}
 
 
@@ -405,8 +412,11 @@ class RuleExtractor:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             entity = m.entity
             for rule in self.rules.sites.get(entity, ()):
-                near = {words[j] for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
-                        for j in range(spans[0][i], spans[1][i])}
+                if rule.reach == "sentence":
+                    near = _sentence_words(words, m.start, m.end)
+                else:
+                    near = {words[j] for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
+                            for j in range(spans[0][i], spans[1][i])}
                 if near & rule.words and not near & rule.unless:
                     entity = rule.to
                     break
@@ -675,6 +685,17 @@ def _shifted(m: Mention, by: int, source: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
+
+
+def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
+    """The words of the sentence (between full stops) holding tokens ``start:end``."""
+    lo = start
+    while lo > 0 and words[lo - 1] != ".":
+        lo -= 1
+    hi = end
+    while hi < len(words) and words[hi] != ".":
+        hi += 1
+    return set(words[lo:hi])
 
 
 def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:

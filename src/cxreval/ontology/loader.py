@@ -69,6 +69,12 @@ def _problems(onto: Ontology) -> list[str]:
         for label in ls.terms:
             if label not in ls.labels:
                 problems.append(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels")
+        for label, by_entity in ls.word_mappings.items():
+            if label not in ls.labels:
+                problems.append(f"label set {labelset_id!r} maps words onto {label!r}, which is not one of its labels")
+            for entity in by_entity:
+                if entity not in seen_ids:
+                    problems.append(f"label set {labelset_id!r} maps words of unknown entity {entity!r} onto {label!r}")
     for term, owners in claims.items():
         if len(set(owners)) > 1:
             winner = onto.precedence.get(term)

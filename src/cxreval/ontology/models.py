@@ -62,6 +62,12 @@ class LabelSet(_Strict):
     #: matched case-insensitively against the words of a mention (its matched span, else its
     #: sentence). A mention of a mapped entity counts for such a label only when one matches.
     terms: dict[str, list[str]] = Field(default_factory=dict)
+    #: Words the label set's authors give to a label beyond the entities mapped onto it: label ->
+    #: entity id -> regular expressions (case-insensitive, against a mention's words as for
+    #: ``terms``). A mention of that entity also counts for the label when one matches. For a
+    #: synonym whose owner as a whole is not the label: CheXpert's phrase lists make "lump" a Lung
+    #: Lesion mention, but ``soft_tissue_mass``, which owns "lump", is not a lung lesion.
+    word_mappings: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
     #: What a hedged (uncertain) mention gives: ``uncertain`` (-1, CheXpert's "u" label; the
     #: scorer's ``uncertain`` policy then decides) or ``negative`` (0: a label set that, by its
     #: definition, rules hedged mentions out, as ChestX-ray14 does).
@@ -71,17 +77,39 @@ class LabelSet(_Strict):
     @classmethod
     def _terms_compile(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
         for label, patterns in value.items():
-            for pattern in patterns:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"terms of {label!r}: {pattern!r} is not a regular expression: {exc}") from None
+            _check_patterns(f"terms of {label!r}", patterns)
+        return value
+
+    @field_validator("word_mappings")
+    @classmethod
+    def _word_mappings_compile(cls, value: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
+        for label, by_entity in value.items():
+            for entity, patterns in by_entity.items():
+                _check_patterns(f"word_mappings of {label!r} / {entity!r}", patterns)
         return value
 
     def term_pattern(self, label: str) -> re.Pattern[str] | None:
         """The compiled definition of ``label`` (None: every mention of a mapped entity counts)."""
         patterns = self.terms.get(label)
         return _term_regex(tuple(patterns)) if patterns else None
+
+    def word_mapping_patterns(self, label: str) -> dict[str, re.Pattern[str]]:
+        """Entity id -> compiled words by which that entity's mentions also count for ``label``."""
+        return {entity: _term_regex(tuple(patterns)) for entity, patterns in self.word_mappings.get(label, {}).items()}
+
+    @property
+    def by_words(self) -> bool:
+        """Whether some label is read from a mention's words (``terms`` or ``word_mappings``)."""
+        return bool(self.terms or self.word_mappings)
+
+
+def _check_patterns(where: str, patterns: list[str]) -> None:
+    """Stop at the first pattern that is not a regular expression, naming where it is."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{where}: {pattern!r} is not a regular expression: {exc}") from None
 
 
 @lru_cache(maxsize=256)

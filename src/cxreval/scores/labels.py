@@ -210,25 +210,30 @@ def project_extraction(
 ) -> dict[str, float]:
     """One report's label values (1 / 0 / -1 / NaN) from its mentions; hedges by ``certainty``.
 
-    As :func:`project_states`, except for labels the label set defines by their words
-    (``LabelSet.terms``): for those, only the mentions whose words match count, so
-    ChestX-ray14's "Infiltration" is read from "infiltrate" and not from "airspace disease".
+    As :func:`project_states`, except for labels the label set reads from a mention's words:
+    for a label defined by its words (``LabelSet.terms``) only the mentions whose words match
+    count, so ChestX-ray14's "Infiltration" is read from "infiltrate" and not from "airspace
+    disease"; a label given words of another entity (``LabelSet.word_mappings``) also counts
+    that entity's mentions whose words match, so CheXpert's "lump" is a Lung Lesion.
     """
     index = _index if _index is not None else label_entities(ontology, labelset)
     states = extraction.states()
     ls = ontology.labelsets[labelset]
-    if not ls.terms:
+    if not ls.by_words:
         return project_states(states, ontology, labelset, certainty=certainty, no_finding=no_finding,
                               no_finding_ignores=no_finding_ignores, _index=index)
     out = project_states(states, ontology, labelset, certainty=certainty, no_finding=None, _index=index)
     for label, ids in index.items():
         pattern = ls.term_pattern(label)
-        if pattern is None:
+        extra = ls.word_mapping_patterns(label)
+        if pattern is None and not extra:
             continue
-        kept = tuple(m for m in extraction.mentions if m.entity in ids and _counts_for(m, pattern))
+        kept = tuple(m for m in extraction.mentions
+                     if (m.entity in ids and (pattern is None or _counts_for(m, pattern)))
+                     or (m.entity in extra and extra[m.entity].search(mention_words(m)) is not None))
         term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
         out[label] = project_states(term_states, ontology, labelset, certainty=certainty, no_finding=None,
-                                    _index={label: ids})[label]
+                                    _index={label: [*ids, *extra]})[label]
     return _with_no_finding(out, index, no_finding, no_finding_ignores)
 
 
