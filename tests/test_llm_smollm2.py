@@ -100,3 +100,38 @@ def test_smollm2_produces_schema_valid_judgements(llama_server, tiny, tmp_path, 
         assert r.entity in ids and r.presence in ("TP", "FP", "FN", "TN")
     assert result.n_pairs >= 1
     assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@2|model:openai:smollm2-135m")
+
+
+@pytest.mark.parametrize("metric_name", ["green", "fineradscore"])
+def test_smollm2_answers_the_llm_error_metrics(llama_server, tmp_path, metric_name):
+    """GREEN- and FineRadScore-style metrics (issue 16) through the same backend and constrained decoding:
+    every pair is scored with a value in the metric's range, or listed as a failure and left unscored."""
+    import numpy as np
+
+    from cxreval.metrics import get_metric
+    from cxreval.scores import Signature
+
+    cfg = LLMConfig(base_url=llama_server, model="smollm2-135m", local_only=True, max_tokens=320, timeout=180,
+                    concurrency=1, retries=1, cache_path=tmp_path / "c.sqlite")
+    metric = get_metric(metric_name, llm=cfg)
+    refs = [p.reference for p in PAIRS]
+    cands = [p.candidate for p in PAIRS]
+    values = metric.score_pairs(refs, cands)
+    run = metric.last_run
+    assert run is not None and len(values) == len(PAIRS)
+    assert run.usage.response_format == "json_object" and run.usage.output_tokens > 0
+    for i, v in enumerate(values):
+        if i in run.failures:
+            assert np.isnan(v), (i, v)  # a fault is listed, never scored
+        elif metric_name == "green":
+            assert 0.0 <= v <= 1.0
+        else:
+            assert v >= 0.0 and float(v).is_integer()  # a sum of severity grades
+    assert len(run.failures) + int(np.isfinite(values).sum()) == len(PAIRS)
+    sig = Signature.parse(str(metric.signature))
+    assert sig.model == "smollm2-135m" and sig.prompt.startswith(f"{metric_name}@1#")
+    # the answers are stored: a second metric of the same family asks the model nothing new
+    again = get_metric(metric_name, llm=cfg)
+    again.score_pairs(refs, cands)
+    assert again.last_run is not None and again.last_run.usage.requests == 0
+    assert np.array_equal(again.score_pairs(refs, cands), values, equal_nan=True)
