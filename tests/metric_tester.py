@@ -315,7 +315,28 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         atol=1e-5, slack=1e-10,
         unsigned={"bertscore_path": "its component's model: field", "chexbert_path": "its component's model: field",
                   "radgraph_path": "its component's model: field"},
-        extra="RadGraph-F1 (not in cxreval yet) plus the bertscore-distilroberta and sembscore checkpoints",
+        extra="the radgraph-f1, bertscore-distilroberta and sembscore checkpoints (radgraph_path, bertscore_path, "
+              "chexbert_path or $CXREVAL_WEIGHTS)",
+    ),
+    MetricCase(
+        # CXR-Report-Metric's radgraph_combined; tests/test_weight_metrics_radgraph.py checks the F1
+        # functions by hand and the model's scorers by hand on a tiny checkpoint
+        "radgraph-f1", "radgraph-f1", bounds=(0, 1), perfect=1.0,
+        unsigned={"model_path": "shown as the folder's name and its weights' hash in model:"},
+        cased="entity tokens are compared as written (CXR-Report-Metric): case-only differences cost",
+        extra="a local RadGraph folder (config.json, weights.th, vocabulary/, encoder/): model_path=... or "
+              "$CXREVAL_WEIGHTS/radgraph (pip install 'cxreval[weights]')",
+    ),
+    MetricCase(
+        # the reference does not clip: a weighted mean of cosines, so negative cosines can leave [0, 1]
+        # from below; identical reports with at least one entity score 1, with none 0.5
+        "ratescore", "ratescore", bounds=(-np.inf, 1), perfect=1.0, atol=1e-6, slack=1e-6,
+        variants=(Variant(lambda: {"affinity": "short"}, ("affinity:short",), scored=False),),
+        unsigned={"model_path": "shown as the folder's name and its weights' hash in model:",
+                  "embedding_path": "shown as the folder's name and its weights' hash in model:"},
+        cased="the NER tokenizer may be cased (RaTE-NER-Deberta is): case-only differences can change entities",
+        extra="local RaTE-NER-Deberta and BioLORD-2023-C folders: model_path=..., embedding_path=... or "
+              "$CXREVAL_WEIGHTS (pip install 'cxreval[weights]')",
     ),
     # LLM error metrics (issue 16): they need an endpoint, so the default build is unavailable
     # here; tests/test_green.py runs them against the loopback server with hand-computed values.

@@ -175,8 +175,9 @@ def test_chexbert_wrong_checkpoint_is_refused(chexbert_dirs: dict[str, Path], tm
         get_metric("sembscore", model_path=folder)
 
 
-@pytest.mark.parametrize("name", ["sembscore", "bertscore-distilroberta"])
-@pytest.mark.parametrize("given", ["StanfordAIMI/chexbert", "distilroberta-base", "bert-base-uncased"])
+@pytest.mark.parametrize("name", ["sembscore", "bertscore-distilroberta", "radgraph-f1", "ratescore"])
+@pytest.mark.parametrize("given", ["StanfordAIMI/chexbert", "distilroberta-base", "bert-base-uncased",
+                                   "StanfordAIMI/RRG_scorers", "Angelakeke/RaTE-NER-Deberta"])
 def test_hub_ids_are_refused_without_network(name: str, given: str, monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # so that no folder of that name exists
@@ -302,11 +303,6 @@ def test_metric_tester_checks_on_tiny_checkpoints(name: str, chexbert_dirs: dict
 # --- RadCliQ-v1 ----------------------------------------------------------------------------------
 
 
-def test_radcliq_is_unavailable_without_radgraph() -> None:
-    with pytest.raises(MetricUnavailable, match="RadGraph-F1.*not approximated"):
-        get_metric("radcliq-v1")
-
-
 def test_radcliq_formula_by_hand() -> None:
     from cxreval.metrics.radcliq import (
         COEFS,
@@ -325,26 +321,4 @@ def test_radcliq_formula_by_hand() -> None:
     assert (COEFS[:3] < 0).all() and PERFECT == pytest.approx(-1.44069, abs=1e-4)
 
 
-def test_radcliq_combines_its_components(chexbert_dirs: dict[str, Path], roberta_dir: Path) -> None:
-    """The class on real components plus a stand-in RadGraph-F1 (a fixed value per pair)."""
-    from cxreval.metrics import PairMeanMetric
-    from cxreval.metrics.radcliq import RadCliQv1, radcliq_v1
-    from cxreval.scores.signature import Signature
-
-    class FakeRadGraph(PairMeanMetric):
-        name, higher_is_better = "radgraph-f1", True
-
-        @property
-        def signature(self) -> Signature:
-            return Signature(metric="radgraph-f1", ontology="none", engine="none", model="stand-in")
-
-        def pair_values(self, references: object, candidates: object) -> np.ndarray:
-            return np.full(len(references), 0.25)  # type: ignore[arg-type]
-
-    parts = (FakeRadGraph(), get_metric("bertscore-distilroberta", model_path=roberta_dir),
-             get_metric("sembscore", model_path=chexbert_dirs["original"]), get_metric("bleu2"))
-    m = RadCliQv1(*parts)
-    x = np.column_stack([p.score_pairs(REFS, CANDS) for p in parts])
-    assert np.allclose(m.score_pairs(REFS, CANDS), radcliq_v1(x)) and m.higher_is_better is False
-    sig = str(m.signature)
-    assert "metric:radcliq-v1" in sig and "coefs:cxr-report-metric:radcliq-v1.pkl" in sig and "layer=5" in sig
+# RadCliQ-v1 on its four real components (tiny checkpoints): tests/test_weight_metrics_radgraph.py

@@ -52,7 +52,7 @@ EXPECTED = ("chexbert.pth (CheXbert's original checkpoint) or model.safetensors/
 MAX_TOKENS = 512  # CheXbert cuts reports at 512 tokens ([CLS] + 510 + [SEP])
 
 
-def _load_state(path: Path) -> dict[str, Any]:
+def load_state(path: Path) -> dict[str, Any]:
     """A state dict from a .safetensors file or a torch file (tensors only: ``weights_only``)."""
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
@@ -88,11 +88,11 @@ class CheXbert:
         path = local_checkpoint(model_path, "chexbert", EXPECTED, metric)
         original = path / "chexbert.pth"
         if original.is_file():
-            weights, state = original, _load_state(original)
+            weights, state = original, load_state(original)
         else:
             weights = weights_file(path, ("model.safetensors", "pytorch_model.bin"), metric, EXPECTED)
             heads = weights_file(path, ("heads.safetensors", "heads.pt"), metric, EXPECTED)
-            state = {**_load_state(weights), **_load_state(heads)}
+            state = {**load_state(weights), **load_state(heads)}
         self.tokenizer = self._tokenizer(path, metric)
         config = BertConfig.from_json_file(str(path / "config.json")) if (path / "config.json").is_file() else BertConfig()
         net = torch.nn.Module()

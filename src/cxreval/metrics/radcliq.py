@@ -11,8 +11,10 @@ whose scaler and coefficients ``run_eval.calc_metric`` applies to the columns
 (``RadEval/factual/RadCliQv1/radcliq.py``, class ``CompositeMetric``). The BLEU weight (4.3e-12)
 and the intercept (2.5e-10) are kept as published, not rounded to 0.
 
-RadCliQ-v1 is only computed from all four inputs: cxreval has no RadGraph-F1 yet, so the
-registered ``radcliq-v1`` is unavailable (MetricUnavailable) rather than approximated.
+RadCliQ-v1 is only computed from all four inputs: ``radcliq-v1`` is available when
+``radgraph-f1``, ``bertscore-distilroberta`` and ``sembscore`` all have local checkpoints
+(``radgraph_path``, ``bertscore_path``, ``chexbert_path``, or ``$CXREVAL_WEIGHTS``); otherwise
+the missing component's MetricUnavailable is raised, never an approximation on fewer inputs.
 """
 
 from __future__ import annotations
@@ -24,9 +26,7 @@ import numpy as np
 
 from cxreval.metrics.base import (
     Metric,
-    MetricUnavailable,
     PairMeanMetric,
-    UnknownMetric,
     check_lengths,
     get_metric,
     register_metric,
@@ -87,13 +87,9 @@ def _short(sig: Signature) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(sig.options.items())) or "default"
 
 
-@register_metric("radcliq-v1", higher_is_better=False, parallel_safe=False, needs=("weights", "radgraph"))
+@register_metric("radcliq-v1", higher_is_better=False, parallel_safe=False, needs=("weights",))
 def _radcliq_v1(bertscore_path: Any = None, chexbert_path: Any = None, radgraph_path: Any = None) -> RadCliQv1:
-    try:
-        radgraph = get_metric("radgraph-f1", **({} if radgraph_path is None else {"model_path": radgraph_path}))
-    except UnknownMetric:
-        raise MetricUnavailable("radcliq-v1 needs RadGraph-F1, which cxreval does not provide yet; RadCliQ-v1 is "
-                                "not approximated without it (BERTScore, SembScore and BLEU-2 are available on "
-                                "their own: bertscore-distilroberta, sembscore, bleu2)") from None
-    return RadCliQv1(radgraph, get_metric("bertscore-distilroberta", model_path=bertscore_path),
+    # each component raises MetricUnavailable naming its own missing checkpoint: never approximated
+    return RadCliQv1(get_metric("radgraph-f1", model_path=radgraph_path),
+                     get_metric("bertscore-distilroberta", model_path=bertscore_path),
                      get_metric("sembscore", model_path=chexbert_path), get_metric("bleu2"))
