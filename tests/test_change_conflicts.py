@@ -109,7 +109,7 @@ def test_cli_meta_col_cannot_shadow_the_new_column(tmp_path):
     assert res.exit_code == 2
 
 
-def test_bench_workers_and_config_follow_spec_compat(monkeypatch):
+def test_bench_workers_and_config_follow_spec_compat():
     from cxreval.bench import runner as bench_runner
     from cxreval.bench.config import EngineConfig
 
@@ -117,7 +117,7 @@ def test_bench_workers_and_config_follow_spec_compat(monkeypatch):
     ref, cand = "Stable small left pleural effusion.", "Increased small left pleural effusion."
     seen = {}
     for compat in (False, True):
-        monkeypatch.setitem(bench_runner._WORKER, "evaluator", Evaluator(spec_compat=compat))
-        ((_, rows),) = bench_runner._judge_chunk([("k", ref, cand)])
+        engine = Evaluator(spec_compat=compat).judge_engine
+        ((_, rows),) = bench_runner._judge_chunk([("k", ref, cand)], engine)
         seen[compat] = json.loads(rows)[0][4]
     assert seen == {False: "conflicting-comparison", True: "other"}

@@ -232,10 +232,18 @@ class RulesEngine:
         read = {} if read is None else read
         rows: list[EntityJudgement] = []
         for pair in pairs:
-            read.update(self.read([pair.reference, pair.candidate]))
-            rows.extend(compare_extractions(pair.pair_id, read[pair.reference], read[pair.candidate],
-                                            self.ontology, self.uncertain, self.spec_compat))
+            rows.extend(self.judge_texts(pair.pair_id, pair.reference, pair.candidate, read))
         return rows
+
+    def judge_texts(self, pair_id: str, reference: str, candidate: str,
+                    read: dict[str, Extraction] | None = None) -> list[EntityJudgement]:
+        """One pair's judgement rows from its two texts (each read once for the engine's life);
+        every path that judges with the rule engine (evaluate, its workers, bench, Ray) calls it."""
+        got = self.read([reference, candidate])
+        if read is not None:
+            read.update(got)
+        return compare_extractions(pair_id, got[reference], got[candidate], self.ontology, self.uncertain,
+                                   self.spec_compat)
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
                       progress: bool = False, label: str = "") -> ExtractOutput:

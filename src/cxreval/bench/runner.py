@@ -33,9 +33,12 @@ from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
 from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig
 from cxreval.bench.config import DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
+from cxreval.engines import RulesEngine, init_rules_worker, rules_worker
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
-from cxreval.parallel import chunked, worker_signals, worker_pool
+from cxreval.judge.compare import UncertainPolicy
+from cxreval.ontology import Ontology
+from cxreval.parallel import chunked, worker_pool
 from cxreval.outputs import OutputError, check_out_dir
 
 PARALLEL_MIN_PAIRS = 2000
@@ -202,44 +205,32 @@ def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, da
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(ontology: str | None, uncertain: str, spec_compat: bool = False) -> None:
-    """A worker ignores Ctrl-C (the parent stops it), so an interrupt prints no worker tracebacks."""
-    from cxreval.evaluate import Evaluator
-
-    worker_signals()
-    _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
+def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False) -> None:
+    """A bench worker: the rule engine's pool worker (Ctrl-C is the parent's), plus the metrics
+    it builds on demand (:func:`_metric_chunk`)."""
+    init_rules_worker(ontology, uncertain, spec_compat)
 
 
-def _judge_chunk(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """Judge one chunk (sorted by reference); extractions are cached within the chunk only,
-    which keeps a worker's memory flat however many pairs it judges."""
-    from cxreval.judge import compare_extractions
-
-    ev = _WORKER["evaluator"]
-    cache: dict[str, Any] = {}
-
-    def extract(text: str) -> Any:
-        hit = cache.get(text)
-        if hit is None:
-            hit = cache[text] = ev.extractor.extract(text)
-        return hit
-
-    out = []
-    for key, ref, cand in items:
-        rows = compare_extractions("p", extract(ref), extract(cand), ev.ontology, ev.uncertain, ev.spec_compat)
-        out.append((key, dumps(compact_rows(rows))))
+def _judge_chunk(items: Sequence[tuple[str, str, str]], engine: RulesEngine) -> list[tuple[str, str]]:
+    """Judge one chunk of ``(key, reference, candidate)`` (sorted by reference) with ``engine``:
+    ``(key, compact rows JSON)`` per pair. The engine's cache is trimmed after each chunk, which
+    keeps a worker's memory flat however many pairs it judges."""
+    out = [(key, dumps(compact_rows(engine.judge_texts("p", ref, cand)))) for key, ref, cand in items]
+    engine.trim_cache()
     return out
 
 
-def _ray_judge_state(ontology: str | None, uncertain: str, spec_compat: bool) -> None:
-    """A Ray actor's :func:`_judge_chunk` evaluator (Ray handles Ctrl-C in its own workers)."""
-    from cxreval.evaluate import Evaluator
-
-    _WORKER["evaluator"] = Evaluator(ontology, uncertain=uncertain, spec_compat=spec_compat)  # type: ignore[arg-type]
+def _judge_chunk_in_worker(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    return _judge_chunk(items, rules_worker())
 
 
-def _ray_judge_chunk(state: None, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    return _judge_chunk(items)
+def _ray_judge_state(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> RulesEngine:
+    """A Ray actor's rule engine (Ray handles Ctrl-C in its own workers)."""
+    return RulesEngine(ontology, uncertain, spec_compat)
+
+
+def _ray_judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    return _judge_chunk(items, engine)
 
 
 def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]) -> list[Any]:
@@ -259,7 +250,7 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
     return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
 
 
-def _pool(workers: int, ontology: str | None, uncertain: str, spec_compat: bool = False) -> Any:
+def _pool(workers: int, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False) -> Any:
     """Worker processes that judge with the rule engine (:func:`cxreval.parallel.worker_pool`)."""
     return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat))
 
@@ -455,7 +446,7 @@ class Runner:
                 store([(k, dumps(compact_rows(rows))) for k, rows in by_pair.items()])
             return
         items = sorted(items, key=lambda t: (t[1], t[2]))
-        ontology = None if eng.ontology is None else str(eng.ontology)
+        ontology = self.evaluator.ontology
         chunks = _chunked(items, self.workers)
         if eng.on_ray:  # the same chunks, judged by Ray actors (cxreval.ray_executor)
             from contextlib import closing
@@ -470,12 +461,13 @@ class Runner:
                     store(part)
             return
         if self.workers <= 1 or len(items) < PARALLEL_MIN_PAIRS:
-            _WORKER["evaluator"] = self.evaluator
+            engine = self.evaluator.judge_engine
+            assert isinstance(engine, RulesEngine)  # eng.name == "rules"
             for chunk in chunks:
-                store(_judge_chunk(chunk))
+                store(_judge_chunk(chunk, engine))
             return
         with _pool(self.workers, ontology, eng.uncertain, eng.spec_compat) as pool:
-            for part in pool.imap_unordered(_judge_chunk, chunks):
+            for part in pool.imap_unordered(_judge_chunk_in_worker, chunks):
                 store(part)
 
     def score_metrics(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
@@ -507,8 +499,7 @@ class Runner:
 
                 parallel = getattr(metric, "parallel_safe", name in ("bleu2", "rouge-l", "bleu4-corpus"))
                 if parallel and self.workers > 1 and len(missing) >= PARALLEL_MIN_PAIRS:
-                    ontology = None if eng.ontology is None else str(eng.ontology)
-                    with _pool(self.workers, ontology, eng.uncertain) as pool:
+                    with _pool(self.workers, self.evaluator.ontology, eng.uncertain) as pool:
                         for keys, values in zip(chunks, pool.imap(_metric_chunk, tasks)):
                             store(keys, values)
                 else:
