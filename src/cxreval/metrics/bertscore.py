@@ -18,10 +18,12 @@ resolved (hub ids are refused before transformers sees them).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -174,6 +176,18 @@ def weights_file(path: Path, names: Sequence[str], metric: str, expected: str) -
         if (path / name).is_file():
             return path / name
     raise MetricUnavailable(f"{metric}: {path} has none of {', '.join(names)}; it must hold {expected}")
+
+
+def checkpoint_json(path: Path, metric: str, expected: str) -> dict[str, Any]:
+    """A checkpoint's JSON file (``config.json``) as a dict; MetricUnavailable naming the file if it
+    is missing, not JSON or not an object, so a broken checkpoint stops with its own path."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetricUnavailable(f"{metric}: cannot read {path} ({exc}); the folder must hold {expected}") from exc
+    if not isinstance(data, dict):
+        raise MetricUnavailable(f"{metric}: {path} is not a JSON object; the folder must hold {expected}")
+    return data
 
 
 # ------------------------------------------------------------------------------------------

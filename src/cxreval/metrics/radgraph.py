@@ -30,7 +30,6 @@ transformers are imported when the metric is built.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from cxreval.metrics.base import MetricUnavailable, PairMeanMetric, check_lengths, register_metric
-from cxreval.metrics.bertscore import local_checkpoint, weights_digest, weights_file
+from cxreval.metrics.bertscore import checkpoint_json, local_checkpoint, weights_digest, weights_file
 from cxreval.metrics.chexbert import load_state
 from cxreval.scores.signature import Signature
 
@@ -182,7 +181,7 @@ class RadGraphModel:
         encoder = path / "encoder"
         if not (path / "config.json").is_file() or not (encoder / "config.json").is_file():
             raise MetricUnavailable(f"{metric}: {path} lacks config.json or encoder/config.json; it must hold {EXPECTED}")
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        cfg = checkpoint_json(path / "config.json", metric, EXPECTED)
         model_cfg, reader = cfg["model"], cfg["dataset_reader"]
         ner_files = sorted((path / "vocabulary").glob("*__ner_labels.txt"))
         if len(ner_files) != 1:
