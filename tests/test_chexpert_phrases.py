@@ -102,10 +102,6 @@ SENTENCES: dict[str, str] = {
 #: Phrases excluded from the figures, each with the reason the engine is right not to read it
 #: (or cannot read it from ontology data alone). Keep short; each must still fail.
 EXCEPTIONS: dict[str, str] = {
-    "cardiac silhouette and vascularity": (
-        "the engine does not share one predicate between coordinated subjects ('X and Y are enlarged'), so its "
-        "positive sentence reads nothing; the stock sentence the labeler lists it for, 'the cardiac silhouette and "
-        "vascularity are within normal limits', is read (Enlarged Cardiomediastinum 0, cardiomegaly absent)"),
     "support": (
         "a modifier ('support devices / lines / tubes', all read as Support Devices); alone it is usually the "
         "verb ('findings support pneumonia') or not a device at all"),

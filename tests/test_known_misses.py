@@ -174,7 +174,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@5.c11.")
+    assert ex.signature.startswith("rules@6.c11.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -267,3 +267,32 @@ def test_infection_is_not_pneumonia_and_lower_lung_volume_loss_is_not_low_volume
 def test_most_suggestive_and_differential_grades(ex, text, entity, expected):
     s = ex.extract(text).states()[entity]
     assert (s.status, s.certainty) == expected
+
+
+# 17. issue 13: coordinated subjects share one copula (rules@6): "the cardiac silhouette and
+# vascularity are enlarged" is "cardiac silhouette is enlarged" with a second subject beside it;
+# CheXpert lists the phrase for Enlarged Cardiomediastinum (its word mapping in ontology 1.7.0).
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("The cardiac silhouette and vascularity are enlarged.", "cardiomegaly", "present"),
+        ("The cardiac silhouette and pulmonary vascularity are enlarged.", "cardiomegaly", "present"),
+        ("The heart and lungs are clear.", "cardiomegaly", None),
+        # a break word in the second subject ends the coordination: no shared copula
+        ("The cardiac silhouette and no vascularity are enlarged.", "cardiomegaly", None),
+        # more than MAX_COSUBJECT words is not a short co-subject
+        ("The cardiac silhouette and the upper lobe pulmonary vascularity are enlarged.", "cardiomegaly", None),
+    ],
+)
+def test_coordinated_subjects_share_a_copula(ex, text, entity, expected):
+    assert status(ex, text, entity) == expected, text
+
+
+def test_coordinated_subjects_reach_the_chexpert_label(ex):
+    from cxreval.ontology import load_ontology
+    from cxreval.scores.labels import project_extraction
+
+    extraction = ex.extract("The cardiac silhouette and vascularity are enlarged.")
+    labels = project_extraction(extraction, load_ontology(), "chexpert14")
+    assert labels["Enlarged Cardiomediastinum"] == 1
+    assert labels["Cardiomegaly"] == 1

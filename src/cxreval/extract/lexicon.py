@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 V = TypeVar("V")
 
@@ -78,6 +78,13 @@ class GappedMatch(NamedTuple):
 # Skippable words that join two modifiers ("tortuous and calcified aorta"); a match never ends
 # after one, so the words that follow it belong to the next item of a list.
 _JOINERS = frozenset({"and"})
+# Coordinated subjects sharing one copula: "the cardiac silhouette and vascularity are enlarged"
+# reads as "cardiac silhouette [and vascularity] are enlarged". After "and", a second subject of at
+# most MAX_COSUBJECT words, none of them a break word, must be followed by one of _COPULAS; the
+# name then goes on at its own copula ("cardiac silhouette is enlarged").
+MAX_COSUBJECT = 3
+_COPULAS = ("is", "are")
+_SUBJECT_BREAKS = frozenset({"and", "or", "but", "no", "not", "without", "with", "there", "which", "that"})
 
 
 def scan_gapped(
@@ -118,6 +125,11 @@ def scan_gapped(
             nxt = node.get(tokens[j])
             if nxt is not None:
                 stack.append((nxt, j + 1, skips, used + (j,)))
+            if tokens[j] in _JOINERS:
+                shared = _shared_copula(node, tokens, j)
+                if shared is not None:
+                    nxt_node, k = shared
+                    stack.append((nxt_node, k + 1, skips, used + (k,)))
             if skips < max_skips and tokens[j] in skippable:
                 # skip one modifier word; the phrase must still continue after it
                 k = j + 1
@@ -134,6 +146,21 @@ def scan_gapped(
         covered.update(m.used)
     kept.sort(key=lambda m: m.start)
     return kept
+
+
+def _shared_copula(node: dict[str, Any], tokens: Sequence[str], j: int) -> tuple[dict[str, Any], int] | None:
+    """(trie node after the copula, index of the copula) when ``tokens[j]`` ("and") starts a second
+    subject that shares the copula the phrase continues with; None otherwise."""
+    own = next((node[c] for c in _COPULAS if c in node), None)
+    if own is None:
+        return None
+    for k in range(j + 1, min(j + 2 + MAX_COSUBJECT, len(tokens))):
+        word = tokens[k]
+        if word in _COPULAS:
+            return (own, k) if k > j + 1 else None
+        if word in _SUBJECT_BREAKS or not word.isalpha():
+            return None
+    return None
 
 
 def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:

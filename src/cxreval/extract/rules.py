@@ -44,7 +44,7 @@ from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "5"
+RULES_VERSION = "6"  # 6: coordinated subjects share a copula ("cardiac silhouette and vascularity are enlarged")
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
