@@ -217,6 +217,17 @@ def test_radgraph_missing_file_is_named(radgraph_dir: Path, tmp_path: Path, remo
         get_metric("radgraph-f1", model_path=folder)
 
 
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]"])
+def test_radgraph_broken_config_is_named(radgraph_dir: Path, tmp_path: Path, text: str) -> None:
+    import shutil
+
+    folder = tmp_path / "radgraph"
+    shutil.copytree(radgraph_dir, folder)
+    (folder / "config.json").write_text(text, encoding="utf-8")
+    with pytest.raises(MetricUnavailable, match=r"radgraph-f1: .*config\.json"):
+        get_metric("radgraph-f1", model_path=folder)
+
+
 def test_radgraph_wrong_checkpoint_is_refused(radgraph_dir: Path, tmp_path: Path) -> None:
     import shutil
 
