@@ -14,8 +14,8 @@ Nodule <- "Nodule"; Pneumonia <- "Pneumonia"; Pneumothorax <- "Pneumothorax",
 
 Systems, all through :func:`cxreval.scores.project_extractions` / :func:`label_metrics`; hedged
 mentions count as negative (``--uncertain``), as ChestX-ray14 defines its labels (Wang et al. rule
-out uncertain mentions) and as the MeSH coders code (they code the sign seen, e.g. "Opacity",
-not a suggested diagnosis):
+out uncertain mentions), except alternatives ("atelectasis or scarring"), which NegBio's uncertainty
+patterns do not call uncertain (the label set's ``affirms``, ontology 1.8.0):
 - cxreval's rule engine;
 - ``keyword+negex``: the label's words (the same ChestX-ray14 term list) found in a sentence,
   negated when a NegEx trigger ("no", "without", "negative for", "free of", "resolved"...) comes
@@ -90,7 +90,6 @@ def main() -> None:
                     help="hedged mentions (label value -1): Wang et al. rule them out (negative)")
     args = ap.parse_args()
     splits = set(args.split.split(","))
-    root = data_dir() / "iu-xray"
     which = load_splits(data_dir())
     rows = [(uid, mesh, report_text(f, i)) for uid, mesh, f, i in read_iu_reports(data_dir()) if which.get(uid) in splits]
     onto = load_ontology()

@@ -226,8 +226,9 @@ PROJECTED = {
     # CheXpert-14 keeps what the policy does not affirm as its "u" label, -1
     "chexpert14": {"negative": (-1, -1, -1), "probable": (1, -1, -1), "probable-alternative": (1, -1, 1),
                    "positive": (1, 1, 1)},
-    # ChestX-ray14 rules hedges out by definition (hedged: negative): 0
-    "chestxray14": {"negative": (0, 0, 0), "probable": (1, 0, 0), "probable-alternative": (1, 0, 1),
+    # ChestX-ray14 rules hedges out by definition (hedged: negative): 0; but NegBio does not call
+    # alternatives uncertain (affirms: [alternative], ontology 1.8.0): 1 under every policy
+    "chestxray14": {"negative": (0, 0, 1), "probable": (1, 0, 1), "probable-alternative": (1, 0, 1),
                     "positive": (1, 1, 1)},
 }
 SENTENCES = {  # hand-written, one per hedge grade: probable, possible, alternative
@@ -268,3 +269,7 @@ def test_the_registered_label_metrics_take_the_certainty_policy_and_sign_it() ->
     assert list(leaning.score_pairs(refs, cands)) == [1.0, 0.5]
     with pytest.raises(ValueError, match="certainty must be one of"):
         get_metric("labels-chexpert14", certainty="maybe")
+    # the label set's own affirmed grades are part of its signature
+    cx14 = str(get_metric("labels-chestxray14").signature)
+    assert "hedged:negative" in cx14 and "affirms:alternative" in cx14, cx14
+    assert "affirms" not in str(default.signature)

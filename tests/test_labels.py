@@ -14,7 +14,7 @@ import yaml
 import cxreval
 from cxreval.extract.models import Extraction, Mention
 from cxreval.extract.rules import RuleExtractor
-from cxreval.ontology import load_ontology, parse_ontology
+from cxreval.ontology import OntologyError, load_ontology, parse_ontology
 from cxreval.scores.labels import (
     binarize,
     label_cache,
@@ -369,18 +369,49 @@ def test_projection_certainty_policy_per_grade_and_label_set():
         "alternative": ex.extract("Right lower lobe atelectasis or pneumonia."),
     }
     assert {k: x.states()["pneumonia"].certainty for k, x in xs.items()} == {k: k for k in xs}
-    for labelset, label, held in (("chexpert14", "Pneumonia", -1.0), ("ran21", "Pneumonia", -1.0),
-                                  ("chestxray14", "Pneumonia", 0.0)):
+    # ChestX-ray14 affirms alternatives under every policy: NegBio's uncertainty patterns name no "or"
+    for labelset, label, held, own in (("chexpert14", "Pneumonia", -1.0, set()), ("ran21", "Pneumonia", -1.0, set()),
+                                       ("chestxray14", "Pneumonia", 0.0, {"alternative"})):
         for policy, affirmed in (("negative", set()), ("probable", {"probable"}),
                                  ("probable-alternative", {"probable", "alternative"}),
                                  ("positive", {"probable", "possible", "alternative"})):
             table = project_extractions(xs, onto, labelset, certainty=policy)
             assert table.attrs["certainty"] == policy
             got = table[label].to_dict()
-            assert got == {k: 1.0 if k in affirmed else held for k in xs}, (labelset, policy, got)
+            assert got == {k: 1.0 if k in affirmed | own else held for k in xs}, (labelset, policy, got)
     # No Finding follows: an affirmed hedge is a finding, a held one blocks it as before
     chex = project_extractions(xs, onto, "chexpert14", certainty="probable")
     assert math.isnan(chex.loc["probable", "No Finding"]) and math.isnan(chex.loc["possible", "No Finding"])
+
+
+def test_chestxray14_reads_alternatives_as_findings_as_negbio_does():
+    """NegBio's uncertainty patterns (negbio-patterns/uncertainty_patterns.txt) name possible, probable,
+    may represent, ... but no "or" / "versus"; the CheXpert labeler's do ("XXX or YYY", "versus")."""
+    onto = load_ontology()
+    assert onto.labelsets["chestxray14"].affirms == ["alternative"]
+    assert onto.labelsets["chexpert14"].affirms == [] and onto.labelsets["ran21"].affirms == []
+    ex = RuleExtractor(onto)
+    for text in ("Scarring or atelectasis at the left base.", "Left basilar atelectasis versus infiltrate.",
+                 "Right basilar airspace disease and/or atelectasis."):
+        states = ex.extract(text).states()
+        assert states["atelectasis"].certainty == "alternative", text
+        assert project_states(states, onto, "chestxray14")["Atelectasis"] == 1.0, text
+        assert project_states(states, onto, "chexpert14")["Atelectasis"] == -1.0, text
+    # an uncertain hedge NegBio names stays ruled out
+    assert project_states(ex.extract("Probable atelectasis.").states(), onto, "chestxray14")["Atelectasis"] == 0.0
+
+
+def test_affirmed_grades_are_hedge_grades():
+    from typing import get_args
+
+    from cxreval.extract.models import HEDGE_GRADES
+    from cxreval.ontology.models import HedgeGrade
+
+    assert set(get_args(HedgeGrade)) == set(HEDGE_GRADES)
+    data = yaml.safe_load(resources.files("cxreval.ontology").joinpath("data/cxr-entities.yaml").read_text("utf-8"))
+    data["labelsets"]["chestxray14"]["affirms"] = ["definite"]
+    with pytest.raises((OntologyError, ValueError), match="affirms"):
+        parse_ontology(data, "bad")
 
 
 def test_default_projection_is_the_labelers_convention():

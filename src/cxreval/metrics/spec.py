@@ -167,8 +167,11 @@ class LabelF1(_EvaluatorMetric, Metric):
         base = self._evaluator.signature.model_copy(update={"options": {}})
         sig = label_signature(self.labelset, self.label_uncertain, self.undefined, base,  # type: ignore[arg-type]
                               certainty=self.certainty)
-        if self._evaluator.ontology.labelsets[self.labelset].hedged == "negative":
+        ls = self._evaluator.ontology.labelsets[self.labelset]
+        if ls.hedged == "negative":
             sig = sig.model_copy(update={"options": {**sig.options, "hedged": "negative"}})
+        if ls.affirms:
+            sig = sig.model_copy(update={"options": {**sig.options, "affirms": "+".join(ls.affirms)}})
         return sig
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:

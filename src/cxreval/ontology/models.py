@@ -44,6 +44,11 @@ class Group(_Strict):
     category: str
 
 
+#: The hedged certainty grades (``cxreval.extract.models.HEDGE_GRADES``, the same names: a test
+#: keeps the two equal; spelled here because the ontology is read before the extractors exist).
+HedgeGrade = Literal["probable", "possible", "alternative"]
+
+
 class LabelSet(_Strict):
     """An external label set the ontology maps onto (CheXpert-14, Ran-21, ChestX-ray14, MeSH).
 
@@ -72,6 +77,11 @@ class LabelSet(_Strict):
     #: scorer's ``uncertain`` policy then decides) or ``negative`` (0: a label set that, by its
     #: definition, rules hedged mentions out, as ChestX-ray14 does).
     hedged: Literal["uncertain", "negative"] = "uncertain"
+    #: Hedge grades the label set's own labeler reads as findings, because its uncertainty
+    #: patterns do not name them: NegBio (ChestX-ray14) has no pattern for "or" / "versus", so
+    #: "atelectasis or scarring" is an Atelectasis. A projection affirms these grades under every
+    #: certainty policy; the policy can only add grades to them.
+    affirms: list[HedgeGrade] = Field(default_factory=list)
 
     @field_validator("terms")
     @classmethod

@@ -9,14 +9,17 @@ implied by a normal statement); else blank.
 **Certainty policy** (``certainty=``, the ``certainty:`` option of every label signature): the
 judge's named policies (:data:`cxreval.extract.models.CERTAINTY_POLICIES`, the same names as
 ``--uncertain``) decide which hedge grades (probable, possible, alternative) a projection affirms
-as ``1``. A hedge the policy does not affirm takes the label set's hedged value: ``-1`` (CheXpert's
-"u"; the ``uncertain=`` binarisation below then decides) or ``0`` for a label set whose definition
-rules hedges out (``hedged: negative``: ChestX-ray14).
+as ``1``. A label set may affirm grades of its own (``affirms``): those its labeler does not call
+uncertain, as NegBio (ChestX-ray14) does not call "atelectasis or scarring" uncertain, so
+alternatives are ``1`` there under every policy. A hedge neither affirms takes the label set's
+hedged value: ``-1`` (CheXpert's "u"; the ``uncertain=`` binarisation below then decides) or ``0``
+for a label set whose definition rules hedges out (``hedged: negative``: ChestX-ray14).
 
 - ``negative`` (default; the labelers' convention): no grade is affirmed, so every hedge is ``-1``
   for CheXpert-14 and Ran-21 (the CheXpert labeler marks "probable", "possible", "may", "cannot
-  exclude", "and/or", "differential diagnosis includes" uncertain) and ``0`` for ChestX-ray14
-  (Wang et al. rule uncertain findings out with NegBio). Projections before the policy existed.
+  exclude", "and/or", "XXX or YYY", "versus", "differential diagnosis includes" uncertain) and
+  ``0`` for ChestX-ray14 (Wang et al. rule uncertain findings out with NegBio), except the
+  alternatives ChestX-ray14 affirms. Projections before the policy existed.
 - ``probable``: "likely atelectasis" is ``1``; "may represent", "atelectasis or scarring" stay
   hedged.
 - ``probable-alternative``: probable and alternatives ("atelectasis or scarring": both ``1``);
@@ -113,17 +116,22 @@ def _with_no_finding(out: dict[str, float], index: Mapping[str, list[str]], no_f
     return out
 
 
-def affirmed_grades(certainty: str) -> frozenset[str]:
-    """The hedge grades a certainty policy projects as positive (an unknown name is an error)."""
+def affirmed_grades(certainty: str, ontology: Ontology | None = None, labelset: str | None = None) -> frozenset[str]:
+    """The hedge grades a projection turns positive: the certainty policy's (an unknown name is an
+    error) plus, given a label set, the grades its own labeler reads as findings (``affirms``)."""
     if certainty not in CERTAINTY_POLICIES:
         raise ValueError(f"unknown certainty policy {certainty!r}; use {', '.join(CERTAINTY_POLICIES)}")
-    return CERTAINTY_POLICIES[certainty]
+    grades = CERTAINTY_POLICIES[certainty]
+    if ontology is not None and labelset is not None:
+        grades = grades | frozenset(ontology.labelsets[labelset].affirms)
+    return grades
 
 
 def hedge_value(grade: str, ontology: Ontology, labelset: str, certainty: str = DEFAULT_CERTAINTY) -> float:
     """The label value a hedged mention of ``grade`` projects to under ``certainty``: ``1`` if the
-    policy affirms the grade, else the label set's hedged value (``-1``, or ``0`` for ``hedged: negative``)."""
-    if grade in affirmed_grades(certainty):
+    policy or the label set affirms the grade, else the label set's hedged value (``-1``, or ``0``
+    for ``hedged: negative``)."""
+    if grade in affirmed_grades(certainty, ontology, labelset):
         return POSITIVE
     return NEGATIVE if ontology.labelsets[labelset].hedged == "negative" else UNCERTAIN
 
@@ -141,7 +149,7 @@ def project_states(
     """One report's label values (1 / 0 / -1 / NaN) from its entity states; hedges by ``certainty``."""
     index = _index if _index is not None else label_entities(ontology, labelset)
     hedged = NEGATIVE if ontology.labelsets[labelset].hedged == "negative" else UNCERTAIN
-    affirmed = affirmed_grades(certainty)
+    affirmed = affirmed_grades(certainty, ontology, labelset)
     out: dict[str, float] = {}
     for label, ids in index.items():
         found = [states[i] for i in ids if i in states]
