@@ -401,6 +401,21 @@ def test_chestxray14_reads_alternatives_as_findings_as_negbio_does():
     assert project_states(ex.extract("Probable atelectasis.").states(), onto, "chestxray14")["Atelectasis"] == 0.0
 
 
+def test_chestxray14_nodule_is_its_word_calcified_or_not():
+    """ChestX-ray14 labels are their words: a calcified nodule is a Nodule (the IU MeSH coders code
+    it Nodule too); a granuloma is not. CheXpert lists "calcified nodule" as an unmention of Lung Lesion."""
+    from cxreval.scores.labels import project_extraction
+
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    calcified = ex.extract("Calcified right upper lobe nodule.")
+    assert calcified.states()["calcified_granuloma"].status == "present"
+    assert project_extraction(calcified, onto, "chestxray14")["Nodule"] == 1.0
+    assert project_extraction(calcified, onto, "chexpert14")["Lung Lesion"] != 1.0
+    granuloma = ex.extract("Calcified granuloma in the right upper lobe.")
+    assert project_extraction(granuloma, onto, "chestxray14")["Nodule"] != 1.0
+
+
 def test_affirmed_grades_are_hedge_grades():
     from typing import get_args
 
