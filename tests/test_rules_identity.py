@@ -65,3 +65,17 @@ def test_sentence_cache_changes_nothing() -> None:
     assert not again
     small = RuleExtractor(onto, cached.rules, sentence_cache=5)  # eviction keeps results right
     assert all(_dump(small, t) == _dump(plain, t) for t in texts[:300])
+
+
+def test_report_cache_changes_nothing() -> None:
+    onto = load_ontology()
+    plain = RuleExtractor(onto, sentence_cache=0)
+    cached = RuleExtractor(onto, plain.rules, report_cache=40)  # evicts: 300 texts through 40 slots
+    texts = _texts()[:300]
+    first = [cached.extract(t) for t in texts]
+    assert cached.extract(texts[-1]) is first[-1]  # a repeat is the cached extraction itself
+    assert cached.extract(texts[0]) is not first[0]  # evicted long ago: read again
+    assert len(cached._reports) == 40
+    assert all(_dump(cached, t) == _dump(plain, t) for t in texts)  # first reads, then repeats
+    assert all(_dump(cached, t) == _dump(plain, t) for t in texts[-40:])
+    assert not RuleExtractor(onto, plain.rules, sentence_cache=0)._report_cache  # caches off: all off

@@ -96,6 +96,8 @@ _FORWARD_BREAK = frozenset({"and", "with"})
 MAX_SCOPE_CHARS = 400
 #: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
 SENTENCE_CACHE = 50_000
+#: Distinct reports whose extraction a RuleExtractor keeps (0: none; it is off with the sentence cache).
+REPORT_CACHE = 10_000
 _STRONG_BREAK = frozenset({";", ":"})
 
 
@@ -289,7 +291,7 @@ class RuleExtractor:
     name = "rules"
 
     def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None, *,
-                 sentence_cache: int = SENTENCE_CACHE) -> None:
+                 sentence_cache: int = SENTENCE_CACHE, report_cache: int = REPORT_CACHE) -> None:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
@@ -300,13 +302,32 @@ class RuleExtractor:
         #: The same for whole sections (section name, section text): sentences and normal statements.
         self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         self._cache_size = sentence_cache
+        #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
+        #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
+        self._reports: OrderedDict[str, Extraction] = OrderedDict()
+        self._report_cache = report_cache if sentence_cache else 0
 
     @property
     def signature(self) -> str:
         return f"rules@{RULES_VERSION}.{self.rules.version}"
 
     def extract(self, text: str) -> Extraction:
-        """Find every entity mention in one report."""
+        """Find every entity mention in one report (a report read before: from the report cache)."""
+        if self._report_cache:
+            reports = self._reports
+            hit = reports.get(text)
+            if hit is not None:
+                reports.move_to_end(text)
+                return hit
+            hit = self._extract(text)
+            reports[text] = hit
+            if len(reports) > self._report_cache:
+                reports.popitem(last=False)
+            return hit
+        return self._extract(text)
+
+    def _extract(self, text: str) -> Extraction:
+        """:meth:`extract` without the report cache: each section from the section cache or read."""
         norm = normalize(text)
         mentions: list[Mention] = []
         for section in split_sections(norm.text):
