@@ -114,6 +114,9 @@ class NormalStatement:
     #: Words one of which every match contains (lower case); a section holding none of them is
     #: not searched (a fast substring test instead of a regex scan). Empty: always searched.
     requires: tuple[str, ...] = ()
+    #: No match can hold a full stop or look past one (:func:`_within_full_stops`): with
+    #: ``requires``, only the pieces of a section between full stops that hold a word are searched.
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ class RuleSet:
             except (KeyError, re.error) as exc:
                 raise RulesError(f"{source}: normal statement {i} has a bad pattern: {exc}") from exc
             requires = tuple(str(w).lower() for w in item.get("requires", []) or [])
-            statements.append(NormalStatement(pattern, tuple(item.get("entities", [])), requires))
+            local = _within_full_stops(pattern) and not any("." in w for w in requires)
+            statements.append(NormalStatement(pattern, tuple(item.get("entities", [])), requires, local))
         # c = cue file, n = normal statements, a = attribute vocabulary: any edit bumps one.
         version = f"c{cues.get('version', '?')}.n{(normals or {}).get('version', '0')}.a{vocab.version}"
         # Words that may stand inside a multi-word entity name: the cue file's modifiers plus every
@@ -213,6 +217,72 @@ def _site_rules(entries: object, known: set[str], source: str, strict: bool = Tr
             raise RulesError(f"{source}: site_entities item {i} has reach {reach!r}; use clause or sentence")
         out.setdefault(entity, []).append(SiteRule(to, words, unless, reach))
     return {e: tuple(rules) for e, rules in out.items()}
+
+
+def _within_full_stops(pattern: re.Pattern[str]) -> bool:
+    """Whether every match of ``pattern`` lies between two full stops, whatever the text around it.
+
+    True when no part of the pattern can match a "." (no ``.``, ``\\W``, negated class or class
+    holding "."), it asserts nothing but word boundaries (no lookaround, no ``^``/``$``) and it
+    never matches the empty string: then searching the pieces between full stops one by one
+    finds the very matches a search of the whole text finds (a ``\\b`` at a piece's end sees the
+    "." either way). Anything it cannot tell is False (search the whole section).
+    """
+    from re import _constants as c, _parser
+
+    dot = ord(".")
+
+    def class_has_dot(items: list) -> bool:
+        hit, negate = False, False
+        for op, av in items:
+            if op is c.NEGATE:
+                negate = True
+            elif op is c.LITERAL:
+                hit |= av == dot
+            elif op is c.RANGE:
+                hit |= av[0] <= dot <= av[1]
+            elif op is c.CATEGORY:
+                if av not in (c.CATEGORY_DIGIT, c.CATEGORY_SPACE, c.CATEGORY_WORD, c.CATEGORY_LINEBREAK):
+                    return True  # \D, \S, \W, ...: may match "."
+            else:
+                return True
+        return hit != negate
+
+    def local(items: Any) -> bool:
+        for op, av in items:
+            if op is c.LITERAL:
+                if av == dot:
+                    return False
+            elif op is c.NOT_LITERAL:
+                if av != dot:
+                    return False
+            elif op is c.IN:
+                if class_has_dot(av):
+                    return False
+            elif op is c.AT:
+                if av not in (c.AT_BOUNDARY, c.AT_NON_BOUNDARY):
+                    return False
+            elif op is c.BRANCH:
+                if not all(local(alt) for alt in av[1]):
+                    return False
+            elif op is c.SUBPATTERN:
+                if not local(av[3]):
+                    return False
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                if not local(av[2]):
+                    return False
+            elif op is c.ATOMIC_GROUP:
+                if not local(av):
+                    return False
+            else:
+                return False  # ANY, lookaround, back-reference, conditional: may reach a "."
+        return True
+
+    try:
+        parsed = _parser.parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - an internal parser: if it disagrees, search the whole section
+        return False
+    return parsed.getwidth()[0] > 0 and local(parsed)
 
 
 def _entries(entries: object, kind: str, source: str) -> list[tuple[object, Any]]:
@@ -648,31 +718,71 @@ class RuleExtractor:
 
     def _normal_statements(self, norm: NormalizedText, section: Section) -> list[Mention]:
         out: list[Mention] = []
-        text = norm.text[section.start : section.end]
+        folded = norm.text
+        text = folded[section.start : section.end]
+        stops: list[int] | None = None
         for rule in self.rules.normal_statements:
+            if not rule.entities:
+                continue  # implies nothing
             if rule.requires and not any(word in text for word in rule.requires):
                 continue  # no word every match needs: nothing to find
             # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
             # patterns' word boundaries read as they would in a copy of the section.
-            for hit in rule.pattern.finditer(norm.text, section.start, section.end):
+            if rule.local and rule.requires:
+                if stops is None:
+                    stops = [m.start() for m in _FULL_STOP.finditer(text)]
+                hits = _hits_between_stops(rule, folded, text, section.start, stops)
+            else:
+                hits = rule.pattern.finditer(folded, section.start, section.end)
+            for hit in hits:
                 start, end = norm.span(hit.start(), hit.end())
-                cue = hit.group(0)
-                for entity in rule.entities:
-                    out.append(
-                        Mention(
-                            entity=entity,
-                            status="absent",
-                            implied=True,
-                            section=section.name,
-                            start=start,
-                            end=end,
-                            sentence_start=start,
-                            sentence_end=end,
-                            cue=cue,
-                            source=norm.original,
-                        )
-                    )
+                # One mention validated; the others differ only in their entity (a plain string).
+                first = Mention(
+                    entity=rule.entities[0],
+                    status="absent",
+                    implied=True,
+                    section=section.name,
+                    start=start,
+                    end=end,
+                    sentence_start=start,
+                    sentence_end=end,
+                    cue=hit.group(0),
+                    source=norm.original,
+                )
+                out.append(first)
+                out.extend(_with_entity(first, entity) for entity in rule.entities[1:])
         return out
+
+
+_FULL_STOP = re.compile(r"\.")
+
+
+def _hits_between_stops(rule: NormalStatement, folded: str, text: str, offset: int,
+                        stops: list[int]) -> list[re.Match[str]]:
+    """The matches of a ``local`` rule in ``text`` (``folded[offset:]``), searching only the pieces
+    between full stops (``stops``: their positions in ``text``) that hold one of its words.
+
+    A local rule's match never holds a "." and holds one of ``rule.requires``, so it lies in one
+    such piece; the pieces are searched in order, so the matches come in the order of a search of
+    the whole section (``tests/test_rules_identity.py`` checks on every IU X-ray and ReXrank text).
+    """
+    pieces: set[int] = set()
+    last = len(stops)
+    for word in rule.requires:
+        i = text.find(word)
+        while i >= 0:
+            k = bisect_right(stops, i)
+            pieces.add(k)
+            if k == last:
+                break
+            i = text.find(word, stops[k] + 1)  # the next piece: this one is in
+    out: list[re.Match[str]] = []
+    end = len(text)
+    for k in sorted(pieces):
+        a = stops[k - 1] + 1 if k else 0
+        b = stops[k] if k < len(stops) else end
+        out.extend(rule.pattern.finditer(folded, offset + a, offset + b))
+    return out
 
 
 #: A cached reading: where the text started in the report it was read from, and its mentions there.
@@ -700,6 +810,19 @@ def _shifted(m: Mention, by: int, source: str) -> Mention:
     new = object.__new__(Mention)
     object.__setattr__(new, "__dict__", fields)
     object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__ | _SHIFTED_FIELDS)
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
+
+
+def _with_entity(m: Mention, entity: str) -> Mention:
+    """``m`` naming ``entity`` instead: what ``Mention(**fields, entity=entity)`` makes, without
+    validating again what ``m`` passed (``entity`` is any string)."""
+    fields = m.__dict__.copy()
+    fields["entity"] = entity
+    new = object.__new__(Mention)
+    object.__setattr__(new, "__dict__", fields)
+    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__.copy())
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
