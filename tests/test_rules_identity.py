@@ -79,3 +79,24 @@ def test_report_cache_changes_nothing() -> None:
     assert all(_dump(cached, t) == _dump(plain, t) for t in texts)  # first reads, then repeats
     assert all(_dump(cached, t) == _dump(plain, t) for t in texts[-40:])
     assert not RuleExtractor(onto, plain.rules, sentence_cache=0)._report_cache  # caches off: all off
+
+
+def test_fast_paths_of_text_match_the_plain_ones() -> None:
+    """Section titles and tokens found by the fast paths of ``cxreval.extract.text`` are those of
+    the plain regular expressions, on random text built from titles, separators and odd letters."""
+    import random
+
+    from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens
+
+    rng = random.Random(14)
+    parts = ["findings", "finding", "impression", "clinical history", "history", "reason for exam",
+             "reason for examination", "exam", "ination", ":", " :", " ", "\n", ".", ";", ",", "x", "1.5",
+             "!", "?", "FINDINGS", "ı", "-", "no acute disease", "lungs are clear"]
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
+        assert [(m.span(), m.group(1)) for m in _titles(text)] == [(m.span(), m.group(1)) for m in _TITLE_RE.finditer(text)]
+        for lo in (0, min(3, len(text))):
+            plain = [Token("." if m.group() in "!?" else m.group(), m.start(), m.end())
+                     for m in _TOKEN_RE.finditer(text, lo, len(text))]
+            assert scan_tokens(text, lo) == plain
+            assert all(type(t) is Token for t in scan_tokens(text, lo))
