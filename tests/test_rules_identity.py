@@ -86,12 +86,12 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
     the plain regular expressions, on random text built from titles, separators and odd letters."""
     import random
 
-    from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens
+    from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens, sentence_spans
 
     rng = random.Random(14)
     parts = ["findings", "finding", "impression", "clinical history", "history", "reason for exam",
              "reason for examination", "exam", "ination", ":", " :", " ", "\n", ".", ";", ",", "x", "1.5",
-             "!", "?", "FINDINGS", "ı", "-", "no acute disease", "lungs are clear"]
+             "!", "?", "FINDINGS", "ı", "-", "no acute disease", "lungs are clear", "2", "1.2.3", "..", "'s", "٣"]
     for _ in range(3000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
         assert [(m.span(), m.group(1)) for m in _titles(text)] == [(m.span(), m.group(1)) for m in _TITLE_RE.finditer(text)]
@@ -100,3 +100,28 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
                      for m in _TOKEN_RE.finditer(text, lo, len(text))]
             assert scan_tokens(text, lo) == plain
             assert all(type(t) is Token for t in scan_tokens(text, lo))
+            # sentences: the tokens up to each "." token, as RuleExtractor._read_sentences reads them
+            sentences, a = [], 0
+            for b, tok in enumerate(plain):
+                if tok.text == "." or b == len(plain) - 1:
+                    sentences.append(plain[a : b + 1])
+                    a = b + 1
+            spans = sentence_spans(text, lo)
+            assert spans == [(s[0].start, s[-1].end) for s in sentences]
+            assert [scan_tokens(text, x, y) for x, y in spans] == sentences
+
+
+def test_mentions_sharing_a_field_set_stay_apart() -> None:
+    """Copied mentions share their ``model_fields_set`` (memory): changing a copy never reaches another."""
+    extractor = RuleExtractor(load_ontology())
+    text = "Findings: No acute cardiopulmonary abnormality. No pneumothorax."
+    extractor.extract(text)
+    again = extractor.extract("Impression: " + text)  # from the sentence and section caches
+    a, b = [m for m in again.mentions if m.implied][:2]  # one statement: copies of one mention
+    assert a.model_fields_set is b.model_fields_set
+    before = set(b.model_fields_set)
+    changed = a.model_copy(update={"severity": "mild"})
+    assert "severity" in changed.model_fields_set and b.model_fields_set == before
+    with pytest.raises(ValueError):
+        a.severity = "mild"  # frozen: the set is never touched in place
+    assert b.model_fields_set == before

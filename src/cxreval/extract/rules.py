@@ -40,7 +40,16 @@ import yaml
 
 from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
 from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention
-from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan_tokens, split_sections, term_tokens
+from cxreval.extract.text import (
+    NormalizedText,
+    Section,
+    Token,
+    normalize,
+    scan_tokens,
+    sentence_spans,
+    split_sections,
+    term_tokens,
+)
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
@@ -422,38 +431,33 @@ class RuleExtractor:
         if hit is not None:
             self._sections.move_to_end(key)
             return _moved(hit, lo, norm.original)
-        tokens = scan_tokens(norm.text, section.start, section.end)
-        read = [*self._read_sentences(norm, tokens, section.name), *self._normal_statements(norm, section)]
+        read = [*self._read_sentences(norm, section), *self._normal_statements(norm, section)]
         self._remember(self._sections, key, (lo, tuple(read)))
         return read
 
-    def _read_sentences(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
+    def _read_sentences(self, norm: NormalizedText, section: Section) -> list[Mention]:
         """:meth:`_read_section` one sentence at a time, each distinct sentence read once.
 
         Reading never crosses a full stop (every window stops at a clause break, and evidence
         scopes are sentences), so a section's mentions are its sentences' mentions;
-        ``tests/test_rules_identity.py`` checks this on every IU X-ray and ReXrank text.
+        ``tests/test_rules_identity.py`` checks this on every IU X-ray and ReXrank text. Only a
+        sentence not in the cache is cut into tokens (:func:`sentence_spans` finds the sentences).
         """
         out: list[Mention] = []
-        starts, ends, original = norm.starts, norm.ends, norm.original
-        a = 0
-        n = len(tokens)
-        while a < n:
-            b = a
-            while b < n and tokens[b].text != ".":
-                b += 1
-            b = min(b + 1, n)  # the sentence keeps its full stop
-            lo, hi = starts[tokens[a].start], ends[tokens[b - 1].end]
-            key = (section, original[lo:hi])
-            hit = self._sentences.get(key)
+        folded, starts, ends, original = norm.text, norm.starts, norm.ends, norm.original
+        cache = self._sentences
+        name = section.name
+        for a, b in sentence_spans(folded, section.start, section.end):
+            lo = starts[a]
+            key = (name, original[lo : ends[b]])
+            hit = cache.get(key)
             if hit is None:
-                read = self._read_section(norm, tokens[a:b], section)
-                self._remember(self._sentences, key, (lo, tuple(read)))
+                read = self._read_section(norm, scan_tokens(folded, a, b), name)
+                self._remember(cache, key, (lo, tuple(read)))
                 out.extend(read)
             else:
-                self._sentences.move_to_end(key)
+                cache.move_to_end(key)
                 out.extend(_moved(hit, lo, original))
-            a = b
         return out
 
     def _remember(self, cache: "OrderedDict[tuple[str, str], _Cached]", key: tuple[str, str], value: "_Cached") -> None:
@@ -807,9 +811,13 @@ def _shifted(m: Mention, by: int, source: str) -> Mention:
     fields["sentence_start"] += by
     fields["sentence_end"] += by
     fields["source"] = source
+    given = m.__pydantic_fields_set__
     new = object.__new__(Mention)
     object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__ | _SHIFTED_FIELDS)
+    # Shared, not copied, when it already names the moved fields (it does for every mention the
+    # engine makes): a frozen model never changes its set in place (pydantic copies it in
+    # ``model_copy``), and one set per mention was most of a cached mention's memory.
+    object.__setattr__(new, "__pydantic_fields_set__", given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
@@ -822,7 +830,7 @@ def _with_entity(m: Mention, entity: str) -> Mention:
     fields["entity"] = entity
     new = object.__new__(Mention)
     object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__.copy())
+    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__)  # shared, as in _shifted
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new

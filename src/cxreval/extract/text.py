@@ -200,6 +200,33 @@ def scan_tokens(folded: str, pos: int = 0, endpos: int | None = None) -> list[To
 
 _new_tuple = tuple.__new__
 
+# A "." token (or "!", "?") with the numbers before it: matched in the order ``_TOKEN_RE`` matches
+# them, so the "." inside "1.5" is part of a number here too. No other token holds a digit or
+# one of ".!?", so the sentence ends found are those of ``scan_tokens``.
+_STOP_RE = re.compile(r"\d+(?:\.\d+)?|([.!?])")
+
+
+def sentence_spans(folded: str, pos: int = 0, endpos: int | None = None) -> list[tuple[int, int]]:
+    """The sentences of ``folded[pos:endpos]``: from the start of a sentence's first token to the
+    end of its last (its "." token), as splitting ``scan_tokens(folded, pos, endpos)`` after each
+    "." token would give them, without making a token of every word.
+
+    ``scan_tokens(folded, start, end)`` of a span gives that sentence's tokens.
+    """
+    end = len(folded) if endpos is None else endpos
+    spans: list[tuple[int, int]] = []
+    first = _TOKEN_RE.search
+    q = pos
+    for m in _STOP_RE.finditer(folded, pos, end):
+        if m.lastindex:  # a full stop, not a number
+            stop = m.end()
+            spans.append((first(folded, q, stop).start(), stop))  # type: ignore[union-attr] - the stop is a token
+            q = stop
+    tail = scan_tokens(folded, q, end)
+    if tail:
+        spans.append((tail[0].start, tail[-1].end))
+    return spans
+
 
 def tokenize(text: str, offset: int = 0) -> list[Token]:
     """Normalised word and punctuation tokens with character offsets into the original text."""
