@@ -380,6 +380,9 @@ class RuleExtractor:
         self._sentences: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         #: The same for whole sections (section name, section text): sentences and normal statements.
         self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
+        self._pieces: OrderedDict[str, tuple[tuple[int, int, int, str], ...]] = OrderedDict()
+        self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
         self._cache_size = sentence_cache
         #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
         #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
@@ -460,7 +463,7 @@ class RuleExtractor:
                 out.extend(_moved(hit, lo, original))
         return out
 
-    def _remember(self, cache: "OrderedDict[tuple[str, str], _Cached]", key: tuple[str, str], value: "_Cached") -> None:
+    def _remember(self, cache: "OrderedDict[Any, Any]", key: object, value: object) -> None:
         """Add to an LRU cache of at most ``sentence_cache`` entries."""
         cache[key] = value
         if len(cache) > self._cache_size:
@@ -721,43 +724,88 @@ class RuleExtractor:
         return None
 
     def _normal_statements(self, norm: NormalizedText, section: Section) -> list[Mention]:
+        """The absences the section's normal statements imply: rule by rule, match by match."""
         out: list[Mention] = []
-        folded = norm.text
-        text = folded[section.start : section.end]
+        statements = self.rules.normal_statements
+        for k, start, end, cue in self._normal_hits(norm.text, section):
+            entities = statements[k].entities
+            start, end = norm.span(start, end)
+            # One mention validated; the others differ only in their entity (a plain string).
+            first = Mention(
+                entity=entities[0],
+                status="absent",
+                implied=True,
+                section=section.name,
+                start=start,
+                end=end,
+                sentence_start=start,
+                sentence_end=end,
+                cue=cue,
+                source=norm.original,
+            )
+            out.append(first)
+            out.extend(_with_entity(first, entity) for entity in entities[1:])
+        return out
+
+    def _normal_hits(self, folded: str, section: Section) -> list[tuple[int, int, int, str]]:
+        """Every normal statement match in the section: (rule index, start, end, matched text),
+        ordered by rule, then by place. With the caches on, the pieces between full stops are
+        looked up in the piece cache (a local rule's matches lie in one piece, and a piece reads
+        the same in any report: the character before it is a "." or the ":" of a title)."""
+        lo, hi = section.start, section.end
+        if not self._cache_size or (lo > 0 and _WORD_CHAR.match(folded, lo - 1)):
+            return self._normal_hits_in(folded, lo, hi, local=None)
+        found: list[tuple[int, int, int, str]] = []
+        cache = self._pieces
+        a = lo
+        while a <= hi:
+            b = folded.find(".", a, hi)
+            if b < 0:
+                b = hi
+            piece = folded[a:b]
+            hits = cache.get(piece)
+            if hits is None:
+                hits = tuple((k, s - a, e - a, cue) for k, s, e, cue in self._normal_hits_in(folded, a, b, local=True))
+                self._remember(cache, piece, hits)
+            else:
+                cache.move_to_end(piece)
+            found.extend((k, s + a, e + a, cue) for k, s, e, cue in hits)
+            a = b + 1
+        if self._nonlocal_statements:
+            found.extend(self._normal_hits_in(folded, lo, hi, local=False))
+            found.sort(key=_first)  # stable: each rule's matches stay in text order
+        elif len(found) > 1:
+            found.sort(key=_first)
+        return found
+
+    def _normal_hits_in(self, folded: str, lo: int, hi: int, local: bool | None) -> list[tuple[int, int, int, str]]:
+        """The matches of the normal statements (only the local ones, only the others, or all:
+        ``local`` True, False, None) in ``folded[lo:hi]``, rule by rule."""
+        out: list[tuple[int, int, int, str]] = []
+        text = folded[lo:hi]
         stops: list[int] | None = None
-        for rule in self.rules.normal_statements:
-            if not rule.entities:
-                continue  # implies nothing
+        for k, rule in enumerate(self.rules.normal_statements):
+            if not rule.entities or (local is not None and rule.local != local):
+                continue  # implies nothing, or not asked for
             if rule.requires and not any(word in text for word in rule.requires):
                 continue  # no word every match needs: nothing to find
             # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
             # patterns' word boundaries read as they would in a copy of the section.
-            if rule.local and rule.requires:
+            if rule.local and rule.requires and local is None:
                 if stops is None:
                     stops = [m.start() for m in _FULL_STOP.finditer(text)]
-                hits = _hits_between_stops(rule, folded, text, section.start, stops)
+                hits = _hits_between_stops(rule, folded, text, lo, stops)
             else:
-                hits = rule.pattern.finditer(folded, section.start, section.end)
-            for hit in hits:
-                start, end = norm.span(hit.start(), hit.end())
-                # One mention validated; the others differ only in their entity (a plain string).
-                first = Mention(
-                    entity=rule.entities[0],
-                    status="absent",
-                    implied=True,
-                    section=section.name,
-                    start=start,
-                    end=end,
-                    sentence_start=start,
-                    sentence_end=end,
-                    cue=hit.group(0),
-                    source=norm.original,
-                )
-                out.append(first)
-                out.extend(_with_entity(first, entity) for entity in rule.entities[1:])
+                hits = rule.pattern.finditer(folded, lo, hi)
+            out.extend((k, hit.start(), hit.end(), hit.group(0)) for hit in hits)
         return out
 
 
+def _first(item: tuple[int, int, int, str]) -> int:
+    return item[0]
+
+
+_WORD_CHAR = re.compile(r"\w")
 _FULL_STOP = re.compile(r"\.")
 
 
