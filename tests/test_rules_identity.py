@@ -125,3 +125,24 @@ def test_mentions_sharing_a_field_set_stay_apart() -> None:
     with pytest.raises(ValueError):
         a.severity = "mild"  # frozen: the set is never touched in place
     assert b.model_fields_set == before
+
+
+def test_copied_mentions_are_what_validation_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mentions the engine copies from a validated one (moved from a cache, stamped from a kind's
+    template, or naming another entity of a normal statement) are what validating each one makes:
+    the same values, in the same order, and the same fields set."""
+    from cxreval.extract import rules
+
+    onto = load_ontology()
+    extractor = RuleExtractor(onto)
+    texts = _texts()
+    copied = [extractor.extract(t) for t in texts[:1500] + texts[:200]]  # repeats: the report cache
+    monkeypatch.setattr(rules, "_TEMPLATES", 0)  # no templates: every mention validated
+    plain = RuleExtractor(onto, extractor.rules, sentence_cache=0)
+    for text, got in zip(texts[:1500] + texts[:200], copied):
+        want = plain.extract(text)
+        assert len(got.mentions) == len(want.mentions)
+        for m, v in zip(got.mentions, want.mentions):
+            assert list(m.__dict__.items()) == list(v.__dict__.items())
+            assert m.model_fields_set == v.model_fields_set
+        assert not plain._templates

@@ -383,6 +383,8 @@ class RuleExtractor:
         #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
         self._pieces: OrderedDict[str, tuple[tuple[int, int, int, str], ...]] = OrderedDict()
         self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
+        #: A validated mention per kind (see ``_read_section``): new ones of that kind copy it.
+        self._templates: dict[object, Mention] = {}
         self._cache_size = sentence_cache
         #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
         #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
@@ -503,6 +505,7 @@ class RuleExtractor:
 
         scopes = _scopes(norm, tokens)
         starts, ends = norm.starts, norm.ends
+        templates = self._templates
         out: list[Mention] = []
         for k, m in enumerate(matches):
             status, cue, historical, grade = self._certainty(words, cue_at, spans, entity_at, matches, k)
@@ -524,8 +527,14 @@ class RuleExtractor:
             s_start = scopes[bisect_right(scopes, m.start) - 1]
             last = bisect_right(scopes, m.end - 1)
             s_end = scopes[last] if last < len(scopes) else len(tokens)
-            out.append(
-                Mention(
+            start, end = starts[tokens[m.start].start], ends[tokens[m.end - 1].end]
+            s_lo, s_hi = starts[tokens[s_start].start], ends[tokens[s_end - 1].end]
+            # Validated once per kind of mention (status, grade, attributes); the rest are copies
+            # of that one with the fields that validation passes unchanged (strings, offsets).
+            key = (status, grade, side, zones, severity, comparison, historical)
+            like = templates.get(key)
+            if like is None:
+                made = Mention(
                     entity=entity,
                     status=status,
                     certainty=grade,
@@ -535,14 +544,18 @@ class RuleExtractor:
                     comparison=comparison,
                     historical=historical,
                     section=section,
-                    start=starts[tokens[m.start].start],
-                    end=ends[tokens[m.end - 1].end],
-                    sentence_start=starts[tokens[s_start].start],
-                    sentence_end=ends[tokens[s_end - 1].end],
+                    start=start,
+                    end=end,
+                    sentence_start=s_lo,
+                    sentence_end=s_hi,
                     cue=cue,
                     source=norm.original,
                 )
-            )
+                if len(templates) < _TEMPLATES:
+                    templates[key] = made
+            else:
+                made = _stamp(like, entity, section, start, end, s_lo, s_hi, cue, norm.original)
+            out.append(made)
         return out
 
     def _certainty(self, words, cue_at, spans, entity_at, matches, k):
@@ -727,22 +740,30 @@ class RuleExtractor:
         """The absences the section's normal statements imply: rule by rule, match by match."""
         out: list[Mention] = []
         statements = self.rules.normal_statements
+        original = norm.original
         for k, start, end, cue in self._normal_hits(norm.text, section):
             entities = statements[k].entities
             start, end = norm.span(start, end)
-            # One mention validated; the others differ only in their entity (a plain string).
-            first = Mention(
-                entity=entities[0],
-                status="absent",
-                implied=True,
-                section=section.name,
-                start=start,
-                end=end,
-                sentence_start=start,
-                sentence_end=end,
-                cue=cue,
-                source=norm.original,
-            )
+            # One mention validated for the extractor's life; the others are copies of it with
+            # their own entity, section, offsets and cue (strings and offsets: nothing to check).
+            like = self._templates.get(_IMPLIED)
+            if like is None:
+                first = Mention(
+                    entity=entities[0],
+                    status="absent",
+                    implied=True,
+                    section=section.name,
+                    start=start,
+                    end=end,
+                    sentence_start=start,
+                    sentence_end=end,
+                    cue=cue,
+                    source=original,
+                )
+                if _TEMPLATES:
+                    self._templates[_IMPLIED] = first
+            else:
+                first = _stamp(like, entities[0], section.name, start, end, start, end, cue, original)
             out.append(first)
             out.extend(_with_entity(first, entity) for entity in entities[1:])
         return out
@@ -866,6 +887,34 @@ def _shifted(m: Mention, by: int, source: str) -> Mention:
     # engine makes): a frozen model never changes its set in place (pydantic copies it in
     # ``model_copy``), and one set per mention was most of a cached mention's memory.
     object.__setattr__(new, "__pydantic_fields_set__", given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
+
+
+#: Kinds of mention whose validated template an extractor keeps (a bound, never reached in practice).
+_TEMPLATES = 4096
+#: The template key of a normal statement's implied absence.
+_IMPLIED = "implied"
+
+
+def _stamp(like: Mention, entity: str, section: str, start: int, end: int, sentence_start: int,
+           sentence_end: int, cue: str | None, source: str) -> Mention:
+    """A mention of the kind of ``like`` (same status, grade, attributes, flags) at a new place:
+    what ``Mention(...)`` with every field ``like`` was given makes, without validating again the
+    fields it shares with ``like``; the others are strings and offsets the engine made."""
+    fields = like.__dict__.copy()
+    fields["entity"] = entity
+    fields["section"] = section
+    fields["start"] = start
+    fields["end"] = end
+    fields["sentence_start"] = sentence_start
+    fields["sentence_end"] = sentence_end
+    fields["cue"] = cue
+    fields["source"] = source
+    new = object.__new__(Mention)
+    object.__setattr__(new, "__dict__", fields)
+    object.__setattr__(new, "__pydantic_fields_set__", like.__pydantic_fields_set__)  # shared, as in _shifted
     object.__setattr__(new, "__pydantic_extra__", None)
     object.__setattr__(new, "__pydantic_private__", None)
     return new
