@@ -90,11 +90,13 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
 
     rng = random.Random(14)
     parts = ["findings", "finding", "impression", "clinical history", "history", "reason for exam",
-             "reason for examination", "exam", "ination", ":", " :", " ", "\n", ".", ";", ",", "x", "1.5",
+             "reason for examination", "exam", "ination", ":", " :", " ", "\n", "\t", ".", ";", ",", "x", "1.5",
              "!", "?", "FINDINGS", "ı", "-", "no acute disease", "lungs are clear", "2", "1.2.3", "..", "'s", "٣"]
-    for _ in range(3000):
-        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
-        assert [(m.span(), m.group(1)) for m in _titles(text)] == [(m.span(), m.group(1)) for m in _TITLE_RE.finditer(text)]
+    odd = {"FINDINGS", "ı", "٣"}  # upper case and non-ASCII: the plain paths (a third of the texts)
+    for i in range(4000):
+        pick = parts if i % 3 == 0 else [p for p in parts if p not in odd]
+        text = "".join(rng.choice(pick) for _ in range(rng.randint(0, 12)))
+        assert list(_titles(text)) == [(m.start(), m.end(), m.group(1)) for m in _TITLE_RE.finditer(text)]
         for lo in (0, min(3, len(text))):
             plain = [Token("." if m.group() in "!?" else m.group(), m.start(), m.end())
                      for m in _TOKEN_RE.finditer(text, lo, len(text))]

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -381,7 +382,7 @@ class RuleExtractor:
         #: The same for whole sections (section name, section text): sentences and normal statements.
         self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
-        self._pieces: OrderedDict[str, tuple[tuple[int, int, int, str], ...]] = OrderedDict()
+        self._pieces: dict[str, tuple[tuple[int, int, int, str], ...]] = {}
         self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
         #: A validated mention per kind (see ``_read_section``): new ones of that kind copy it.
         self._templates: dict[object, Mention] = {}
@@ -787,16 +788,16 @@ class RuleExtractor:
             hits = cache.get(piece)
             if hits is None:
                 hits = tuple((k, s - a, e - a, cue) for k, s, e, cue in self._normal_hits_in(folded, a, b, local=True))
-                self._remember(cache, piece, hits)
-            else:
-                cache.move_to_end(piece)
-            found.extend((k, s + a, e + a, cue) for k, s, e, cue in hits)
+                cache[piece] = hits  # first in, first out: no reordering on every hit
+                if len(cache) > self._cache_size:
+                    del cache[next(iter(cache))]
+            if hits:
+                found.extend([(k, s + a, e + a, cue) for k, s, e, cue in hits])
             a = b + 1
         if self._nonlocal_statements:
             found.extend(self._normal_hits_in(folded, lo, hi, local=False))
-            found.sort(key=_first)  # stable: each rule's matches stay in text order
-        elif len(found) > 1:
-            found.sort(key=_first)
+        if len(found) > 1:
+            found.sort(key=_RULE)  # stable: each rule's matches stay in text order
         return found
 
     def _normal_hits_in(self, folded: str, lo: int, hi: int, local: bool | None) -> list[tuple[int, int, int, str]]:
@@ -822,9 +823,7 @@ class RuleExtractor:
         return out
 
 
-def _first(item: tuple[int, int, int, str]) -> int:
-    return item[0]
-
+_RULE = itemgetter(0)
 
 _WORD_CHAR = re.compile(r"\w")
 _FULL_STOP = re.compile(r"\.")

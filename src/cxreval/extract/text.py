@@ -59,37 +59,41 @@ class Section(NamedTuple):
     end: int
 
 
-# The titles alone, case-sensitive: the regular-expression engine then skips, in C, every position
-# where no title can start (it cannot with a case-insensitive pattern or a leading lookbehind).
-_TITLE_ONLY_RE = re.compile(
-    "(" + "|".join(sorted((re.escape(t) for t in SECTION_TITLES), key=len, reverse=True)) + r")\s*:"
-)
-_TITLE_BOUNDARY = re.compile(r"[\s.;]")
+# Titles by their last letter, longest first (a title is found from the ":" after it).
+_TITLES_ENDING: dict[str, list[str]] = {}
+for _title in sorted(SECTION_TITLES, key=len, reverse=True):
+    _TITLES_ENDING.setdefault(_title[-1], []).append(_title)
 
 
-def _titles(text: str) -> Iterator[re.Match[str]]:
-    """``_TITLE_RE.finditer(text)``, faster for ASCII text (the common case).
+def _titles(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, title)`` of each ``_TITLE_RE`` match in ``text``, faster for lower-case
+    ASCII text (the common case: the engine reads case-folded text).
 
-    In lower-case ASCII text the case-sensitive titles match where the case-insensitive ones do
-    (a non-ASCII letter such as the dotless "ı" can match "i" case-insensitively: such text takes
-    the plain path). A title found where ``_TITLE_RE``'s lookbehind fails is no match there, and
-    the search resumes one character on, as ``finditer`` does, so the matches are the same.
+    A match is a title, spaces and a ":", so each ":" is looked at once: the spaces before it are
+    skipped and the longest title ending there whose start ``_TITLE_RE``'s lookbehind accepts is
+    the match (the leftmost start, as ``finditer`` finds it; no match holds a ":" but its last, so
+    matches of successive colons never overlap). Case-sensitive comparison equals the pattern's
+    case-insensitive one only where the text has no upper-case letter, and no non-ASCII letter
+    (the dotless "ı" matches "i" case-insensitively): any other text takes the pattern itself.
     """
     if not (text.isascii() and text.islower()):
-        yield from _TITLE_RE.finditer(text)
+        for match in _TITLE_RE.finditer(text):
+            yield match.start(), match.end(), match.group(1)
         return
-    search, boundary = _TITLE_ONLY_RE.search, _TITLE_BOUNDARY.match
     pos = 0
-    while True:
-        match = search(text, pos)
-        if match is None:
-            return
-        start = match.start()
-        if start == 0 or boundary(text, start - 1):
-            yield match
-            pos = match.end()
-        else:
-            pos = start + 1
+    colon = text.find(":")
+    while colon >= 0:
+        q = colon
+        while q > pos and text[q - 1].isspace():  # str.isspace is the pattern's \s
+            q -= 1
+        if q > pos:
+            for title in _TITLES_ENDING.get(text[q - 1], ()):
+                p = q - len(title)
+                if p >= pos and text.startswith(title, p) and (p == 0 or text[p - 1].isspace() or text[p - 1] in ".;"):
+                    yield p, colon + 1, title
+                    pos = colon + 1
+                    break
+        colon = text.find(":", colon + 1)
 
 
 def split_sections(text: str) -> list[Section]:
@@ -97,11 +101,11 @@ def split_sections(text: str) -> list[Section]:
     sections: list[Section] = []
     current: str | None = "body"
     pos = 0
-    for match in _titles(text):
-        if current is not None and match.start() > pos and text[pos : match.start()].strip():
-            sections.append(Section(current, pos, match.start()))
-        current = SECTION_TITLES[match.group(1).lower()]
-        pos = match.end()
+    for start, end, title in _titles(text):
+        if current is not None and start > pos and text[pos:start].strip():
+            sections.append(Section(current, pos, start))
+        current = SECTION_TITLES[title.lower()]
+        pos = end
     if current is not None and text[pos:].strip():
         sections.append(Section(current, pos, len(text)))
     return sections
