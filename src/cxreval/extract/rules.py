@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
+from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, scan_gapped
 from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention
 from cxreval.extract.text import (
     NormalizedText,
@@ -357,14 +357,6 @@ def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
     return trie
 
 
-@dataclass
-class _Match:
-    start: int
-    end: int
-    entity: str
-    used: tuple[int, ...]
-
-
 class RuleExtractor:
     """Deterministic, offline extraction of ontology entities from report text."""
 
@@ -475,17 +467,16 @@ class RuleExtractor:
     # -- one section ---------------------------------------------------------------------
     def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
         words = [t.text for t in tokens]
-        matches = [
-            _Match(g.start, g.end, g.value, g.used)  # type: ignore[arg-type]
-            for g in scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
-        ]
+        # (start, end, value = the entity, used): read as they come, no copy per match
+        matches: list[GappedMatch] = scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
         if not matches:
             return []
         # cue_at[i]: the cue covering token i (multi-token cues are seen from either end);
         # cue_start / cue_end: that cue's token span.
-        cue_at: list[dict[str, Any] | None] = [None] * len(words)
-        cue_start: list[int] = list(range(len(words)))
-        cue_end: list[int] = [i + 1 for i in range(len(words))]
+        n = len(words)
+        cue_at: list[dict[str, Any] | None] = [None] * n
+        cue_start: list[int] = list(range(n))
+        cue_end: list[int] = list(range(1, n + 1))
         for s, e, kinds in self.rules.cues.scan(words):
             for i in range(s, e):
                 cue_at[i] = kinds
@@ -500,7 +491,7 @@ class RuleExtractor:
         for m in matches:
             for i in m.used:
                 kinds = cue_at[i]
-                if kinds and any(k in kinds for k in _CUE_KINDS):
+                if kinds and not kinds.keys().isdisjoint(_CUE_KINDS):
                     cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
         spans = (cue_start, cue_end)
 
@@ -512,7 +503,7 @@ class RuleExtractor:
             status, cue, historical, grade = self._certainty(words, cue_at, spans, entity_at, matches, k)
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
-            entity = m.entity
+            entity: str = m.value  # type: ignore[assignment]
             for rule in self.rules.sites.get(entity, ()):
                 if rule.reach == "sentence":
                     near = _sentence_words(words, m.start, m.end)
