@@ -148,3 +148,15 @@ def test_copied_mentions_are_what_validation_makes(monkeypatch: pytest.MonkeyPat
             assert list(m.__dict__.items()) == list(v.__dict__.items())
             assert m.model_fields_set == v.model_fields_set
         assert not plain._templates
+
+
+def test_extraction_built_directly_is_what_model_construct_makes() -> None:
+    from cxreval.extract.models import Extraction
+    from cxreval.extract.rules import _extraction
+
+    mentions = RuleExtractor(load_ontology()).extract("Findings: No pneumothorax.").mentions
+    want = Extraction.model_construct(engine="rules@x", mentions=mentions, text="Findings: No pneumothorax.")
+    got = _extraction("rules@x", mentions, "Findings: No pneumothorax.")
+    assert list(got.__dict__.items()) == list(want.__dict__.items())
+    assert got.model_fields_set == want.model_fields_set and got == want
+    assert (got.__pydantic_extra__, got.__pydantic_private__) == (want.__pydantic_extra__, want.__pydantic_private__)

@@ -35,7 +35,7 @@ from functools import lru_cache
 from operator import itemgetter
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -415,7 +415,7 @@ class RuleExtractor:
             mentions.extend(self._read_section(norm, tokens, section.name))
             mentions.extend(self._normal_statements(norm, section))
         # every mention was validated when made, and reads its evidence from ``text`` already
-        return Extraction.model_construct(engine=self.signature, mentions=tuple(mentions), text=text)
+        return _extraction(self.signature, tuple(mentions), text)
 
     def _read_cached_section(self, norm: NormalizedText, section: Section) -> list[Mention]:
         """A section's mentions (its sentences', then its normal statements'), each distinct
@@ -853,32 +853,63 @@ _Cached = tuple[int, tuple[Mention, ...]]
 
 
 def _moved(cached: _Cached, start: int, source: str) -> list[Mention]:
-    """A cached reading's mentions for the same text starting at ``start`` of report ``source``."""
-    base, mentions = cached
-    return [_shifted(m, start - base, source) for m in mentions]
-
-
-def _shifted(m: Mention, by: int, source: str) -> Mention:
-    """``m`` with its offsets moved by ``by`` and its evidence read from ``source``.
+    """A cached reading's mentions for the same text starting at ``start`` of report ``source``:
+    each ``m`` with its offsets moved and its evidence read from ``source``.
 
     What ``m.model_copy(update=...)`` does, without its generic copying: this runs for every
     mention of every report read from the caches, and ``m`` was validated when it was made.
     """
-    fields = m.__dict__.copy()
-    fields["start"] += by
-    fields["end"] += by
-    fields["sentence_start"] += by
-    fields["sentence_end"] += by
-    fields["source"] = source
-    given = m.__pydantic_fields_set__
-    new = object.__new__(Mention)
-    object.__setattr__(new, "__dict__", fields)
-    # Shared, not copied, when it already names the moved fields (it does for every mention the
-    # engine makes): a frozen model never changes its set in place (pydantic copies it in
-    # ``model_copy``), and one set per mention was most of a cached mention's memory.
-    object.__setattr__(new, "__pydantic_fields_set__", given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    base, mentions = cached
+    by = start - base
+    out: list[Mention] = []
+    for m in mentions:
+        fields = m.__dict__.copy()
+        if by:
+            fields["start"] += by
+            fields["end"] += by
+            fields["sentence_start"] += by
+            fields["sentence_end"] += by
+        fields["source"] = source
+        given = m.__pydantic_fields_set__
+        new = _new_object(Mention)
+        _set_dict(new, fields)
+        # Shared, not copied, when it already names the moved fields (it does for every mention
+        # the engine makes): a frozen model never changes its set in place (pydantic copies it in
+        # ``model_copy``), and one set per mention was most of a cached mention's memory.
+        _set_fields_set(new, given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
+        _set_extra(new, None)
+        _set_private(new, None)
+        out.append(new)
+    return out
+
+
+def _slot_setter(name: str) -> Callable[[object, object], None]:
+    """The setter of one of pydantic's ``BaseModel`` slots: ``object.__setattr__(obj, name, v)``
+    without looking the name up each time (models are made this way for every mention)."""
+    from pydantic import BaseModel
+
+    descriptor = BaseModel.__dict__.get(name)
+    setter = getattr(descriptor, "__set__", None)
+    if setter is None:  # another pydantic layout: the plain way
+        return lambda obj, value: object.__setattr__(obj, name, value)
+    return setter  # type: ignore[no-any-return]
+
+
+_new_object = object.__new__
+_set_dict = _slot_setter("__dict__")
+_set_fields_set = _slot_setter("__pydantic_fields_set__")
+_set_extra = _slot_setter("__pydantic_extra__")
+_set_private = _slot_setter("__pydantic_private__")
+
+
+def _extraction(engine: str, mentions: tuple[Mention, ...], text: str) -> Extraction:
+    """``Extraction.model_construct(engine=..., mentions=..., text=...)``, without its generic
+    field loop (once per report read)."""
+    new = _new_object(Extraction)
+    _set_dict(new, {"engine": engine, "mentions": mentions, "text": text})
+    _set_fields_set(new, {"engine", "mentions", "text"})
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
@@ -902,11 +933,11 @@ def _stamp(like: Mention, entity: str, section: str, start: int, end: int, sente
     fields["sentence_end"] = sentence_end
     fields["cue"] = cue
     fields["source"] = source
-    new = object.__new__(Mention)
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", like.__pydantic_fields_set__)  # shared, as in _shifted
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    new = _new_object(Mention)
+    _set_dict(new, fields)
+    _set_fields_set(new, like.__pydantic_fields_set__)  # shared, as in _moved
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
@@ -915,11 +946,11 @@ def _with_entity(m: Mention, entity: str) -> Mention:
     validating again what ``m`` passed (``entity`` is any string)."""
     fields = m.__dict__.copy()
     fields["entity"] = entity
-    new = object.__new__(Mention)
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__)  # shared, as in _shifted
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    new = _new_object(Mention)
+    _set_dict(new, fields)
+    _set_fields_set(new, m.__pydantic_fields_set__)  # shared, as in _moved
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
