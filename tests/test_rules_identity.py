@@ -160,3 +160,42 @@ def test_extraction_built_directly_is_what_model_construct_makes() -> None:
     assert list(got.__dict__.items()) == list(want.__dict__.items())
     assert got.model_fields_set == want.model_fields_set and got == want
     assert (got.__pydantic_extra__, got.__pydantic_private__) == (want.__pydantic_extra__, want.__pydantic_private__)
+
+
+def test_fast_judgement_paths_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entity states copied from a validated one per kind, judgement rows built directly and the
+    mentioned entities sorted into ontology order are what the plain paths give."""
+    import random
+
+    from cxreval.extract import models
+    from cxreval.extract.models import EntityState
+    from cxreval.judge.compare import _in_ontology_order, compare_states
+    from cxreval.judge.models import EntityJudgement
+
+    onto = load_ontology()
+    extractor = RuleExtractor(onto)
+    rng = random.Random(7)
+    ids = onto.entity_ids
+    for _ in range(200):
+        pick = set(rng.sample(ids, rng.randint(0, 20))) | {"not_an_entity"}
+        assert _in_ontology_order(pick, onto) == [e for e in onto.entities if e.id in pick]
+    texts = _texts()[:400]
+    for ref, cand in zip(texts, reversed(texts)):
+        ref_states, cand_states = extractor.extract(ref).states(), extractor.extract(cand).states()
+        for state in [*ref_states.values(), *cand_states.values()]:
+            fresh = EntityState(**{name: getattr(state, name) for name in state.model_fields_set})
+            assert list(state.__dict__.items()) == list(fresh.__dict__.items())
+            assert state.model_fields_set == fresh.model_fields_set
+        for row in compare_states("p", ref_states, cand_states, onto):
+            plain = EntityJudgement.model_construct(**row.__dict__)
+            assert list(row.__dict__.items()) == list(plain.__dict__.items())
+            assert row.model_fields_set == plain.model_fields_set
+            assert (row.__pydantic_extra__, row.__pydantic_private__) == (plain.__pydantic_extra__, plain.__pydantic_private__)
+    copied = [extractor.extract(t).states() for t in texts]
+    monkeypatch.setattr(models, "_STATE_TEMPLATES", {})
+    monkeypatch.setattr(models, "_STATE_KINDS", 0)  # every state validated
+    for text, got in zip(texts, copied):
+        want = extractor.extract(text).states()
+        assert [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in got.items()] == \
+            [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in want.items()]
+    assert not models._STATE_TEMPLATES

@@ -35,12 +35,21 @@ from functools import lru_cache
 from operator import itemgetter
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, scan_gapped
-from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention
+from cxreval.extract.models import (
+    HEDGE_GRADES,
+    Extraction,
+    Mention,
+    _new_object,
+    _set_dict,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+)
 from cxreval.extract.text import (
     NormalizedText,
     Section,
@@ -881,25 +890,6 @@ def _moved(cached: _Cached, start: int, source: str) -> list[Mention]:
         _set_private(new, None)
         out.append(new)
     return out
-
-
-def _slot_setter(name: str) -> Callable[[object, object], None]:
-    """The setter of one of pydantic's ``BaseModel`` slots: ``object.__setattr__(obj, name, v)``
-    without looking the name up each time (models are made this way for every mention)."""
-    from pydantic import BaseModel
-
-    descriptor = BaseModel.__dict__.get(name)
-    setter = getattr(descriptor, "__set__", None)
-    if setter is None:  # another pydantic layout: the plain way
-        return lambda obj, value: object.__setattr__(obj, name, value)
-    return setter  # type: ignore[no-any-return]
-
-
-_new_object = object.__new__
-_set_dict = _slot_setter("__dict__")
-_set_fields_set = _slot_setter("__pydantic_fields_set__")
-_set_extra = _slot_setter("__pydantic_extra__")
-_set_private = _slot_setter("__pydantic_private__")
 
 
 def _extraction(engine: str, mentions: tuple[Mention, ...], text: str) -> Extraction:
