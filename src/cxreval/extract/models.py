@@ -40,6 +40,7 @@ CERTAINTY_POLICIES: dict[str, frozenset[str]] = {
 }
 
 _HEDGE_RANK = {g: i for i, g in enumerate(HEDGE_GRADES)}
+_STATUSES = frozenset({"present", "uncertain", "absent"})
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -203,6 +204,14 @@ class Extraction(BaseModel):
             by_entity.setdefault(m.entity, []).append(m)
         out: dict[str, EntityState] = {}
         for entity, mentions in by_entity.items():
+            if len(mentions) == 1 and mentions[0].status in _STATUSES:
+                # One mention (most entities of a report): the general rule below, worked out.
+                m = mentions[0]
+                zones_one = m.zones
+                out[entity] = _state(entity, m.status, m.certainty, m.side or None,
+                                     tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
+                                     m.severity or None, m.comparison or None, m.sentence, m.cue)
+                continue
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
                 if any(m.status == candidate for m in mentions):
