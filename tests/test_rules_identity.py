@@ -86,7 +86,7 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
     the plain regular expressions, on random text built from titles, separators and odd letters."""
     import random
 
-    from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens, sentence_spans
+    from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens, sentence_spans, token_columns
 
     rng = random.Random(14)
     parts = ["findings", "finding", "impression", "clinical history", "history", "reason for exam",
@@ -102,6 +102,7 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
                      for m in _TOKEN_RE.finditer(text, lo, len(text))]
             assert scan_tokens(text, lo) == plain
             assert all(type(t) is Token for t in scan_tokens(text, lo))
+            assert token_columns(text, lo) == ([t.text for t in plain], [t.start for t in plain], [t.end for t in plain])
             # sentences: the tokens up to each "." token, as RuleExtractor._read_sentences reads them
             sentences, a = [], 0
             for b, tok in enumerate(plain):

@@ -53,12 +53,12 @@ from cxreval.extract.models import (
 from cxreval.extract.text import (
     NormalizedText,
     Section,
-    Token,
+    TokenColumns,
     normalize,
-    scan_tokens,
     sentence_spans,
     split_sections,
     term_tokens,
+    token_columns,
 )
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
@@ -385,6 +385,12 @@ class RuleExtractor:
         #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
         self._pieces: dict[str, tuple[tuple[int, int, int, str], ...]] = {}
         self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
+        #: (index, rule, search for any of its ``requires`` words or None) of each normal
+        #: statement that implies something: one C search in place of a test per word.
+        self._statement_checks = [
+            (k, r, re.compile("|".join(map(re.escape, r.requires))).search if r.requires else None)
+            for k, r in enumerate(self.rules.normal_statements) if r.entities
+        ]
         #: A validated mention per kind (see ``_read_section``): new ones of that kind copy it.
         self._templates: dict[object, Mention] = {}
         self._cache_size = sentence_cache
@@ -420,8 +426,7 @@ class RuleExtractor:
             if self._cache_size and section.start < section.end:
                 mentions.extend(self._read_cached_section(norm, section))
                 continue
-            tokens = scan_tokens(norm.text, section.start, section.end)
-            mentions.extend(self._read_section(norm, tokens, section.name))
+            mentions.extend(self._read_section(norm, token_columns(norm.text, section.start, section.end), section.name))
             mentions.extend(self._normal_statements(norm, section))
         # every mention was validated when made, and reads its evidence from ``text`` already
         return _extraction(self.signature, tuple(mentions), text)
@@ -459,7 +464,7 @@ class RuleExtractor:
             key = (name, original[lo : ends[b]])
             hit = cache.get(key)
             if hit is None:
-                read = self._read_section(norm, scan_tokens(folded, a, b), name)
+                read = self._read_section(norm, token_columns(folded, a, b), name)
                 self._remember(cache, key, (lo, tuple(read)))
                 out.extend(read)
             else:
@@ -474,8 +479,9 @@ class RuleExtractor:
             cache.popitem(last=False)
 
     # -- one section ---------------------------------------------------------------------
-    def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
-        words = [t.text for t in tokens]
+    def _read_section(self, norm: NormalizedText, columns: TokenColumns, section: str) -> list[Mention]:
+        """The mentions of a run of tokens (``token_columns``: their texts, starts and ends)."""
+        words, t_start, t_end = columns
         # (start, end, value = the entity, used): read as they come, no copy per match
         matches: list[GappedMatch] = scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
         if not matches:
@@ -504,7 +510,7 @@ class RuleExtractor:
                     cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
         spans = (cue_start, cue_end)
 
-        scopes = _scopes(norm, tokens)
+        scopes = _scopes(norm, columns)
         starts, ends = norm.starts, norm.ends
         templates = self._templates
         out: list[Mention] = []
@@ -527,9 +533,9 @@ class RuleExtractor:
             # The evidence: the scope(s) holding the mention's first and last token.
             s_start = scopes[bisect_right(scopes, m.start) - 1]
             last = bisect_right(scopes, m.end - 1)
-            s_end = scopes[last] if last < len(scopes) else len(tokens)
-            start, end = starts[tokens[m.start].start], ends[tokens[m.end - 1].end]
-            s_lo, s_hi = starts[tokens[s_start].start], ends[tokens[s_end - 1].end]
+            s_end = scopes[last] if last < len(scopes) else n
+            start, end = starts[t_start[m.start]], ends[t_end[m.end - 1]]
+            s_lo, s_hi = starts[t_start[s_start]], ends[t_end[s_end - 1]]
             # Validated once per kind of mention (status, grade, attributes); the rest are copies
             # of that one with the fields that validation passes unchanged (strings, offsets).
             key = (status, grade, side, zones, severity, comparison, historical)
@@ -806,10 +812,10 @@ class RuleExtractor:
         out: list[tuple[int, int, int, str]] = []
         text = folded[lo:hi]
         stops: list[int] | None = None
-        for k, rule in enumerate(self.rules.normal_statements):
-            if not rule.entities or (local is not None and rule.local != local):
-                continue  # implies nothing, or not asked for
-            if rule.requires and not any(word in text for word in rule.requires):
+        for k, rule, has_word in self._statement_checks:
+            if local is not None and rule.local != local:
+                continue  # not asked for
+            if has_word is not None and has_word(text) is None:
                 continue  # no word every match needs: nothing to find
             # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
             # patterns' word boundaries read as they would in a copy of the section.
@@ -819,7 +825,8 @@ class RuleExtractor:
                 hits = _hits_between_stops(rule, folded, text, lo, stops)
             else:
                 hits = rule.pattern.finditer(folded, lo, hi)
-            out.extend((k, hit.start(), hit.end(), hit.group(0)) for hit in hits)
+            for hit in hits:
+                out.append((k, hit.start(), hit.end(), hit.group(0)))
         return out
 
 
@@ -958,7 +965,7 @@ def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
     return set(words[lo:hi])
 
 
-def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:
+def _scopes(norm: NormalizedText, columns: TokenColumns) -> list[int]:
     """The token index at which each evidence scope starts, ascending (the first is 0).
 
     A scope is a sentence (up to a full stop, or the section's end) unless the sentence spans more
@@ -966,39 +973,42 @@ def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:
     :func:`_cut`), so a report with no full stop does not make every mention's evidence the
     whole report.
     """
-    n = len(tokens)
-    breaks = [i + 1 for i, t in enumerate(tokens) if t.text == "." and i + 1 < n]
+    words, t_start, t_end = columns
+    n = len(words)
+    breaks = [i + 1 for i, w in enumerate(words) if w == "." and i + 1 < n]
     out = [0]
     starts, ends = norm.starts, norm.ends
     for a, b in zip([0, *breaks], [*breaks, n]):
-        if a < b and ends[tokens[b - 1].end] - starts[tokens[a].start] > MAX_SCOPE_CHARS:
-            out.extend(_cut(norm, tokens, a, b))
+        if a < b and ends[t_end[b - 1]] - starts[t_start[a]] > MAX_SCOPE_CHARS:
+            out.extend(_cut(norm, columns, a, b))
         if b < n:
             out.append(b)
     return out
 
 
-def _cut(norm: NormalizedText, tokens: list[Token], a: int, b: int) -> list[int]:
-    """Where to cut the over-long sentence ``tokens[a:b]``: the start of every piece after the first."""
+def _cut(norm: NormalizedText, columns: TokenColumns, a: int, b: int) -> list[int]:
+    """Where to cut the over-long sentence of tokens ``a:b``: the start of every piece after the first."""
+    _, t_start, t_end = columns
     cuts: list[int] = []
     while True:
-        limit = norm.starts[tokens[a].start] + MAX_SCOPE_CHARS
+        limit = norm.starts[t_start[a]] + MAX_SCOPE_CHARS
         j = a + 1  # the first token that does not fit (a piece holds at least one token)
-        while j < b and norm.ends[tokens[j].end] <= limit:
+        while j < b and norm.ends[t_end[j]] <= limit:
             j += 1
         if j >= b:
             return cuts
-        a = _clause_cut(norm.text, tokens, a, j)
+        a = _clause_cut(norm.text, columns, a, j)
         cuts.append(a)
 
 
-def _clause_cut(folded: str, tokens: list[Token], a: int, j: int) -> int:
+def _clause_cut(folded: str, columns: TokenColumns, a: int, j: int) -> int:
     """The last clause boundary in ``(a, j]``: after ";" / ":" or at a line break, else after a comma, else ``j``."""
+    words, t_start, t_end = columns
     for c in range(j, a, -1):
-        if tokens[c - 1].text in _STRONG_BREAK or folded.find("\n", tokens[c - 1].end, tokens[c].start) >= 0:
+        if words[c - 1] in _STRONG_BREAK or folded.find("\n", t_end[c - 1], t_start[c]) >= 0:
             return c
     for c in range(j, a, -1):
-        if tokens[c - 1].text == ",":
+        if words[c - 1] == ",":
             return c
     return j
 

@@ -204,6 +204,32 @@ def scan_tokens(folded: str, pos: int = 0, endpos: int | None = None) -> list[To
 
 _new_tuple = tuple.__new__
 
+#: Tokens as three columns: their texts, starts and ends (offsets into the folded text).
+TokenColumns = tuple[list[str], list[int], list[int]]
+
+
+def token_columns(folded: str, pos: int = 0, endpos: int | None = None) -> TokenColumns:
+    """``scan_tokens(folded, pos, endpos)`` as columns, without a tuple per token.
+
+    The texts come from one ``findall``; each start is where its text is next found. No character
+    between two tokens can begin a token (else a token would begin there), so the next occurrence
+    of a token's text is the token itself.
+    """
+    end = len(folded) if endpos is None else endpos
+    words: list[str] = _TOKEN_RE.findall(folded, pos, end)
+    starts: list[int] = []
+    ends: list[int] = []
+    find = folded.find
+    at = pos
+    for word in words:
+        at = find(word, at)
+        starts.append(at)
+        at += len(word)
+        ends.append(at)
+    if folded.find("!", pos, end) >= 0 or folded.find("?", pos, end) >= 0:
+        words = ["." if w in ("!", "?") else w for w in words]
+    return words, starts, ends
+
 # A "." token (or "!", "?") and the numbers before it: ``_TOKEN_RE``'s number (a digit, then
 # ``\d*(?:\.\d+)?``, ``\d+(?:\.\d+)?`` in all), so the "." inside "1.5" is part of a number here
 # too. No other token holds a digit or one of ".!?", so the sentence ends found are those of
