@@ -247,7 +247,10 @@ def _within_full_stops(pattern: re.Pattern[str]) -> bool:
     finds the very matches a search of the whole text finds (a ``\\b`` at a piece's end sees the
     "." either way). Anything it cannot tell is False (search the whole section).
     """
-    from re import _constants as c, _parser
+    try:
+        from re import _constants as c, _parser
+    except ImportError:  # an internal module of the standard library: if it moved, search whole sections
+        return False
 
     dot = ord(".")
 
