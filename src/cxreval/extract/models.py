@@ -6,7 +6,7 @@ engine ran.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,6 +40,38 @@ CERTAINTY_POLICIES: dict[str, frozenset[str]] = {
 }
 
 _HEDGE_RANK = {g: i for i, g in enumerate(HEDGE_GRADES)}
+_STATUSES = frozenset({"present", "uncertain", "absent"})
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _slot_setter(name: str) -> Callable[[object, object], None]:
+    """The setter of one of pydantic's ``BaseModel`` slots: ``object.__setattr__(obj, name, v)``
+    without looking the name up each time (the engine makes every mention this way)."""
+    descriptor = BaseModel.__dict__.get(name)
+    setter = getattr(descriptor, "__set__", None)
+    if setter is None:  # another pydantic layout: the plain way
+        return lambda obj, value: object.__setattr__(obj, name, value)
+    return setter  # type: ignore[no-any-return]
+
+
+_new_object = object.__new__
+_set_dict = _slot_setter("__dict__")
+_set_fields_set = _slot_setter("__pydantic_fields_set__")
+_set_extra = _slot_setter("__pydantic_extra__")
+_set_private = _slot_setter("__pydantic_private__")
+
+
+def constructed(cls: type[ModelT], fields: dict[str, Any], fields_set: set[str]) -> ModelT:
+    """``cls.model_construct(**fields)`` for a model whose ``fields`` are all given, in field
+    order (``fields_set`` names them), with no private attributes, extras or ``model_post_init``:
+    its values unvalidated (the caller made them right), without pydantic's generic loop."""
+    new = _new_object(cls)
+    _set_dict(new, fields)
+    _set_fields_set(new, fields_set)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new  # type: ignore[no-any-return]
 
 
 def _default_certainty(data: dict[str, Any]) -> Certainty:
@@ -172,6 +204,14 @@ class Extraction(BaseModel):
             by_entity.setdefault(m.entity, []).append(m)
         out: dict[str, EntityState] = {}
         for entity, mentions in by_entity.items():
+            if len(mentions) == 1 and mentions[0].status in _STATUSES:
+                # One mention (most entities of a report): the general rule below, worked out.
+                m = mentions[0]
+                zones_one = m.zones
+                out[entity] = _state(entity, m.status, m.certainty, m.side or None,
+                                     tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
+                                     m.severity or None, m.comparison or None, m.sentence, m.cue)
+                continue
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
                 if any(m.status == candidate for m in mentions):
@@ -192,15 +232,46 @@ class Extraction(BaseModel):
             lead = explicit[0]
             if status == "uncertain" and len(explicit) > 1:
                 lead = min(explicit, key=lambda m: _HEDGE_RANK.get(m.certainty, len(_HEDGE_RANK)))
-            out[entity] = EntityState(
-                entity=entity,
-                status=status,
-                certainty=lead.certainty,
-                side=side,
-                zones=tuple(zones),
-                severity=next((m.severity for m in explicit if m.severity), None),
-                comparison=next((m.comparison for m in explicit if m.comparison), None),
-                evidence=lead.sentence,
-                cue=lead.cue,
+            out[entity] = _state(
+                entity,
+                status,
+                lead.certainty,
+                side,
+                tuple(zones),
+                next((m.severity for m in explicit if m.severity), None),
+                next((m.comparison for m in explicit if m.comparison), None),
+                lead.sentence,
+                lead.cue,
             )
         return out
+
+
+#: One validated EntityState per kind (status, grade, attributes): the states of that kind copy it.
+_STATE_TEMPLATES: dict[tuple[Any, ...], EntityState] = {}
+#: At most this many kinds kept (a bound never reached in practice; 0: validate every state).
+_STATE_KINDS = 4096
+
+
+def _state(entity: str, status: str, certainty: str, side: str | None, zones: tuple[str, ...],
+           severity: str | None, comparison: str | None, evidence: str, cue: str | None) -> EntityState:
+    """``EntityState(entity=..., status=..., ...)`` with every field given: validated once per
+    kind, then copied with the entity, evidence and cue of each state (strings: nothing else to
+    check). Scoring aggregates every report's mentions, so this runs once per entity per report."""
+    key = (status, certainty, side, zones, severity, comparison)
+    like = _STATE_TEMPLATES.get(key)
+    if like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str):
+        made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,  # type: ignore[arg-type]
+                           severity=severity, comparison=comparison, evidence=evidence, cue=cue)
+        if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:
+            _STATE_TEMPLATES[key] = made
+        return made
+    fields = like.__dict__.copy()
+    fields["entity"] = entity
+    fields["evidence"] = evidence
+    fields["cue"] = cue
+    new = _new_object(EntityState)
+    _set_dict(new, fields)
+    _set_fields_set(new, like.__pydantic_fields_set__)  # shared: a frozen model never changes it
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new

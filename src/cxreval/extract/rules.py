@@ -32,15 +32,34 @@ from collections import OrderedDict
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cxreval.extract.lexicon import PhraseTrie, plural_variants, scan_gapped
-from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention
-from cxreval.extract.text import NormalizedText, Section, Token, normalize, scan_tokens, split_sections, term_tokens
+from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, scan_gapped
+from cxreval.extract.models import (
+    HEDGE_GRADES,
+    Extraction,
+    Mention,
+    _new_object,
+    _set_dict,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+)
+from cxreval.extract.text import (
+    NormalizedText,
+    Section,
+    TokenColumns,
+    normalize,
+    sentence_spans,
+    split_sections,
+    term_tokens,
+    token_columns,
+)
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
@@ -96,6 +115,8 @@ _FORWARD_BREAK = frozenset({"and", "with"})
 MAX_SCOPE_CHARS = 400
 #: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
 SENTENCE_CACHE = 50_000
+#: Distinct reports whose extraction a RuleExtractor keeps (0: none; it is off with the sentence cache).
+REPORT_CACHE = 10_000
 _STRONG_BREAK = frozenset({";", ":"})
 
 
@@ -112,6 +133,9 @@ class NormalStatement:
     #: Words one of which every match contains (lower case); a section holding none of them is
     #: not searched (a fast substring test instead of a regex scan). Empty: always searched.
     requires: tuple[str, ...] = ()
+    #: No match can hold a full stop or look past one (:func:`_within_full_stops`): with
+    #: ``requires``, only the pieces of a section between full stops that hold a word are searched.
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,7 +201,8 @@ class RuleSet:
             except (KeyError, re.error) as exc:
                 raise RulesError(f"{source}: normal statement {i} has a bad pattern: {exc}") from exc
             requires = tuple(str(w).lower() for w in item.get("requires", []) or [])
-            statements.append(NormalStatement(pattern, tuple(item.get("entities", [])), requires))
+            local = _within_full_stops(pattern) and not any("." in w for w in requires)
+            statements.append(NormalStatement(pattern, tuple(item.get("entities", [])), requires, local))
         # c = cue file, n = normal statements, a = attribute vocabulary: any edit bumps one.
         version = f"c{cues.get('version', '?')}.n{(normals or {}).get('version', '0')}.a{vocab.version}"
         # Words that may stand inside a multi-word entity name: the cue file's modifiers plus every
@@ -211,6 +236,75 @@ def _site_rules(entries: object, known: set[str], source: str, strict: bool = Tr
             raise RulesError(f"{source}: site_entities item {i} has reach {reach!r}; use clause or sentence")
         out.setdefault(entity, []).append(SiteRule(to, words, unless, reach))
     return {e: tuple(rules) for e, rules in out.items()}
+
+
+def _within_full_stops(pattern: re.Pattern[str]) -> bool:
+    """Whether every match of ``pattern`` lies between two full stops, whatever the text around it.
+
+    True when no part of the pattern can match a "." (no ``.``, ``\\W``, negated class or class
+    holding "."), it asserts nothing but word boundaries (no lookaround, no ``^``/``$``) and it
+    never matches the empty string: then searching the pieces between full stops one by one
+    finds the very matches a search of the whole text finds (a ``\\b`` at a piece's end sees the
+    "." either way). Anything it cannot tell is False (search the whole section).
+    """
+    try:
+        from re import _constants as c, _parser
+    except ImportError:  # an internal module of the standard library: if it moved, search whole sections
+        return False
+
+    dot = ord(".")
+
+    def class_has_dot(items: list) -> bool:
+        hit, negate = False, False
+        for op, av in items:
+            if op is c.NEGATE:
+                negate = True
+            elif op is c.LITERAL:
+                hit |= av == dot
+            elif op is c.RANGE:
+                hit |= av[0] <= dot <= av[1]
+            elif op is c.CATEGORY:
+                if av not in (c.CATEGORY_DIGIT, c.CATEGORY_SPACE, c.CATEGORY_WORD, c.CATEGORY_LINEBREAK):
+                    return True  # \D, \S, \W, ...: may match "."
+            else:
+                return True
+        return hit != negate
+
+    def local(items: Any) -> bool:
+        for op, av in items:
+            if op is c.LITERAL:
+                if av == dot:
+                    return False
+            elif op is c.NOT_LITERAL:
+                if av != dot:
+                    return False
+            elif op is c.IN:
+                if class_has_dot(av):
+                    return False
+            elif op is c.AT:
+                if av not in (c.AT_BOUNDARY, c.AT_NON_BOUNDARY):
+                    return False
+            elif op is c.BRANCH:
+                if not all(local(alt) for alt in av[1]):
+                    return False
+            elif op is c.SUBPATTERN:
+                if not local(av[3]):
+                    return False
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                if not local(av[2]):
+                    return False
+            elif op is c.ATOMIC_GROUP:
+                if not local(av):
+                    return False
+            else:
+                return False  # ANY, lookaround, back-reference, conditional: may reach a "."
+        return True
+
+    try:
+        parsed = _parser.parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - an internal parser: if it disagrees, search the whole section
+        return False
+    return parsed.getwidth()[0] > 0 and local(parsed)
 
 
 def _entries(entries: object, kind: str, source: str) -> list[tuple[object, Any]]:
@@ -275,21 +369,13 @@ def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
     return trie
 
 
-@dataclass
-class _Match:
-    start: int
-    end: int
-    entity: str
-    used: tuple[int, ...]
-
-
 class RuleExtractor:
     """Deterministic, offline extraction of ontology entities from report text."""
 
     name = "rules"
 
     def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None, *,
-                 sentence_cache: int = SENTENCE_CACHE) -> None:
+                 sentence_cache: int = SENTENCE_CACHE, report_cache: int = REPORT_CACHE) -> None:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
@@ -299,25 +385,54 @@ class RuleExtractor:
         self._sentences: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
         #: The same for whole sections (section name, section text): sentences and normal statements.
         self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
+        self._pieces: dict[str, tuple[tuple[int, int, int, str], ...]] = {}
+        self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
+        #: (index, rule, search for any of its ``requires`` words or None) of each normal
+        #: statement that implies something: one C search in place of a test per word.
+        self._statement_checks = [
+            (k, r, re.compile("|".join(map(re.escape, r.requires))).search if r.requires else None)
+            for k, r in enumerate(self.rules.normal_statements) if r.entities
+        ]
+        #: A validated mention per kind (see ``_read_section``): new ones of that kind copy it.
+        self._templates: dict[object, Mention] = {}
         self._cache_size = sentence_cache
+        #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
+        #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
+        self._reports: OrderedDict[str, Extraction] = OrderedDict()
+        self._report_cache = report_cache if sentence_cache else 0
 
     @property
     def signature(self) -> str:
         return f"rules@{RULES_VERSION}.{self.rules.version}"
 
     def extract(self, text: str) -> Extraction:
-        """Find every entity mention in one report."""
+        """Find every entity mention in one report (a report read before: from the report cache)."""
+        if self._report_cache:
+            reports = self._reports
+            hit = reports.get(text)
+            if hit is not None:
+                reports.move_to_end(text)
+                return hit
+            hit = self._extract(text)
+            reports[text] = hit
+            if len(reports) > self._report_cache:
+                reports.popitem(last=False)
+            return hit
+        return self._extract(text)
+
+    def _extract(self, text: str) -> Extraction:
+        """:meth:`extract` without the report cache: each section from the section cache or read."""
         norm = normalize(text)
         mentions: list[Mention] = []
         for section in split_sections(norm.text):
             if self._cache_size and section.start < section.end:
                 mentions.extend(self._read_cached_section(norm, section))
                 continue
-            tokens = scan_tokens(norm.text, section.start, section.end)
-            mentions.extend(self._read_section(norm, tokens, section.name))
+            mentions.extend(self._read_section(norm, token_columns(norm.text, section.start, section.end), section.name))
             mentions.extend(self._normal_statements(norm, section))
         # every mention was validated when made, and reads its evidence from ``text`` already
-        return Extraction.model_construct(engine=self.signature, mentions=tuple(mentions), text=text)
+        return _extraction(self.signature, tuple(mentions), text)
 
     def _read_cached_section(self, norm: NormalizedText, section: Section) -> list[Mention]:
         """A section's mentions (its sentences', then its normal statements'), each distinct
@@ -331,60 +446,55 @@ class RuleExtractor:
         if hit is not None:
             self._sections.move_to_end(key)
             return _moved(hit, lo, norm.original)
-        tokens = scan_tokens(norm.text, section.start, section.end)
-        read = [*self._read_sentences(norm, tokens, section.name), *self._normal_statements(norm, section)]
+        read = [*self._read_sentences(norm, section), *self._normal_statements(norm, section)]
         self._remember(self._sections, key, (lo, tuple(read)))
         return read
 
-    def _read_sentences(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
+    def _read_sentences(self, norm: NormalizedText, section: Section) -> list[Mention]:
         """:meth:`_read_section` one sentence at a time, each distinct sentence read once.
 
         Reading never crosses a full stop (every window stops at a clause break, and evidence
         scopes are sentences), so a section's mentions are its sentences' mentions;
-        ``tests/test_rules_identity.py`` checks this on every IU X-ray and ReXrank text.
+        ``tests/test_rules_identity.py`` checks this on every IU X-ray and ReXrank text. Only a
+        sentence not in the cache is cut into tokens (:func:`sentence_spans` finds the sentences).
         """
         out: list[Mention] = []
-        starts, ends, original = norm.starts, norm.ends, norm.original
-        a = 0
-        n = len(tokens)
-        while a < n:
-            b = a
-            while b < n and tokens[b].text != ".":
-                b += 1
-            b = min(b + 1, n)  # the sentence keeps its full stop
-            lo, hi = starts[tokens[a].start], ends[tokens[b - 1].end]
-            key = (section, original[lo:hi])
-            hit = self._sentences.get(key)
+        folded, starts, ends, original = norm.text, norm.starts, norm.ends, norm.original
+        cache = self._sentences
+        name = section.name
+        for a, b in sentence_spans(folded, section.start, section.end):
+            lo = starts[a]
+            key = (name, original[lo : ends[b]])
+            hit = cache.get(key)
             if hit is None:
-                read = self._read_section(norm, tokens[a:b], section)
-                self._remember(self._sentences, key, (lo, tuple(read)))
+                read = self._read_section(norm, token_columns(folded, a, b), name)
+                self._remember(cache, key, (lo, tuple(read)))
                 out.extend(read)
             else:
-                self._sentences.move_to_end(key)
+                cache.move_to_end(key)
                 out.extend(_moved(hit, lo, original))
-            a = b
         return out
 
-    def _remember(self, cache: "OrderedDict[tuple[str, str], _Cached]", key: tuple[str, str], value: "_Cached") -> None:
+    def _remember(self, cache: "OrderedDict[Any, Any]", key: object, value: object) -> None:
         """Add to an LRU cache of at most ``sentence_cache`` entries."""
         cache[key] = value
         if len(cache) > self._cache_size:
             cache.popitem(last=False)
 
     # -- one section ---------------------------------------------------------------------
-    def _read_section(self, norm: NormalizedText, tokens: list[Token], section: str) -> list[Mention]:
-        words = [t.text for t in tokens]
-        matches = [
-            _Match(g.start, g.end, g.value, g.used)  # type: ignore[arg-type]
-            for g in scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
-        ]
+    def _read_section(self, norm: NormalizedText, columns: TokenColumns, section: str) -> list[Mention]:
+        """The mentions of a run of tokens (``token_columns``: their texts, starts and ends)."""
+        words, t_start, t_end = columns
+        # (start, end, value = the entity, used): read as they come, no copy per match
+        matches: list[GappedMatch] = scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
         if not matches:
             return []
         # cue_at[i]: the cue covering token i (multi-token cues are seen from either end);
         # cue_start / cue_end: that cue's token span.
-        cue_at: list[dict[str, Any] | None] = [None] * len(words)
-        cue_start: list[int] = list(range(len(words)))
-        cue_end: list[int] = [i + 1 for i in range(len(words))]
+        n = len(words)
+        cue_at: list[dict[str, Any] | None] = [None] * n
+        cue_start: list[int] = list(range(n))
+        cue_end: list[int] = list(range(1, n + 1))
         for s, e, kinds in self.rules.cues.scan(words):
             for i in range(s, e):
                 cue_at[i] = kinds
@@ -399,18 +509,19 @@ class RuleExtractor:
         for m in matches:
             for i in m.used:
                 kinds = cue_at[i]
-                if kinds and any(k in kinds for k in _CUE_KINDS):
+                if kinds and not kinds.keys().isdisjoint(_CUE_KINDS):
                     cue_at[i] = {k: v for k, v in kinds.items() if k in _VOCAB_KINDS} or None
         spans = (cue_start, cue_end)
 
-        scopes = _scopes(norm, tokens)
+        scopes = _scopes(norm, columns)
         starts, ends = norm.starts, norm.ends
+        templates = self._templates
         out: list[Mention] = []
         for k, m in enumerate(matches):
             status, cue, historical, grade = self._certainty(words, cue_at, spans, entity_at, matches, k)
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
-            entity = m.entity
+            entity: str = m.value  # type: ignore[assignment]
             for rule in self.rules.sites.get(entity, ()):
                 if rule.reach == "sentence":
                     near = _sentence_words(words, m.start, m.end)
@@ -425,9 +536,15 @@ class RuleExtractor:
             # The evidence: the scope(s) holding the mention's first and last token.
             s_start = scopes[bisect_right(scopes, m.start) - 1]
             last = bisect_right(scopes, m.end - 1)
-            s_end = scopes[last] if last < len(scopes) else len(tokens)
-            out.append(
-                Mention(
+            s_end = scopes[last] if last < len(scopes) else n
+            start, end = starts[t_start[m.start]], ends[t_end[m.end - 1]]
+            s_lo, s_hi = starts[t_start[s_start]], ends[t_end[s_end - 1]]
+            # Validated once per kind of mention (status, grade, attributes); the rest are copies
+            # of that one with the fields that validation passes unchanged (strings, offsets).
+            key = (status, grade, side, zones, severity, comparison, historical)
+            like = templates.get(key)
+            if like is None:
+                made = Mention(
                     entity=entity,
                     status=status,
                     certainty=grade,
@@ -437,14 +554,18 @@ class RuleExtractor:
                     comparison=comparison,
                     historical=historical,
                     section=section,
-                    start=starts[tokens[m.start].start],
-                    end=ends[tokens[m.end - 1].end],
-                    sentence_start=starts[tokens[s_start].start],
-                    sentence_end=ends[tokens[s_end - 1].end],
+                    start=start,
+                    end=end,
+                    sentence_start=s_lo,
+                    sentence_end=s_hi,
                     cue=cue,
                     source=norm.original,
                 )
-            )
+                if len(templates) < _TEMPLATES:
+                    templates[key] = made
+            else:
+                made = _stamp(like, entity, section, start, end, s_lo, s_hi, cue, norm.original)
+            out.append(made)
         return out
 
     def _certainty(self, words, cue_at, spans, entity_at, matches, k):
@@ -626,32 +747,124 @@ class RuleExtractor:
         return None
 
     def _normal_statements(self, norm: NormalizedText, section: Section) -> list[Mention]:
+        """The absences the section's normal statements imply: rule by rule, match by match."""
         out: list[Mention] = []
-        text = norm.text[section.start : section.end]
-        for rule in self.rules.normal_statements:
-            if rule.requires and not any(word in text for word in rule.requires):
+        statements = self.rules.normal_statements
+        original = norm.original
+        for k, start, end, cue in self._normal_hits(norm.text, section):
+            entities = statements[k].entities
+            start, end = norm.span(start, end)
+            # One mention validated for the extractor's life; the others are copies of it with
+            # their own entity, section, offsets and cue (strings and offsets: nothing to check).
+            like = self._templates.get(_IMPLIED)
+            if like is None:
+                first = Mention(
+                    entity=entities[0],
+                    status="absent",
+                    implied=True,
+                    section=section.name,
+                    start=start,
+                    end=end,
+                    sentence_start=start,
+                    sentence_end=end,
+                    cue=cue,
+                    source=original,
+                )
+                if _TEMPLATES:
+                    self._templates[_IMPLIED] = first
+            else:
+                first = _stamp(like, entities[0], section.name, start, end, start, end, cue, original)
+            out.append(first)
+            out.extend(_with_entity(first, entity) for entity in entities[1:])
+        return out
+
+    def _normal_hits(self, folded: str, section: Section) -> list[tuple[int, int, int, str]]:
+        """Every normal statement match in the section: (rule index, start, end, matched text),
+        ordered by rule, then by place. With the caches on, the pieces between full stops are
+        looked up in the piece cache (a local rule's matches lie in one piece, and a piece reads
+        the same in any report: the character before it is a "." or the ":" of a title)."""
+        lo, hi = section.start, section.end
+        if not self._cache_size or (lo > 0 and _WORD_CHAR.match(folded, lo - 1)):
+            return self._normal_hits_in(folded, lo, hi, local=None)
+        found: list[tuple[int, int, int, str]] = []
+        cache = self._pieces
+        a = lo
+        while a <= hi:
+            b = folded.find(".", a, hi)
+            if b < 0:
+                b = hi
+            piece = folded[a:b]
+            hits = cache.get(piece)
+            if hits is None:
+                hits = tuple((k, s - a, e - a, cue) for k, s, e, cue in self._normal_hits_in(folded, a, b, local=True))
+                cache[piece] = hits  # first in, first out: no reordering on every hit
+                if len(cache) > self._cache_size:
+                    del cache[next(iter(cache))]
+            if hits:
+                found.extend([(k, s + a, e + a, cue) for k, s, e, cue in hits])
+            a = b + 1
+        if self._nonlocal_statements:
+            found.extend(self._normal_hits_in(folded, lo, hi, local=False))
+        if len(found) > 1:
+            found.sort(key=_RULE)  # stable: each rule's matches stay in text order
+        return found
+
+    def _normal_hits_in(self, folded: str, lo: int, hi: int, local: bool | None) -> list[tuple[int, int, int, str]]:
+        """The matches of the normal statements (only the local ones, only the others, or all:
+        ``local`` True, False, None) in ``folded[lo:hi]``, rule by rule."""
+        out: list[tuple[int, int, int, str]] = []
+        text = folded[lo:hi]
+        stops: list[int] | None = None
+        for k, rule, has_word in self._statement_checks:
+            if local is not None and rule.local != local:
+                continue  # not asked for
+            if has_word is not None and has_word(text) is None:
                 continue  # no word every match needs: nothing to find
             # A section starts after a title's ":" (or at 0) and ends where a title begins, so the
             # patterns' word boundaries read as they would in a copy of the section.
-            for hit in rule.pattern.finditer(norm.text, section.start, section.end):
-                start, end = norm.span(hit.start(), hit.end())
-                cue = hit.group(0)
-                for entity in rule.entities:
-                    out.append(
-                        Mention(
-                            entity=entity,
-                            status="absent",
-                            implied=True,
-                            section=section.name,
-                            start=start,
-                            end=end,
-                            sentence_start=start,
-                            sentence_end=end,
-                            cue=cue,
-                            source=norm.original,
-                        )
-                    )
+            if rule.local and rule.requires and local is None:
+                if stops is None:
+                    stops = [m.start() for m in _FULL_STOP.finditer(text)]
+                hits = _hits_between_stops(rule, folded, text, lo, stops)
+            else:
+                hits = rule.pattern.finditer(folded, lo, hi)
+            for hit in hits:
+                out.append((k, hit.start(), hit.end(), hit.group(0)))
         return out
+
+
+_RULE = itemgetter(0)
+
+_WORD_CHAR = re.compile(r"\w")
+_FULL_STOP = re.compile(r"\.")
+
+
+def _hits_between_stops(rule: NormalStatement, folded: str, text: str, offset: int,
+                        stops: list[int]) -> list[re.Match[str]]:
+    """The matches of a ``local`` rule in ``text`` (``folded[offset:]``), searching only the pieces
+    between full stops (``stops``: their positions in ``text``) that hold one of its words.
+
+    A local rule's match never holds a "." and holds one of ``rule.requires``, so it lies in one
+    such piece; the pieces are searched in order, so the matches come in the order of a search of
+    the whole section (``tests/test_rules_identity.py`` checks on every IU X-ray and ReXrank text).
+    """
+    pieces: set[int] = set()
+    last = len(stops)
+    for word in rule.requires:
+        i = text.find(word)
+        while i >= 0:
+            k = bisect_right(stops, i)
+            pieces.add(k)
+            if k == last:
+                break
+            i = text.find(word, stops[k] + 1)  # the next piece: this one is in
+    out: list[re.Match[str]] = []
+    end = len(text)
+    for k in sorted(pieces):
+        a = stops[k - 1] + 1 if k else 0
+        b = stops[k] if k < len(stops) else end
+        out.extend(rule.pattern.finditer(folded, offset + a, offset + b))
+    return out
 
 
 #: A cached reading: where the text started in the report it was read from, and its mentions there.
@@ -659,28 +872,85 @@ _Cached = tuple[int, tuple[Mention, ...]]
 
 
 def _moved(cached: _Cached, start: int, source: str) -> list[Mention]:
-    """A cached reading's mentions for the same text starting at ``start`` of report ``source``."""
-    base, mentions = cached
-    return [_shifted(m, start - base, source) for m in mentions]
-
-
-def _shifted(m: Mention, by: int, source: str) -> Mention:
-    """``m`` with its offsets moved by ``by`` and its evidence read from ``source``.
+    """A cached reading's mentions for the same text starting at ``start`` of report ``source``:
+    each ``m`` with its offsets moved and its evidence read from ``source``.
 
     What ``m.model_copy(update=...)`` does, without its generic copying: this runs for every
     mention of every report read from the caches, and ``m`` was validated when it was made.
     """
-    fields = m.__dict__.copy()
-    fields["start"] += by
-    fields["end"] += by
-    fields["sentence_start"] += by
-    fields["sentence_end"] += by
+    base, mentions = cached
+    by = start - base
+    out: list[Mention] = []
+    for m in mentions:
+        fields = m.__dict__.copy()
+        if by:
+            fields["start"] += by
+            fields["end"] += by
+            fields["sentence_start"] += by
+            fields["sentence_end"] += by
+        fields["source"] = source
+        given = m.__pydantic_fields_set__
+        new = _new_object(Mention)
+        _set_dict(new, fields)
+        # Shared, not copied, when it already names the moved fields (it does for every mention
+        # the engine makes): a frozen model never changes its set in place (pydantic copies it in
+        # ``model_copy``), and one set per mention was most of a cached mention's memory.
+        _set_fields_set(new, given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
+        _set_extra(new, None)
+        _set_private(new, None)
+        out.append(new)
+    return out
+
+
+def _extraction(engine: str, mentions: tuple[Mention, ...], text: str) -> Extraction:
+    """``Extraction.model_construct(engine=..., mentions=..., text=...)``, without its generic
+    field loop (once per report read)."""
+    new = _new_object(Extraction)
+    _set_dict(new, {"engine": engine, "mentions": mentions, "text": text})
+    _set_fields_set(new, {"engine", "mentions", "text"})
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+#: Kinds of mention whose validated template an extractor keeps (a bound, never reached in practice).
+_TEMPLATES = 4096
+#: The template key of a normal statement's implied absence.
+_IMPLIED = "implied"
+
+
+def _stamp(like: Mention, entity: str, section: str, start: int, end: int, sentence_start: int,
+           sentence_end: int, cue: str | None, source: str) -> Mention:
+    """A mention of the kind of ``like`` (same status, grade, attributes, flags) at a new place:
+    what ``Mention(...)`` with every field ``like`` was given makes, without validating again the
+    fields it shares with ``like``; the others are strings and offsets the engine made."""
+    fields = like.__dict__.copy()
+    fields["entity"] = entity
+    fields["section"] = section
+    fields["start"] = start
+    fields["end"] = end
+    fields["sentence_start"] = sentence_start
+    fields["sentence_end"] = sentence_end
+    fields["cue"] = cue
     fields["source"] = source
-    new = object.__new__(Mention)
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(new, "__pydantic_fields_set__", m.__pydantic_fields_set__ | _SHIFTED_FIELDS)
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
+    new = _new_object(Mention)
+    _set_dict(new, fields)
+    _set_fields_set(new, like.__pydantic_fields_set__)  # shared, as in _moved
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def _with_entity(m: Mention, entity: str) -> Mention:
+    """``m`` naming ``entity`` instead: what ``Mention(**fields, entity=entity)`` makes, without
+    validating again what ``m`` passed (``entity`` is any string)."""
+    fields = m.__dict__.copy()
+    fields["entity"] = entity
+    new = _new_object(Mention)
+    _set_dict(new, fields)
+    _set_fields_set(new, m.__pydantic_fields_set__)  # shared, as in _moved
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
@@ -698,7 +968,7 @@ def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
     return set(words[lo:hi])
 
 
-def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:
+def _scopes(norm: NormalizedText, columns: TokenColumns) -> list[int]:
     """The token index at which each evidence scope starts, ascending (the first is 0).
 
     A scope is a sentence (up to a full stop, or the section's end) unless the sentence spans more
@@ -706,39 +976,42 @@ def _scopes(norm: NormalizedText, tokens: list[Token]) -> list[int]:
     :func:`_cut`), so a report with no full stop does not make every mention's evidence the
     whole report.
     """
-    n = len(tokens)
-    breaks = [i + 1 for i, t in enumerate(tokens) if t.text == "." and i + 1 < n]
+    words, t_start, t_end = columns
+    n = len(words)
+    breaks = [i + 1 for i, w in enumerate(words) if w == "." and i + 1 < n]
     out = [0]
     starts, ends = norm.starts, norm.ends
     for a, b in zip([0, *breaks], [*breaks, n]):
-        if a < b and ends[tokens[b - 1].end] - starts[tokens[a].start] > MAX_SCOPE_CHARS:
-            out.extend(_cut(norm, tokens, a, b))
+        if a < b and ends[t_end[b - 1]] - starts[t_start[a]] > MAX_SCOPE_CHARS:
+            out.extend(_cut(norm, columns, a, b))
         if b < n:
             out.append(b)
     return out
 
 
-def _cut(norm: NormalizedText, tokens: list[Token], a: int, b: int) -> list[int]:
-    """Where to cut the over-long sentence ``tokens[a:b]``: the start of every piece after the first."""
+def _cut(norm: NormalizedText, columns: TokenColumns, a: int, b: int) -> list[int]:
+    """Where to cut the over-long sentence of tokens ``a:b``: the start of every piece after the first."""
+    _, t_start, t_end = columns
     cuts: list[int] = []
     while True:
-        limit = norm.starts[tokens[a].start] + MAX_SCOPE_CHARS
+        limit = norm.starts[t_start[a]] + MAX_SCOPE_CHARS
         j = a + 1  # the first token that does not fit (a piece holds at least one token)
-        while j < b and norm.ends[tokens[j].end] <= limit:
+        while j < b and norm.ends[t_end[j]] <= limit:
             j += 1
         if j >= b:
             return cuts
-        a = _clause_cut(norm.text, tokens, a, j)
+        a = _clause_cut(norm.text, columns, a, j)
         cuts.append(a)
 
 
-def _clause_cut(folded: str, tokens: list[Token], a: int, j: int) -> int:
+def _clause_cut(folded: str, columns: TokenColumns, a: int, j: int) -> int:
     """The last clause boundary in ``(a, j]``: after ";" / ":" or at a line break, else after a comma, else ``j``."""
+    words, t_start, t_end = columns
     for c in range(j, a, -1):
-        if tokens[c - 1].text in _STRONG_BREAK or folded.find("\n", tokens[c - 1].end, tokens[c].start) >= 0:
+        if words[c - 1] in _STRONG_BREAK or folded.find("\n", t_end[c - 1], t_start[c]) >= 0:
             return c
     for c in range(j, a, -1):
-        if tokens[c - 1].text == ",":
+        if words[c - 1] == ",":
             return c
     return j
 

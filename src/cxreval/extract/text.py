@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 # Section titles and the section each one opens. Titles outside this map end the previous section
@@ -59,16 +59,53 @@ class Section(NamedTuple):
     end: int
 
 
+# Titles by their last letter, longest first (a title is found from the ":" after it).
+_TITLES_ENDING: dict[str, list[str]] = {}
+for _title in sorted(SECTION_TITLES, key=len, reverse=True):
+    _TITLES_ENDING.setdefault(_title[-1], []).append(_title)
+
+
+def _titles(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, title)`` of each ``_TITLE_RE`` match in ``text``, faster for lower-case
+    ASCII text (the common case: the engine reads case-folded text).
+
+    A match is a title, spaces and a ":", so each ":" is looked at once: the spaces before it are
+    skipped and the longest title ending there whose start ``_TITLE_RE``'s lookbehind accepts is
+    the match (the leftmost start, as ``finditer`` finds it; no match holds a ":" but its last, so
+    matches of successive colons never overlap). Case-sensitive comparison equals the pattern's
+    case-insensitive one only where the text has no upper-case letter, and no non-ASCII letter
+    (the dotless "ı" matches "i" case-insensitively): any other text takes the pattern itself.
+    """
+    if not (text.isascii() and text.islower()):
+        for match in _TITLE_RE.finditer(text):
+            yield match.start(), match.end(), match.group(1)
+        return
+    pos = 0
+    colon = text.find(":")
+    while colon >= 0:
+        q = colon
+        while q > pos and text[q - 1].isspace():  # str.isspace is the pattern's \s
+            q -= 1
+        if q > pos:
+            for title in _TITLES_ENDING.get(text[q - 1], ()):
+                p = q - len(title)
+                if p >= pos and text.startswith(title, p) and (p == 0 or text[p - 1].isspace() or text[p - 1] in ".;"):
+                    yield p, colon + 1, title
+                    pos = colon + 1
+                    break
+        colon = text.find(":", colon + 1)
+
+
 def split_sections(text: str) -> list[Section]:
     """Return the spans of ``text`` to read for findings, each with its section name."""
     sections: list[Section] = []
     current: str | None = "body"
     pos = 0
-    for match in _TITLE_RE.finditer(text):
-        if current is not None and match.start() > pos and text[pos : match.start()].strip():
-            sections.append(Section(current, pos, match.start()))
-        current = SECTION_TITLES[match.group(1).lower()]
-        pos = match.end()
+    for start, end, title in _titles(text):
+        if current is not None and start > pos and text[pos:start].strip():
+            sections.append(Section(current, pos, start))
+        current = SECTION_TITLES[title.lower()]
+        pos = end
     if current is not None and text[pos:].strip():
         sections.append(Section(current, pos, len(text)))
     return sections
@@ -157,13 +194,69 @@ _TOKEN_RE = re.compile(r"\d+(?:\.\d+)?|[a-z]+(?:'[a-z]+)?|[.,;:!?()\[\]]")
 
 def scan_tokens(folded: str, pos: int = 0, endpos: int | None = None) -> list[Token]:
     """Tokens of ``folded[pos:endpos]`` (already normalised), with offsets into ``folded``."""
-    out: list[Token] = []
-    for m in _TOKEN_RE.finditer(folded, pos, len(folded) if endpos is None else endpos):
-        tok = m.group()
-        if tok in "!?":
-            tok = "."
-        out.append(Token(tok, m.start(), m.end()))
+    end = len(folded) if endpos is None else endpos
+    # tuple.__new__ directly: a NamedTuple's own constructor is a Python function, called per token.
+    out = [_new_tuple(Token, (m.group(), *m.span())) for m in _TOKEN_RE.finditer(folded, pos, end)]
+    if folded.find("!", pos, end) >= 0 or folded.find("?", pos, end) >= 0:
+        out = [Token(".", t.start, t.end) if t.text in ("!", "?") else t for t in out]
     return out
+
+
+_new_tuple = tuple.__new__
+
+#: Tokens as three columns: their texts, starts and ends (offsets into the folded text).
+TokenColumns = tuple[list[str], list[int], list[int]]
+
+
+def token_columns(folded: str, pos: int = 0, endpos: int | None = None) -> TokenColumns:
+    """``scan_tokens(folded, pos, endpos)`` as columns, without a tuple per token.
+
+    The texts come from one ``findall``; each start is where its text is next found. No character
+    between two tokens can begin a token (else a token would begin there), so the next occurrence
+    of a token's text is the token itself.
+    """
+    end = len(folded) if endpos is None else endpos
+    words: list[str] = _TOKEN_RE.findall(folded, pos, end)
+    starts: list[int] = []
+    ends: list[int] = []
+    find = folded.find
+    at = pos
+    for word in words:
+        at = find(word, at)
+        starts.append(at)
+        at += len(word)
+        ends.append(at)
+    if folded.find("!", pos, end) >= 0 or folded.find("?", pos, end) >= 0:
+        words = ["." if w in ("!", "?") else w for w in words]
+    return words, starts, ends
+
+# A "." token (or "!", "?") and the numbers before it: ``_TOKEN_RE``'s number (a digit, then
+# ``\d*(?:\.\d+)?``, ``\d+(?:\.\d+)?`` in all), so the "." inside "1.5" is part of a number here
+# too. No other token holds a digit or one of ".!?", so the sentence ends found are those of
+# ``scan_tokens``. Led by one character class, so the engine skips other characters in C.
+_STOP_RE = re.compile(r"[\d.!?](?:(?<=\d)\d*(?:\.\d+)?)?")
+
+
+def sentence_spans(folded: str, pos: int = 0, endpos: int | None = None) -> list[tuple[int, int]]:
+    """The sentences of ``folded[pos:endpos]``: from the start of a sentence's first token to the
+    end of its last (its "." token), as splitting ``scan_tokens(folded, pos, endpos)`` after each
+    "." token would give them, without making a token of every word.
+
+    ``scan_tokens(folded, start, end)`` of a span gives that sentence's tokens.
+    """
+    end = len(folded) if endpos is None else endpos
+    spans: list[tuple[int, int]] = []
+    first = _TOKEN_RE.search
+    q = pos
+    for m in _STOP_RE.finditer(folded, pos, end):
+        stop = m.end()
+        if folded[stop - 1] in ".!?":  # a full stop, not a number (a number ends with a digit)
+            spans.append((first(folded, q, stop).start(), stop))  # type: ignore[union-attr] - the stop is a token
+            q = stop
+    tail = scan_tokens(folded, q, end)
+    if tail:
+        spans.append((tail[0].start, tail[-1].end))
+    return spans
 
 
 def tokenize(text: str, offset: int = 0) -> list[Token]:

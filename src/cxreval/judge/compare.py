@@ -21,12 +21,12 @@ Decisions (documented in the README):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Literal
 
-from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
+from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, constructed
 from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
-from cxreval.ontology import Ontology
+from cxreval.ontology import Entity, Ontology
 
 #: How hedged findings count (the ``uncertain:`` option of every signature): ``positive`` all,
 #: ``negative`` none, ``probable`` only the ``probable`` grade ("likely atelectasis"), not
@@ -118,9 +118,7 @@ def compare_states(
     for a caller that keeps a report's states to compare it many times (the RL reward)."""
     rows: list[EntityJudgement] = []
     mentioned = ref_states.keys() | cand_states.keys()
-    for entity in ontology.entities:
-        if entity.id not in mentioned:
-            continue
+    for entity in _in_ontology_order(mentioned, ontology):
         ref = ref_states.get(entity.id)
         cand = cand_states.get(entity.id)
         presence = _presence(is_positive(ref, uncertain), is_positive(cand, uncertain))
@@ -135,16 +133,43 @@ def compare_states(
                 severity = judge_severity(ref, cand)
             if "comparison" in entity.attributes:
                 comparison = judge_comparison(ref, cand, spec_compat)
-        rows.append(  # every value is one of the Literals above: built without re-validating (hot path)
-            EntityJudgement.model_construct(
-                pair_id=pair_id,
-                entity=entity.id,
-                presence=presence,
-                location=location,
-                severity=severity,
-                comparison=comparison,
-                reference=ref.evidence if ref else "",
-                candidate=cand.evidence if cand else "",
+        # Every value is one of the Literals above: built without re-validating (hot path), as
+        # EntityJudgement.model_construct(**fields) would, without its generic field loop.
+        rows.append(
+            constructed(
+                EntityJudgement,
+                {
+                    "pair_id": pair_id,
+                    "entity": entity.id,
+                    "presence": presence,
+                    "location": location,
+                    "severity": severity,
+                    "comparison": comparison,
+                    "reference": ref.evidence if ref else "",
+                    "candidate": cand.evidence if cand else "",
+                },
+                set(_ROW_FIELDS),
             )
         )
     return rows
+
+
+def _in_ontology_order(ids: Set[str], ontology: Ontology) -> list[Entity]:
+    """The ontology's entities named in ``ids``, in ontology order: a sort of the few a pair
+    mentions rather than a walk over every entity of the ontology for every pair."""
+    hit = _ORDERS.get(id(ontology))
+    if hit is None or hit[0] is not ontology:
+        position = {e.id: (i, e) for i, e in enumerate(ontology.entities)}
+        if len(position) != len(ontology.entities):  # an id twice: walk the list as it is
+            return [e for e in ontology.entities if e.id in ids]
+        if len(_ORDERS) > 16:
+            _ORDERS.clear()
+        hit = _ORDERS[id(ontology)] = (ontology, position)
+    position = hit[1]
+    return [e for _, e in sorted(position[i] for i in ids if i in position)]
+
+
+#: id(ontology) -> (the ontology, entity id -> (place, entity)), for the ontologies in use.
+_ORDERS: dict[int, tuple[Ontology, dict[str, tuple[int, Entity]]]] = {}
+
+_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")

@@ -5,6 +5,7 @@ Every score in cxreval is computed from these rows, whichever engine produced th
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -49,8 +50,10 @@ ERROR_KINDS: dict[str, tuple[str, frozenset[str]]] = {
 }
 
 
+@lru_cache(maxsize=4096)
 def row_errors(presence: str, location: str, severity: str, comparison: str) -> int:
-    """Errors one judgement row counts under :data:`ERROR_KINDS`."""
+    """Errors one judgement row counts under :data:`ERROR_KINDS` (a few dozen distinct rows:
+    cached, as every pair's error count sums it over the pair's rows)."""
     values = {"presence": presence, "location": location, "severity": severity, "comparison": comparison}
     return sum(values[field] in bad for field, bad in ERROR_KINDS.values())
 
