@@ -145,12 +145,26 @@ def _spec_errors_reference(options: Options, refs: Sequence[str], cands: Sequenc
     return result.errors["errors"].reindex([p.pair_id for p in pairs]).to_numpy(dtype=float)
 
 
+_EVALUATORS: dict[str, Any] = {}
+
+
+def _evaluator(**options: Any) -> Any:
+    """One ``cxreval.Evaluator`` per distinct options (building one reads the ontology and rules):
+    the per-pair references call it once per pair."""
+    from cxreval import Evaluator
+
+    key = repr(sorted(options.items()))
+    if key not in _EVALUATORS:
+        _EVALUATORS[key] = Evaluator(**options)
+    return _EVALUATORS[key]
+
+
 def _evaluate_pairs(refs: Sequence[str], cands: Sequence[str], **options: Any) -> Any:
-    import cxreval
+    """``cxreval.evaluate(pairs, **options)``, through an Evaluator built once per options."""
     from cxreval.io import ReportPair
 
     pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
-    return cxreval.evaluate(pairs, progress=False, **options)
+    return _evaluator(**options).evaluate(pairs, progress=False)
 
 
 def _presence_f1(average: str) -> tuple[Reference, Callable[[Options, Sequence[str], Sequence[str]], float]]:
@@ -173,7 +187,6 @@ def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[st
     """Per-pair and corpus references: :func:`cxreval.scores.label_metrics` on the engine's labels."""
 
     def value(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
-        from cxreval import Evaluator
         from cxreval.io import ReportPair
         from cxreval.scores import label_metrics, project_pairs
 
@@ -181,7 +194,7 @@ def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[st
         label_uncertain = opts.pop("label_uncertain", "negative")
         undefined = opts.pop("undefined", "skip")
         certainty = opts.pop("certainty", "negative")
-        ev = Evaluator(**opts)
+        ev = _evaluator(**opts)
         pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
         ref, cand = project_pairs(ev, pairs, ev.ontology, labelset, certainty=certainty)
         v = label_metrics(ref, cand, labelset=labelset, uncertain=label_uncertain, undefined=undefined).macro_f1
