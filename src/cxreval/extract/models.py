@@ -269,9 +269,4 @@ def _state(entity: str, status: str, certainty: str, side: str | None, zones: tu
     fields["entity"] = entity
     fields["evidence"] = evidence
     fields["cue"] = cue
-    new = _new_object(EntityState)
-    _set_dict(new, fields)
-    _set_fields_set(new, like.__pydantic_fields_set__)  # shared: a frozen model never changes it
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
+    return constructed(EntityState, fields, like.__pydantic_fields_set__)  # shared: a frozen model never changes it

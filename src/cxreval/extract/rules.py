@@ -40,16 +40,7 @@ from typing import Any
 import yaml
 
 from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, scan_gapped
-from cxreval.extract.models import (
-    HEDGE_GRADES,
-    Extraction,
-    Mention,
-    _new_object,
-    _set_dict,
-    _set_extra,
-    _set_fields_set,
-    _set_private,
-)
+from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention, constructed
 from cxreval.extract.text import (
     NormalizedText,
     Section,
@@ -890,27 +881,17 @@ def _moved(cached: _Cached, start: int, source: str) -> list[Mention]:
             fields["sentence_end"] += by
         fields["source"] = source
         given = m.__pydantic_fields_set__
-        new = _new_object(Mention)
-        _set_dict(new, fields)
         # Shared, not copied, when it already names the moved fields (it does for every mention
         # the engine makes): a frozen model never changes its set in place (pydantic copies it in
         # ``model_copy``), and one set per mention was most of a cached mention's memory.
-        _set_fields_set(new, given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS)
-        _set_extra(new, None)
-        _set_private(new, None)
-        out.append(new)
+        out.append(constructed(Mention, fields, given if _SHIFTED_FIELDS <= given else given | _SHIFTED_FIELDS))
     return out
 
 
 def _extraction(engine: str, mentions: tuple[Mention, ...], text: str) -> Extraction:
     """``Extraction.model_construct(engine=..., mentions=..., text=...)``, without its generic
     field loop (once per report read)."""
-    new = _new_object(Extraction)
-    _set_dict(new, {"engine": engine, "mentions": mentions, "text": text})
-    _set_fields_set(new, {"engine", "mentions", "text"})
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
+    return constructed(Extraction, {"engine": engine, "mentions": mentions, "text": text}, {"engine", "mentions", "text"})
 
 
 #: Kinds of mention whose validated template an extractor keeps (a bound, never reached in practice).
@@ -933,12 +914,7 @@ def _stamp(like: Mention, entity: str, section: str, start: int, end: int, sente
     fields["sentence_end"] = sentence_end
     fields["cue"] = cue
     fields["source"] = source
-    new = _new_object(Mention)
-    _set_dict(new, fields)
-    _set_fields_set(new, like.__pydantic_fields_set__)  # shared, as in _moved
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
+    return constructed(Mention, fields, like.__pydantic_fields_set__)  # the set shared, as in _moved
 
 
 def _with_entity(m: Mention, entity: str) -> Mention:
@@ -946,12 +922,7 @@ def _with_entity(m: Mention, entity: str) -> Mention:
     validating again what ``m`` passed (``entity`` is any string)."""
     fields = m.__dict__.copy()
     fields["entity"] = entity
-    new = _new_object(Mention)
-    _set_dict(new, fields)
-    _set_fields_set(new, m.__pydantic_fields_set__)  # shared, as in _moved
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
+    return constructed(Mention, fields, m.__pydantic_fields_set__)  # the set shared, as in _moved
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
