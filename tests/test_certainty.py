@@ -273,3 +273,27 @@ def test_the_registered_label_metrics_take_the_certainty_policy_and_sign_it() ->
     cx14 = str(get_metric("labels-chestxray14").signature)
     assert "hedged:negative" in cx14 and "affirms:alternative" in cx14, cx14
     assert "affirms" not in str(default.signature)
+
+
+def test_label_metrics_sign_the_label_sets_own_rules_as_the_metric_class_does() -> None:
+    """One signature for one number: the functional label metrics over projected tables name the
+    label set's own rules (ChestX-ray14 rules hedges out and affirms alternatives) exactly as the
+    registered metric does, and tables projected under different label-set rules do not mix."""
+    from cxreval.metrics import get_metric
+    from cxreval.scores.labels import label_metrics, project_extractions
+
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    texts = {"a": "Atelectasis or scarring at the left base.", "b": "Possible small left effusion."}
+    table = project_extractions({k: ex.extract(t) for k, t in texts.items()}, onto, "chestxray14")
+    functional = label_metrics(table, table, labelset="chestxray14")
+    cx14 = get_metric("labels-chestxray14").signature
+    assert functional.signature.options["affirms"] == cx14.options["affirms"] == "alternative"
+    assert functional.signature.options["hedged"] == cx14.options["hedged"] == "negative"
+    assert table.loc["a", "Atelectasis"] == 1.0 and table.loc["b", "Effusion"] == 0.0
+    chexpert = project_extractions({k: ex.extract(t) for k, t in texts.items()}, onto, "chexpert14")
+    assert "affirms" not in label_metrics(chexpert, chexpert, labelset="chexpert14").signature.options
+    other = table.copy()
+    other.attrs = {**table.attrs, "labelset_rules": {}}
+    with pytest.raises(ValueError, match="different label-set rules"):
+        label_metrics(table, other, labelset="chestxray14")

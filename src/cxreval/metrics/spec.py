@@ -161,18 +161,13 @@ class LabelF1(_EvaluatorMetric, Metric):
 
     @property
     def signature(self) -> Signature:
-        from cxreval.scores.labels import label_signature
+        from cxreval.scores.labels import label_signature, labelset_rules
 
         # labels come from the extraction: the judge's options (uncertain, comparison) do not apply
         base = self._evaluator.signature.model_copy(update={"options": {}})
-        sig = label_signature(self.labelset, self.label_uncertain, self.undefined, base,  # type: ignore[arg-type]
-                              certainty=self.certainty)
-        ls = self._evaluator.ontology.labelsets[self.labelset]
-        if ls.hedged == "negative":
-            sig = sig.model_copy(update={"options": {**sig.options, "hedged": "negative"}})
-        if ls.affirms:
-            sig = sig.model_copy(update={"options": {**sig.options, "affirms": "+".join(ls.affirms)}})
-        return sig
+        return label_signature(self.labelset, self.label_uncertain, self.undefined, base,  # type: ignore[arg-type]
+                               certainty=self.certainty,
+                               rules=labelset_rules(self._evaluator.ontology, self.labelset))
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         from cxreval.scores.labels import binarize, label_confusion, project_pairs

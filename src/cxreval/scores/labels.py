@@ -176,8 +176,9 @@ def project_extractions(
 ) -> pd.DataFrame:
     """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports.
 
-    The table remembers its certainty policy (``frame.attrs["certainty"]``), so that
-    :func:`label_metrics` signs it.
+    The table remembers its certainty policy (``frame.attrs["certainty"]``) and the label set's
+    own rules (``frame.attrs["labelset_rules"]``, :func:`labelset_rules`), so that
+    :func:`label_metrics` signs them.
     """
     index = label_entities(ontology, labelset)
     rows = [project_extraction(x, ontology, labelset, certainty=certainty, no_finding=no_finding,
@@ -185,7 +186,20 @@ def project_extractions(
             for x in extractions.values()]
     frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
     frame.attrs["certainty"] = certainty
+    frame.attrs["labelset_rules"] = labelset_rules(ontology, labelset)
     return frame
+
+
+def labelset_rules(ontology: Ontology, labelset: str) -> dict[str, str]:
+    """The label set's own projection rules that a signature must name, beside the policy: its
+    hedged value when hedges are ruled out (``hedged: negative``) and the grades it affirms."""
+    ls = ontology.labelsets[labelset]
+    rules: dict[str, str] = {}
+    if ls.hedged == "negative":
+        rules["hedged"] = "negative"
+    if ls.affirms:
+        rules["affirms"] = "+".join(ls.affirms)
+    return rules
 
 
 def _counts_for(mention: Mention, pattern: re.Pattern[str]) -> bool:
@@ -314,18 +328,20 @@ def _macro(values: Iterable[float | None], undefined: Undefined) -> float | None
 def label_signature(
     labelset: str, uncertain: UncertainLabel, undefined: Undefined, base: Signature | None = None,
     certainty: str = DEFAULT_CERTAINTY,
+    rules: Mapping[str, str] | None = None,
 ) -> Signature:
     """Signature of a label metric: the base's fields plus the label variant.
 
     ``certainty`` is the policy the labels were projected with (``none`` for label tables that came
-    without grades, e.g. from a file or an LLM labeler).
+    without grades, e.g. from a file or an LLM labeler); ``rules`` the label set's own projection
+    rules (:func:`labelset_rules`).
     """
     metric = "ran-score" if labelset == RAN21 else f"labels-{labelset}"
     sig = base if base is not None else Signature(metric=metric, ontology="none", engine="none")
     # labels are projected from the extraction, not from judgement rows, so the judge's own
     # uncertain policy (if the base carries one) does not apply: the label policies replace it
     options = {**sig.options, "labelset": labelset, "certainty": certainty, "uncertain": uncertain,
-               "blank": "negative", "no-finding": "chexpert-rule", "undefined": undefined}
+               "blank": "negative", "no-finding": "chexpert-rule", "undefined": undefined, **(rules or {})}
     return sig.model_copy(update={"metric": metric, "options": options})
 
 
@@ -371,6 +387,7 @@ def label_metrics(
     """
     if certainty is None:
         certainty = _table_certainty(reference, candidate)
+    rules = _table_rules(reference, candidate)
     ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
     conf = label_confusion(ref, cand).sum(axis=0)
     n_rep = len(ref)
@@ -392,7 +409,7 @@ def label_metrics(
         macro_accuracy=_macro((c.accuracy for c in labels), undefined),
         n_labels_f1_defined=sum(c.f1 is not None for c in labels),
         n_reports=n_rep,
-        signature=label_signature(labelset, uncertain, undefined, signature, certainty=certainty),
+        signature=label_signature(labelset, uncertain, undefined, signature, certainty=certainty, rules=rules),
     )
 
 
@@ -402,6 +419,14 @@ def _table_certainty(reference: pd.DataFrame, candidate: pd.DataFrame) -> str:
     if len(policies) > 1:
         raise ValueError(f"label tables were projected under different certainty policies: {sorted(policies)}")
     return next(iter(policies), "none")
+
+
+def _table_rules(reference: pd.DataFrame, candidate: pd.DataFrame) -> dict[str, str]:
+    """The label set's projection rules two label tables were projected with (they must agree)."""
+    found = [t.attrs["labelset_rules"] for t in (reference, candidate) if "labelset_rules" in t.attrs]
+    if any(r != found[0] for r in found):
+        raise ValueError(f"label tables were projected under different label-set rules: {found}")
+    return dict(found[0]) if found else {}
 
 
 def project_pairs(
