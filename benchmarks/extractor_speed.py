@@ -8,7 +8,7 @@ Texts: the findings + impression of every IU X-ray report with text (read at run
 - the same second pass with the report cache off (``report_cache=0``): each report put together
   from the warm section and sentence caches;
 - the rule extractor with its caches off (``sentence_cache=0``), the reading itself;
-- the baseline, benchmarks/keyword_negex.py: ontology synonyms found by regex, negated by a
+- the baseline, benchmarks/keyword_negex.py: ontology synonyms found as word n-grams, negated by a
   NegEx trigger earlier in the sentence (about 50 lines; the cheapest reading a score could be
   built on).
 Prints reports/s of each and the ratios to the baseline (issue 14 target: >= 9,500 reports/s in
