@@ -18,6 +18,12 @@ def status(ex: RuleExtractor, text: str, entity: str) -> str | None:
     return None if s is None else s.status
 
 
+def grade(ex: RuleExtractor, text: str, entity: str) -> tuple[str, str]:
+    """The entity's status and certainty grade in ``text``."""
+    s = ex.extract(text).states()[entity]
+    return s.status, s.certainty
+
+
 # 1. coordinated modifiers name two findings
 @pytest.mark.parametrize(
     "text",
@@ -174,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@6.c11.")
+    assert ex.signature.startswith("rules@7.c12.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -296,3 +302,146 @@ def test_coordinated_subjects_reach_the_chexpert_label(ex):
     labels = project_extraction(extraction, load_ontology(), "chexpert14")
     assert labels["Enlarged Cardiomediastinum"] == 1
     assert labels["Cardiomegaly"] == 1
+
+
+# 18. rules@7, cues c12: a hedge before alternatives covers both; a plural predicate negation denies
+# a whole list of findings; NegBio's "suggestion of"; "less likely" lowers what it hedges.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Findings may represent atelectasis versus pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Findings may represent atelectasis versus pneumonia.", "atelectasis", ("uncertain", "possible")),
+        ("Probable infiltrate versus atelectasis.", "atelectasis", ("uncertain", "probable")),
+        # without a hedge before them, alternatives keep their own grade
+        ("Left basilar opacity, atelectasis versus consolidation.", "consolidation", ("uncertain", "alternative")),
+        ("There is suggestion of mild interstitial edema.", "pulmonary_edema", ("uncertain", "possible")),
+        ("No suggestion of pneumothorax.", "pneumothorax", ("absent", "negated")),
+        ("Pneumonia is less likely.", "pneumonia", ("uncertain", "possible")),
+        ("Findings are less likely to represent pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Atelectasis is likely.", "atelectasis", ("uncertain", "probable")),
+        ("Aspiration or edema are also possible.", "pulmonary_edema", ("uncertain", "possible")),
+    ],
+)
+def test_hedges_over_alternatives_and_lowered_probability(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Consolidation, atelectasis, and effusion have resolved.",
+         {"consolidation": "absent", "atelectasis": "absent", "pleural_effusion": "absent"}),
+        ("Atelectasis, consolidation and effusion are not seen.",
+         {"consolidation": "absent", "atelectasis": "absent", "pleural_effusion": "absent"}),
+        ("The nodule described on the prior exam is no longer visualized.", {"lung_nodule": "absent"}),
+        # two statements, not one list: a singular verb, or no and / or joining the list
+        ("Mild cardiomegaly, effusion has resolved.", {"cardiomegaly": "present", "pleural_effusion": "absent"}),
+        ("Mild cardiomegaly, effusions have resolved.", {"cardiomegaly": "present", "pleural_effusion": "absent"}),
+        ("Stable cardiomegaly, pneumothorax and effusion have resolved.",
+         {"pneumothorax": "absent", "pleural_effusion": "absent"}),
+    ],
+)
+def test_a_plural_predicate_negation_denies_the_whole_list(ex, text, expected):
+    for entity, want in expected.items():
+        assert status(ex, text, entity) == want, (text, entity)
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        # a first item with a severity or change of its own is a statement, then a list
+        ("Stable cardiomegaly, pneumothorax and effusion have resolved.", "cardiomegaly", "present"),
+        ("Mild cardiomegaly, pneumothorax and effusion are not seen.", "cardiomegaly", "present"),
+        # a site alone does not make it one
+        ("Right lower lobe consolidation, pneumothorax and effusion have resolved.", "consolidation", "absent"),
+    ],
+)
+def test_a_finding_with_its_own_severity_or_change_is_not_in_the_denied_list(ex, text, entity, expected):
+    assert status(ex, text, entity) == expected, text
+
+
+# 19. attributes a2: a change noun opens a longer finding phrase; a change denied is "unchanged",
+# not an absent finding ("cardiomegaly is not changed").
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Interval increase in the size of the right pleural effusion.", "pleural_effusion", ("present", "increased")),
+        ("Interval decrease in size of the left pleural effusion.", "pleural_effusion", ("present", "decreased")),
+        ("No significant change in the appearance of the left lower lobe opacity.", "lung_opacity",
+         ("present", "unchanged")),
+        ("Cardiomegaly is not changed.", "cardiomegaly", ("present", "unchanged")),
+        ("The right pleural effusion has not changed.", "pleural_effusion", ("present", "unchanged")),
+        # controls: the bare copula still denies
+        ("The heart is not enlarged.", "cardiomegaly", ("absent", None)),
+        ("Stable cardiomegaly. Small right pleural effusion.", "pleural_effusion", ("present", None)),
+    ],
+)
+def test_change_phrases(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.status, s.comparison) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("No pneumothorax but there is a small left effusion.", "pneumothorax", (None, None)),
+        ("No pneumothorax but there is a small left effusion.", "pleural_effusion", ("left", "mild")),
+        ("There is no pneumothorax although a small effusion is present.", "pneumothorax", (None, None)),
+        ("Small right effusion but no pneumothorax.", "pleural_effusion", ("right", "mild")),
+        ("Atelectasis is seen at the left base.", "atelectasis", ("left", None)),
+    ],
+)
+def test_attributes_do_not_cross_a_contrasting_clause(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.side, s.severity) == expected, text
+
+
+# 20. structured reports name a finding and give its value after a colon (rules@7, normals n4)
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Pneumothorax: none.", "pneumothorax", ("absent", "negated")),
+        ("Pleural effusion: not seen.", "pleural_effusion", ("absent", "negated")),
+        ("Support devices: none.", "support_device", ("absent", "negated")),
+        ("Pneumonia: possible.", "pneumonia", ("uncertain", "possible")),
+        ("Effusion: cannot be excluded.", "pleural_effusion", ("uncertain", "possible")),
+        ("Pneumothorax: negative.", "pneumothorax", ("absent", "negated")),
+        # a pseudo-negation is no denial: "no change" is an unchanged finding
+        ("Pneumonia: no change.", "pneumonia", ("present", "definite")),
+        ("Effusion: small, left. Pneumothorax: none.", "pleural_effusion", ("present", "definite")),
+        ("Lungs: clear.", "consolidation", ("absent", "negated")),
+        ("Heart: normal size.", "cardiomegaly", ("absent", "negated")),
+        ("Mediastinum: normal.", "widened_mediastinum", ("absent", "negated")),
+        ("Bones: intact.", "fracture", ("absent", "negated")),
+        ("Pleura: normal.", "pleural_effusion", ("absent", "negated")),
+    ],
+)
+def test_labelled_values_of_structured_reports(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+def test_a_labelled_value_carries_the_findings_attributes(ex):
+    s = ex.extract("Effusion: small, left. Pneumothorax: none.").states()
+    assert (s["pleural_effusion"].side, s["pleural_effusion"].severity) == ("left", "mild")
+    assert s["pneumothorax"].side is None
+
+
+# 21. cues c12: doubt and "unlikely to" deny; "has not been excluded" is a hedge, not a denial; a
+# finding that cannot be assessed is the weakest hedge, not a finding.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Doubt pneumonia.", "pneumonia", ("absent", "negated")),
+        ("Unlikely to represent pneumonia.", "pneumonia", ("absent", "negated")),
+        ("Pneumonia is doubtful.", "pneumonia", ("absent", "negated")),
+        ("The effusion is gone.", "pleural_effusion", ("absent", "negated")),
+        ("Pneumonia has not been excluded.", "pneumonia", ("uncertain", "possible")),
+        ("Pneumothorax has not been ruled out.", "pneumothorax", ("uncertain", "possible")),
+        ("Cardiomegaly cannot be assessed.", "cardiomegaly", ("uncertain", "possible")),
+        # controls
+        ("No doubt pneumonia.", "pneumonia", ("present", "definite")),
+        ("Pneumonia cannot be excluded.", "pneumonia", ("uncertain", "possible")),
+    ],
+)
+def test_doubt_unlikely_and_not_excluded(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text

@@ -54,7 +54,9 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "6"  # 6: coordinated subjects share a copula ("cardiac silhouette and vascularity are enlarged")
+RULES_VERSION = "7"  # 7: a hedge before alternatives covers both; a predicate negation covers a list of
+# findings; a change noun reaches further back ("interval increase in the size of the right effusion");
+# attributes do not cross "but" / "however" / "although"
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -70,6 +72,7 @@ _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 # Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
 _GRADED_KINDS = (_UNC_PRE, _UNC_POST)
+_ALTERNATIVE = "alternative"  # the grade of two findings offered as alternatives ("X versus Y")
 _UNGRADED = "possible"  # the grade of a hedge listed without one (a plain list in a user's cue file)
 
 # How many modifier words may stand inside one multi-word entity name.
@@ -83,6 +86,9 @@ POST_SCOPE_PREDICATE = 10
 # ("is not" alone is too weak that far: "volume loss seen on CT is not as well demonstrated").
 _PREDICATE_VERBS = frozenset({"is", "are", "has", "have", "was", "were"})
 _BARE_COPULA = frozenset({"is not", "are not"})
+_PLURAL_VERBS = frozenset({"are", "have", "were"})
+# Values that deny a finding named as a label: "Pneumothorax: none".
+_LABEL_NEGATIONS = frozenset({"none", "no", "negative", "absent", "nil"})
 # How many entity names a cue reaches across ("no pleural effusion pneumothorax"): crossing a name
 # costs no step, so without this cap a run of names takes quadratic time.
 MAX_ENTITY_HOPS = 14
@@ -93,8 +99,13 @@ ATTRIBUTE_FORWARD = 6
 SITE_FORWARD = 8
 # A change clause may close a long finding phrase: "markings in both lower lungs, worse than before".
 COMPARISON_FORWARD = 12
+# ... and a change noun may open one: "interval increase in the size of the right pleural effusion".
+COMPARISON_BACK = 8
 # Tokens that end the window in which attributes are looked for.
 _CLAUSE_BREAK = frozenset({".", ";", ":", ","})
+# Words that open a contrasting clause: attributes do not cross them in either direction ("no
+# pneumothorax but there is a small left effusion": the pneumothorax is neither small nor left).
+_CONTRAST_BREAK = frozenset({"but", "however", "although", "though", "whereas", "yet", "except"})
 _CONJUNCTIONS = frozenset({"and", "or", "nor"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
@@ -618,7 +629,9 @@ class RuleExtractor:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
                 return "absent", phrase, False, "negated"
-            if _UNC_PRE in kinds and hedge is None:
+            if _UNC_PRE in kinds and (hedge is None or (hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE])):
+                # A hedge before two alternatives covers both: in "may represent atelectasis versus
+                # pneumonia" pneumonia is as possible as atelectasis, not only an alternative.
                 if crossed_comma:
                     return "uncertain", phrase, False, kinds[_UNC_PRE]
                 hedge = phrase
@@ -626,9 +639,25 @@ class RuleExtractor:
             i = start - 1
         if hedge is not None:
             return "uncertain", hedge, False, hedge_grade
+        # A labelled value, as structured reports write findings: "Pneumothorax: none",
+        # "Effusion: not seen", "Pneumonia: possible".
+        if m.end + 1 < n and words[m.end] == ":":
+            v = m.end + 1
+            kinds = cue_at[v]
+            if kinds:  # a cue first: "Pneumonia: no change" is a pseudo-negation, not "no"
+                phrase = " ".join(words[cue_start[v] : cue_end[v]])
+                for kind in _GRADED_KINDS:
+                    if kind in kinds:
+                        return "uncertain", phrase, False, kinds[kind]
+                if (_NEG_POST in kinds or _NEG_PRE in kinds) and _PSEUDO not in kinds:
+                    return "absent", phrase, False, "negated"
+            elif words[v] in _LABEL_NEGATIONS:
+                return "absent", words[v], False, "negated"
         # Forwards: a post-cue a few tokens after the mention.
         i = m.end
         steps = hops = 0
+        listed = False  # crossed a comma into a list of findings that share the predicate
+        joined = False  # that list joins its last item by and / or
         while i < n and steps < POST_SCOPE_PREDICATE:
             if entity_at[i] >= 0:
                 hops += 1
@@ -637,13 +666,29 @@ class RuleExtractor:
                 i = matches[entity_at[i]].end
                 continue
             if words[i] == ",":
+                # "Consolidation, atelectasis, and effusion have resolved": the comma goes on to
+                # another finding of the same list, which a plural predicate then denies as a
+                # whole ("Mild cardiomegaly, effusion has resolved" stays two statements).
+                j = i + 1
+                if j < n and words[j] in _CONJUNCTIONS:
+                    j += 1
+                    joined = True
+                if (j < n and entity_at[j] >= 0 and matches[entity_at[j]].start == j
+                        and not self._item_has_attributes(words, cue_at, m)):
+                    listed = True
+                    i = j
+                    continue
                 break
             kinds = cue_at[i]
             steps += 1
+            if words[i] in _CONJUNCTIONS:
+                joined = True
             if kinds:
                 phrase = " ".join(words[cue_start[i] : cue_end[i]])
-                near = steps <= POST_SCOPE
-                far_ok = words[cue_start[i]] in _PREDICATE_VERBS and phrase not in _BARE_COPULA
+                near = steps <= POST_SCOPE and not listed
+                verb = words[cue_start[i]]
+                far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
+                    not listed or (joined and verb in _PLURAL_VERBS))
                 if _NEG_POST in kinds and (near or far_ok):
                     return "absent", phrase, False, "negated"
                 if _UNC_POST in kinds and near:
@@ -661,6 +706,22 @@ class RuleExtractor:
                     return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False, "alternative"
         return "present", None, False, "definite"
 
+    @staticmethod
+    def _item_has_attributes(words, cue_at, m) -> bool:
+        """Whether the list item of mention ``m`` (back to the previous clause break) names a
+        severity or a change of its own: "Small left effusion, pneumothorax and consolidation are
+        not seen" and "Stable cardiomegaly, ..." are a finding followed by a list, not one list (a
+        site alone does not tell: "Left lower lobe consolidation, atelectasis and effusion have
+        resolved")."""
+        i = m.start - 1
+        while i >= 0 and words[i] not in _CLAUSE_BREAK:
+            i -= 1
+        for j in range(i + 1, m.end):
+            kinds = cue_at[j]
+            if kinds and ("severity" in kinds or "comparison" in kinds):
+                return True
+        return False
+
     def _window(self, words, spans, entity_at, m, k, back: int, forward: int, peek_comma: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.
 
@@ -672,17 +733,22 @@ class RuleExtractor:
         while i >= 0 and steps < back:
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
-            if words[i] in _CLAUSE_BREAK:
+            if words[i] in _CLAUSE_BREAK or words[i] in _CONTRAST_BREAK:
                 break
             positions.append(cue_start[i])
             i = cue_start[i] - 1
             steps += 1
         i, steps = m.end, 0
         n = len(words)
+        # "Effusion: small, left": a value after the name's colon is read to the sentence's end
+        labelled = i < n and words[i] == ":"
         while i < n and steps < forward:
+            if labelled and words[i] in (":", ","):
+                i += 1
+                continue
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
-            if words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK:
+            if words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK or words[i] in _CONTRAST_BREAK:
                 # "Pneumothorax, new since prior" / "Kyphosis of the spine, worse than before": a
                 # change phrase opening the next clause still counts, unless that clause names
                 # another finding it can belong to ("effusion, new left pneumothorax").
@@ -731,7 +797,7 @@ class RuleExtractor:
         return side, tuple(zones), severity
 
     def _comparison(self, words, cue_at, spans, entity_at, m, k):
-        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, COMPARISON_FORWARD, peek_comma=True):
+        for i in self._window(words, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, peek_comma=True):
             kinds = cue_at[i]
             if kinds and "comparison" in kinds:
                 return kinds["comparison"]
