@@ -297,3 +297,20 @@ def test_label_metrics_sign_the_label_sets_own_rules_as_the_metric_class_does() 
     other.attrs = {**table.attrs, "labelset_rules": {}}
     with pytest.raises(ValueError, match="different label-set rules"):
         label_metrics(table, other, labelset="chestxray14")
+
+
+def test_label_metrics_take_the_label_set_the_tables_were_projected_onto() -> None:
+    """A table projected onto ChestX-ray14 cannot be signed as another label set (its rules would
+    sign the wrong one); without a name, label_metrics takes the tables' own."""
+    from cxreval.scores.labels import label_metrics, project_extractions
+
+    onto = load_ontology()
+    ex = RuleExtractor(onto)
+    table = project_extractions({"a": ex.extract("Atelectasis or scarring.")}, onto, "chestxray14")
+    assert label_metrics(table, table).labelset == "chestxray14"
+    assert label_metrics(table, table).signature.metric == "labels-chestxray14"
+    with pytest.raises(ValueError, match="projected onto 'chestxray14', not 'custom'"):
+        label_metrics(table, table, labelset="custom")
+    other = project_extractions({"a": ex.extract("Atelectasis or scarring.")}, onto, "chexpert14")
+    with pytest.raises(ValueError, match="different label sets"):
+        label_metrics(table, other)

@@ -176,9 +176,9 @@ def project_extractions(
 ) -> pd.DataFrame:
     """Label table (report ids x labels, values 1 / 0 / -1 / NaN) for many reports.
 
-    The table remembers its certainty policy (``frame.attrs["certainty"]``) and the label set's
-    own rules (``frame.attrs["labelset_rules"]``, :func:`labelset_rules`), so that
-    :func:`label_metrics` signs them.
+    The table remembers its certainty policy (``frame.attrs["certainty"]``), its label set
+    (``frame.attrs["labelset"]``) and the label set's own rules (``frame.attrs["labelset_rules"]``,
+    :func:`labelset_rules`), so that :func:`label_metrics` signs them.
     """
     index = label_entities(ontology, labelset)
     rows = [project_extraction(x, ontology, labelset, certainty=certainty, no_finding=no_finding,
@@ -186,6 +186,7 @@ def project_extractions(
             for x in extractions.values()]
     frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
     frame.attrs["certainty"] = certainty
+    frame.attrs["labelset"] = labelset
     frame.attrs["labelset_rules"] = labelset_rules(ontology, labelset)
     return frame
 
@@ -373,7 +374,7 @@ def label_metrics(
     reference: pd.DataFrame,
     candidate: pd.DataFrame,
     *,
-    labelset: str = "custom",
+    labelset: str | None = None,
     uncertain: UncertainLabel = "negative",
     undefined: Undefined = "skip",
     signature: Signature | None = None,
@@ -383,10 +384,13 @@ def label_metrics(
     :func:`project_extractions` or files; values 1 / 0 / -1 / NaN, binarised here).
 
     ``certainty`` signs the policy the tables were projected with; by default it is read from the
-    tables (:func:`project_extractions` records it), ``none`` when they carry none.
+    tables (:func:`project_extractions` records it), ``none`` when they carry none. ``labelset``
+    names the label set; by default the one the tables record (``custom`` when none), and a name
+    other than theirs is refused.
     """
     if certainty is None:
         certainty = _table_certainty(reference, candidate)
+    labelset = _table_labelset(reference, candidate, labelset)
     rules = _table_rules(reference, candidate)
     ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
     conf = label_confusion(ref, cand).sum(axis=0)
@@ -419,6 +423,18 @@ def _table_certainty(reference: pd.DataFrame, candidate: pd.DataFrame) -> str:
     if len(policies) > 1:
         raise ValueError(f"label tables were projected under different certainty policies: {sorted(policies)}")
     return next(iter(policies), "none")
+
+
+def _table_labelset(reference: pd.DataFrame, candidate: pd.DataFrame, labelset: str | None) -> str:
+    """The label set two tables were projected onto: the one named, which must be the tables' own
+    when they record one (else their rules would sign another label set), else theirs, else
+    ``custom``."""
+    recorded = {t.attrs["labelset"] for t in (reference, candidate) if "labelset" in t.attrs}
+    if len(recorded) > 1:
+        raise ValueError(f"label tables were projected onto different label sets: {sorted(recorded)}")
+    if labelset is not None and recorded and labelset not in recorded:
+        raise ValueError(f"label tables were projected onto {next(iter(recorded))!r}, not {labelset!r}")
+    return labelset or next(iter(recorded), "custom")
 
 
 def _table_rules(reference: pd.DataFrame, candidate: pd.DataFrame) -> dict[str, str]:
