@@ -311,7 +311,10 @@ def test_coordinated_subjects_reach_the_chexpert_label(ex):
     [
         ("Findings may represent atelectasis versus pneumonia.", "pneumonia", ("uncertain", "possible")),
         ("Findings may represent atelectasis versus pneumonia.", "atelectasis", ("uncertain", "possible")),
-        ("Probable infiltrate versus atelectasis.", "atelectasis", ("uncertain", "probable")),
+        # at most possible: "probable A versus B" favours A
+        ("Probable infiltrate versus atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("Likely atelectasis versus pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("There may be atelectasis versus pneumonia.", "pneumonia", ("uncertain", "possible")),
         # without a hedge before them, alternatives keep their own grade
         ("Left basilar opacity, atelectasis versus consolidation.", "consolidation", ("uncertain", "alternative")),
         ("There is suggestion of mild interstitial edema.", "pulmonary_edema", ("uncertain", "possible")),
@@ -339,6 +342,16 @@ def test_hedges_over_alternatives_and_lowered_probability(ex, text, entity, expe
         ("Mild cardiomegaly, effusions have resolved.", {"cardiomegaly": "present", "pleural_effusion": "absent"}),
         ("Stable cardiomegaly, pneumothorax and effusion have resolved.",
          {"pneumothorax": "absent", "pleural_effusion": "absent"}),
+        # only a comma right after a name goes on with the list: a finding with its own words
+        # before the comma is a statement of its own
+        ("Endotracheal tube in standard position, pneumothorax and effusion are not seen.",
+         {"endotracheal_tube": "present", "pneumothorax": "absent"}),
+        ("Pacemaker leads are in place, pneumothorax and effusions have resolved.", {"pacemaker": "present"}),
+        ("Cardiomegaly is mild, effusion and atelectasis have resolved.",
+         {"cardiomegaly": "present", "atelectasis": "absent"}),
+        ("Pneumonia in the right lower lobe is new, effusion and atelectasis have resolved.", {"pneumonia": "present"}),
+        ("Pneumothorax is unlikely to be present.", {"pneumothorax": "absent"}),
+        ("Unlikely to be pneumonia.", {"pneumonia": "absent"}),
     ],
 )
 def test_a_plural_predicate_negation_denies_the_whole_list(ex, text, expected):
@@ -445,3 +458,22 @@ def test_a_labelled_value_carries_the_findings_attributes(ex):
 )
 def test_doubt_unlikely_and_not_excluded(ex, text, entity, expected):
     assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        # the longer reach of a change word (8 back) does not cross "with": a finding added to
+        # another has its own change
+        ("Decreased heart size with small left effusion.", "pleural_effusion", ("left", "mild", None)),
+        ("Improved aeration of the lungs with small bilateral effusions.", "pleural_effusion",
+         ("bilateral", "mild", None)),
+        ("Mild cardiomegaly with edema.", "pulmonary_edema", (None, None, None)),
+        ("Cardiomegaly with mild edema.", "pulmonary_edema", (None, "mild", None)),
+        # a labelled value ends before the next finding's clause
+        ("Effusion: resolved, left lower lobe atelectasis.", "pleural_effusion", (None, None, "resolved")),
+    ],
+)
+def test_attribute_windows_end_at_another_findings_words(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.side, s.severity, s.comparison) == expected, text

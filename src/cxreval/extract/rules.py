@@ -105,12 +105,13 @@ COMPARISON_BACK = 8
 _CLAUSE_BREAK = frozenset({".", ";", ":", ","})
 # Words that open a contrasting clause: attributes do not cross them in either direction ("no
 # pneumothorax but there is a small left effusion": the pneumothorax is neither small nor left).
-_CONTRAST_BREAK = frozenset({"but", "however", "although", "though", "whereas", "yet", "except"})
+_CONTRAST_BREAK = frozenset({"but", "however", "although", "though", "whereas", "except"})
 _CONJUNCTIONS = frozenset({"and", "or", "nor"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
 _FORWARD_BREAK = frozenset({"and", "with"})
+
 # Evidence scopes: a sentence longer than this (characters of the original text) is cut, at the
 # last clause boundary that keeps the piece under it (";", ":" or a line break, else a comma),
 # else at the last token that fits. The longest IU X-ray sentence has 262 characters.
@@ -616,6 +617,8 @@ class RuleExtractor:
                 if _UNC_PRE in kinds and hedge is None:
                     hedge = phrase  # "there may be": a hedge that also opens a new clause
                     hedge_grade = kinds[_UNC_PRE]
+                elif _UNC_PRE in kinds and hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE]:
+                    hedge, hedge_grade = phrase, _UNGRADED  # "there may be A versus B"
                 break
             if _PSEUDO in kinds and not (_UNC_PRE in kinds or _UNC_POST in kinds):
                 break
@@ -629,9 +632,14 @@ class RuleExtractor:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
                 return "absent", phrase, False, "negated"
-            if _UNC_PRE in kinds and (hedge is None or (hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE])):
+            if _UNC_PRE in kinds and hedge is not None and hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE]:
                 # A hedge before two alternatives covers both: in "may represent atelectasis versus
-                # pneumonia" pneumonia is as possible as atelectasis, not only an alternative.
+                # pneumonia" pneumonia is possible, not only an alternative; at most possible, as
+                # "probable A versus B" favours A.
+                hedge, hedge_grade = phrase, _UNGRADED
+                if crossed_comma:
+                    break
+            elif _UNC_PRE in kinds and hedge is None:
                 if crossed_comma:
                     return "uncertain", phrase, False, kinds[_UNC_PRE]
                 hedge = phrase
@@ -658,22 +666,24 @@ class RuleExtractor:
         steps = hops = 0
         listed = False  # crossed a comma into a list of findings that share the predicate
         joined = False  # that list joins its last item by and / or
+        name_end = m.end  # where the last finding name read ends
         while i < n and steps < POST_SCOPE_PREDICATE:
             if entity_at[i] >= 0:
                 hops += 1
                 if hops > MAX_ENTITY_HOPS:
                     break
-                i = matches[entity_at[i]].end
+                i = name_end = matches[entity_at[i]].end
                 continue
             if words[i] == ",":
-                # "Consolidation, atelectasis, and effusion have resolved": the comma goes on to
-                # another finding of the same list, which a plural predicate then denies as a
-                # whole ("Mild cardiomegaly, effusion has resolved" stays two statements).
+                # "Consolidation, atelectasis, and effusion have resolved": a comma right after a
+                # name goes on to another finding of the same list, which a plural predicate then
+                # denies as a whole ("Mild cardiomegaly, effusion has resolved" and "Tube in
+                # standard position, effusions have resolved" stay two statements).
                 j = i + 1
                 if j < n and words[j] in _CONJUNCTIONS:
                     j += 1
                     joined = True
-                if (j < n and entity_at[j] >= 0 and matches[entity_at[j]].start == j
+                if (i == name_end and j < n and entity_at[j] >= 0 and matches[entity_at[j]].start == j
                         and not self._item_has_attributes(words, cue_at, m)):
                     listed = True
                     i = j
@@ -730,11 +740,15 @@ class RuleExtractor:
         cue_start, cue_end = spans
         positions: list[int] = []
         i, steps = m.start - 1, 0
+        added = False  # crossed "with": the finding was added to another ("X with small effusion")
         while i >= 0 and steps < back:
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
             if words[i] in _CLAUSE_BREAK or words[i] in _CONTRAST_BREAK:
                 break
+            if steps >= ATTRIBUTE_BACK and added:
+                break  # the longer reach of a change word does not cross "with"
+            added = added or words[i] == "with"
             positions.append(cue_start[i])
             i = cue_start[i] - 1
             steps += 1
@@ -744,6 +758,8 @@ class RuleExtractor:
         labelled = i < n and words[i] == ":"
         while i < n and steps < forward:
             if labelled and words[i] in (":", ","):
+                if words[i] == "," and self._clause_has_entity(words, entity_at, k, i + 1):
+                    break  # "Effusion: resolved, left lower lobe atelectasis"
                 i += 1
                 continue
             if entity_at[i] >= 0 and entity_at[i] != k:
