@@ -271,8 +271,7 @@ def test_infection_is_not_pneumonia_and_lower_lung_volume_loss_is_not_low_volume
     ],
 )
 def test_most_suggestive_and_differential_grades(ex, text, entity, expected):
-    s = ex.extract(text).states()[entity]
-    assert (s.status, s.certainty) == expected
+    assert grade(ex, text, entity) == expected
 
 
 # 17. issue 13: coordinated subjects share one copula (rules@6): "the cardiac silhouette and

@@ -241,6 +241,18 @@ def _site_rules(entries: object, known: set[str], source: str, strict: bool = Tr
     return {e: tuple(rules) for e, rules in out.items()}
 
 
+def _outer_hedge(hedge: str | None, grade: str, phrase: str, phrase_grade: str) -> tuple[str, str]:
+    """The hedge of a mention after the hedge cue ``phrase`` is met, looking back from it: the
+    nearest hedge wins, except that two findings offered as alternatives ("versus") take a hedge
+    before them, at most ``possible`` ("may represent atelectasis versus pneumonia": pneumonia is
+    possible too; "probable A versus B" favours A)."""
+    if hedge is None:
+        return phrase, phrase_grade
+    if grade == _ALTERNATIVE != phrase_grade:
+        return phrase, _UNGRADED
+    return hedge, grade
+
+
 def _within_full_stops(pattern: re.Pattern[str]) -> bool:
     """Whether every match of ``pattern`` lies between two full stops, whatever the text around it.
 
@@ -614,11 +626,8 @@ class RuleExtractor:
             if "severity" in kinds and not crossed_comma and phrase not in _NEGATED_LIST_SIZES:
                 item_has_severity = True
             if _TERM in kinds:
-                if _UNC_PRE in kinds and hedge is None:
-                    hedge = phrase  # "there may be": a hedge that also opens a new clause
-                    hedge_grade = kinds[_UNC_PRE]
-                elif _UNC_PRE in kinds and hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE]:
-                    hedge, hedge_grade = phrase, _UNGRADED  # "there may be A versus B"
+                if _UNC_PRE in kinds:  # "there may be": a hedge that also opens a new clause
+                    hedge, hedge_grade = _outer_hedge(hedge, hedge_grade, phrase, kinds[_UNC_PRE])
                 break
             if _PSEUDO in kinds and not (_UNC_PRE in kinds or _UNC_POST in kinds):
                 break
@@ -632,18 +641,10 @@ class RuleExtractor:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
                 return "absent", phrase, False, "negated"
-            if _UNC_PRE in kinds and hedge is not None and hedge_grade == _ALTERNATIVE != kinds[_UNC_PRE]:
-                # A hedge before two alternatives covers both: in "may represent atelectasis versus
-                # pneumonia" pneumonia is possible, not only an alternative; at most possible, as
-                # "probable A versus B" favours A.
-                hedge, hedge_grade = phrase, _UNGRADED
-                if crossed_comma:
-                    break
-            elif _UNC_PRE in kinds and hedge is None:
-                if crossed_comma:
+            if _UNC_PRE in kinds:
+                if hedge is None and crossed_comma:
                     return "uncertain", phrase, False, kinds[_UNC_PRE]
-                hedge = phrase
-                hedge_grade = kinds[_UNC_PRE]
+                hedge, hedge_grade = _outer_hedge(hedge, hedge_grade, phrase, kinds[_UNC_PRE])
             i = start - 1
         if hedge is not None:
             return "uncertain", hedge, False, hedge_grade

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -389,9 +389,9 @@ def label_metrics(
     other than theirs is refused.
     """
     if certainty is None:
-        certainty = _table_certainty(reference, candidate)
+        certainty = _table_attr(reference, candidate, "certainty", "certainty policies") or "none"
     labelset = _table_labelset(reference, candidate, labelset)
-    rules = _table_rules(reference, candidate)
+    rules = dict(_table_attr(reference, candidate, "labelset_rules", "label-set rules") or {})
     ref, cand = binarize(reference, uncertain), binarize(candidate, uncertain)
     conf = label_confusion(ref, cand).sum(axis=0)
     n_rep = len(ref)
@@ -417,32 +417,24 @@ def label_metrics(
     )
 
 
-def _table_certainty(reference: pd.DataFrame, candidate: pd.DataFrame) -> str:
-    """The certainty policy two label tables were projected with (they must agree)."""
-    policies = {t.attrs.get("certainty") for t in (reference, candidate)} - {None}
-    if len(policies) > 1:
-        raise ValueError(f"label tables were projected under different certainty policies: {sorted(policies)}")
-    return next(iter(policies), "none")
+def _table_attr(reference: pd.DataFrame, candidate: pd.DataFrame, key: str, what: str) -> Any:
+    """What two label tables record under ``attrs[key]`` (:func:`project_extractions` writes it),
+    None when neither does; they must agree ("label tables were projected under different
+    ``what``" otherwise)."""
+    found = [t.attrs[key] for t in (reference, candidate) if t.attrs.get(key) is not None]
+    if any(v != found[0] for v in found):
+        raise ValueError(f"label tables were projected under different {what}: {found}")
+    return found[0] if found else None
 
 
 def _table_labelset(reference: pd.DataFrame, candidate: pd.DataFrame, labelset: str | None) -> str:
     """The label set two tables were projected onto: the one named, which must be the tables' own
     when they record one (else their rules would sign another label set), else theirs, else
     ``custom``."""
-    recorded = {t.attrs["labelset"] for t in (reference, candidate) if "labelset" in t.attrs}
-    if len(recorded) > 1:
-        raise ValueError(f"label tables were projected onto different label sets: {sorted(recorded)}")
-    if labelset is not None and recorded and labelset not in recorded:
-        raise ValueError(f"label tables were projected onto {next(iter(recorded))!r}, not {labelset!r}")
-    return labelset or next(iter(recorded), "custom")
-
-
-def _table_rules(reference: pd.DataFrame, candidate: pd.DataFrame) -> dict[str, str]:
-    """The label set's projection rules two label tables were projected with (they must agree)."""
-    found = [t.attrs["labelset_rules"] for t in (reference, candidate) if "labelset_rules" in t.attrs]
-    if any(r != found[0] for r in found):
-        raise ValueError(f"label tables were projected under different label-set rules: {found}")
-    return dict(found[0]) if found else {}
+    recorded = _table_attr(reference, candidate, "labelset", "label sets")
+    if labelset is not None and recorded is not None and labelset != recorded:
+        raise ValueError(f"label tables were projected onto {recorded!r}, not {labelset!r}")
+    return labelset or recorded or "custom"
 
 
 def project_pairs(
