@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@7.c12.")
+    assert ex.signature.startswith("rules@8.c13.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -476,3 +476,54 @@ def test_doubt_unlikely_and_not_excluded(ex, text, entity, expected):
 def test_attribute_windows_end_at_another_findings_words(ex, text, entity, expected):
     s = ex.extract(text).states()[entity]
     assert (s.side, s.severity, s.comparison) == expected, text
+
+
+# 22. rules@8, cues c13, ontology 1.9.0 (hand-written sentences): a change word does not reach back
+# across "and there"; "previously noted" is no clause end; "X is favored over Y"; a tube or line
+# in a main bronchus, or coiled in the pharynx or oesophagus, is malpositioned.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Heart size is not changed and there is no effusion.", "pleural_effusion", ("absent", None)),
+        ("The heart is enlarged and there is a new left effusion.", "pleural_effusion", ("present", "new")),
+        ("Stable cardiomegaly and there is a small effusion.", "cardiomegaly", ("present", "unchanged")),
+        ("Resolution of the previously noted left lower lobe pneumonia.", "pneumonia", ("absent", "resolved")),
+        ("The previously noted nodule is no longer seen.", "lung_nodule", ("absent", None)),
+    ],
+)
+def test_change_words_and_previously_noted(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.status, s.comparison) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Atelectasis is favored over pneumonia.", "atelectasis", ("uncertain", "probable")),
+        ("Atelectasis is favored over pneumonia.", "pneumonia", ("uncertain", "possible")),
+        # controls: "favored to represent" hedges what follows, not the finding before it
+        ("Streaky left basilar opacities are favored to represent scarring.", "lung_opacity", ("present", "definite")),
+        ("Streaky left basilar opacities are favored to represent scarring.", "scarring", ("uncertain", "probable")),
+        # a bare "noted" still ends a clause where a text has no full stops
+        ("No pleural effusion atelectasis noted tortuous aorta", "tortuous_aorta", ("present", "definite")),
+    ],
+)
+def test_favored_over(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, malpositioned",
+    [
+        ("The endotracheal tube terminates in the right main bronchus.", True),
+        ("The endotracheal tube tip is in the right mainstem bronchus; recommend withdrawal by 2 cm.", True),
+        ("Nasogastric tube is coiled in the esophagus.", True),
+        # controls: coiled in the stomach is where an enteric tube belongs; a mass is no device
+        ("The enteric tube is coiled in the stomach.", False),
+        ("A mass narrows the right main bronchus.", False),
+        ("The endotracheal tube terminates 3 cm above the carina.", False),
+    ],
+)
+def test_tube_in_a_main_bronchus_is_malpositioned(ex, text, malpositioned):
+    state = ex.extract(text).states().get("malpositioned_device")
+    assert (state is not None and state.status == "present") == malpositioned, text

@@ -54,7 +54,8 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "7"  # 7: a hedge before alternatives covers both; a predicate negation covers a list of
+RULES_VERSION = "8"  # 8: a change word does not reach back across "and there"; `not_cues` (read past).
+# 7: a hedge before alternatives covers both; a predicate negation covers a list of
 # findings; a change noun reaches further back ("interval increase in the size of the right effusion");
 # attributes do not cross "but" / "however" / "although"
 
@@ -68,7 +69,8 @@ _TERM = "terminators"
 _ALT = "alternatives"
 _HYP = "hypothetical_pre"
 _REMOVAL = "removal_post"
-_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL)
+_NOT_CUE = "not_cues"  # a phrase holding a cue word that is no cue ("previously noted"): read past
+_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 # Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
 _GRADED_KINDS = (_UNC_PRE, _UNC_POST)
@@ -733,10 +735,12 @@ class RuleExtractor:
                 return True
         return False
 
-    def _window(self, words, spans, entity_at, m, k, back: int, forward: int, peek_comma: bool = False) -> list[int]:
+    def _window(self, words, spans, entity_at, m, k, back: int, forward: int, change: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.
 
-        A multi-token cue counts as one step and is listed once, at its first token.
+        A multi-token cue counts as one step and is listed once, at its first token. ``change``:
+        the window of a change word, which reaches into a next clause opened by a comma ("effusion,
+        new since prior") but not back across "and there" (another clause's subject).
         """
         cue_start, cue_end = spans
         positions: list[int] = []
@@ -747,6 +751,8 @@ class RuleExtractor:
                 break
             if words[i] in _CLAUSE_BREAK or words[i] in _CONTRAST_BREAK:
                 break
+            if change and words[i] == "and" and words[i + 1] == "there":
+                break  # "heart size is not changed and there is no effusion": a change of another clause
             if steps >= ATTRIBUTE_BACK and added:
                 break  # the longer reach of a change word does not cross "with"
             added = added or words[i] == "with"
@@ -769,7 +775,7 @@ class RuleExtractor:
                 # "Pneumothorax, new since prior" / "Kyphosis of the spine, worse than before": a
                 # change phrase opening the next clause still counts, unless that clause names
                 # another finding it can belong to ("effusion, new left pneumothorax").
-                if peek_comma and words[i] == "," and i + 1 < n and not self._clause_has_entity(
+                if change and words[i] == "," and i + 1 < n and not self._clause_has_entity(
                     words, entity_at, k, i + 1
                 ):
                     positions.append(i + 1)
@@ -814,7 +820,7 @@ class RuleExtractor:
         return side, tuple(zones), severity
 
     def _comparison(self, words, cue_at, spans, entity_at, m, k):
-        for i in self._window(words, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, peek_comma=True):
+        for i in self._window(words, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, change=True):
             kinds = cue_at[i]
             if kinds and "comparison" in kinds:
                 return kinds["comparison"]
