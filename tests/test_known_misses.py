@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@8.c13.")
+    assert ex.signature.startswith("rules@9.c14.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -527,3 +527,40 @@ def test_favored_over(ex, text, entity, expected):
 def test_tube_in_a_main_bronchus_is_malpositioned(ex, text, malpositioned):
     state = ex.extract(text).states().get("malpositioned_device")
     assert (state is not None and state.status == "present") == malpositioned, text
+
+
+# 23. rules@9, cues c14: a recommendation's purpose is no finding ("recommend CT to exclude
+# pulmonary embolism"); "difficult to exclude" is a hedge on either side; a predicate negation
+# reaches past an aside between commas.
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("Recommend follow-up to evaluate for nodule.", "lung_nodule"),
+        ("Recommend CT to exclude pulmonary embolism.", "pulmonary_embolism"),
+        ("Consider oblique images to exclude true nodule.", "lung_nodule"),
+        ("Follow-up radiographs are recommended to ensure resolution of pneumonia.", "pneumonia"),
+        ("Cross sectional imaging is recommended to rule out malignancy.", "lung_cancer"),
+    ],
+)
+def test_a_recommendations_purpose_is_no_finding(ex, text, entity):
+    assert status(ex, text, entity) is None, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Probably scarring in the left apex, although difficult to exclude a cavitary lesion.", "cavity",
+         ("uncertain", "possible")),
+        ("Interstitial infiltrates difficult to exclude.", "airspace_disease", ("uncertain", "possible")),
+        ("Pneumothorax, previously seen on the left, is no longer present.", "pneumothorax", ("absent", "negated")),
+        ("The effusion, as expected, is not seen.", "pleural_effusion", ("absent", "negated")),
+        # controls: the pneumonia the report states stays; an aside needs a predicate after it
+        ("Right lower lobe pneumonia. Follow-up radiographs are recommended to ensure resolution of pneumonia.",
+         "pneumonia", ("present", "definite")),
+        ("Recommend CT for further evaluation of this nodule.", "lung_nodule", ("present", "definite")),
+        ("Mild cardiomegaly, no effusion is seen.", "cardiomegaly", ("present", "definite")),
+        ("Pneumothorax, small, left apical.", "pneumothorax", ("present", "definite")),
+    ],
+)
+def test_hedges_and_asides(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text

@@ -54,7 +54,8 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "8"  # 8: a change word does not reach back across "and there"; `not_cues` (read past).
+RULES_VERSION = "9"  # 9: a predicate negation reaches past an aside between commas.
+# 8: a change word does not reach back across "and there"; `not_cues` (read past).
 # 7: a hedge before alternatives covers both; a predicate negation covers a list of
 # findings; a change noun reaches further back ("interval increase in the size of the right effusion");
 # attributes do not cross "but" / "however" / "although"
@@ -670,6 +671,7 @@ class RuleExtractor:
         listed = False  # crossed a comma into a list of findings that share the predicate
         joined = False  # that list joins its last item by and / or
         name_end = m.end  # where the last finding name read ends
+        aside = False  # crossed an aside between commas right after the name
         while i < n and steps < POST_SCOPE_PREDICATE:
             if entity_at[i] >= 0:
                 hops += 1
@@ -691,6 +693,14 @@ class RuleExtractor:
                     listed = True
                     i = j
                     continue
+                if i == m.end and not listed and not aside:
+                    close = _aside_end(words, cue_at, entity_at, i)
+                    if close is not None:
+                        # "Pneumothorax, previously seen on the left, is no longer present": an
+                        # aside between commas; the predicate after it still denies the finding
+                        aside = True
+                        i = close + 1
+                        continue
                 break
             kinds = cue_at[i]
             steps += 1
@@ -698,7 +708,7 @@ class RuleExtractor:
                 joined = True
             if kinds:
                 phrase = " ".join(words[cue_start[i] : cue_end[i]])
-                near = steps <= POST_SCOPE and not listed
+                near = steps <= POST_SCOPE and not listed and not aside
                 verb = words[cue_start[i]]
                 far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
                     not listed or (joined and verb in _PLURAL_VERBS))
@@ -1015,6 +1025,29 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
+
+
+#: The most words an aside between commas may hold ("pneumothorax, previously seen on the left, is ...").
+MAX_ASIDE = 6
+
+
+def _aside_end(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], comma: int) -> int | None:
+    """Where the aside opened by the comma at ``comma`` closes (its closing comma), when it is one:
+    at most ``MAX_ASIDE`` words naming no finding and holding no cue but attribute words, closed by
+    a comma that a predicate verb follows ("is no longer present"). None otherwise."""
+    n = len(words)
+    for j in range(comma + 1, min(n, comma + 2 + MAX_ASIDE)):
+        word = words[j]
+        if word == ",":
+            ok = j > comma + 1 and j + 1 < n and words[j + 1] in _PREDICATE_VERBS
+            return j if ok else None
+        kinds = cue_at[j]
+        if entity_at[j] >= 0 or word in _CLAUSE_BREAK or (kinds and not kinds.keys() <= _VOCAB_KIND_SET):
+            return None
+    return None
+
+
+_VOCAB_KIND_SET = frozenset(_VOCAB_KINDS)
 
 
 def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
