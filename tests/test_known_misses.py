@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@9.c14.")
+    assert ex.signature.startswith("rules@10.c15.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -478,7 +478,7 @@ def test_attribute_windows_end_at_another_findings_words(ex, text, entity, expec
     assert (s.side, s.severity, s.comparison) == expected, text
 
 
-# 22. rules@8, cues c13, ontology 1.9.0 (hand-written sentences): a change word does not reach back
+# 22. rules@8-10, cues c13-c15, ontology 1.9.0-1.10.0 (hand-written sentences): a change word does not reach back
 # across "and there"; "previously noted" is no clause end; "X is favored over Y"; a tube or line
 # in a main bronchus, or coiled in the pharynx or oesophagus, is malpositioned.
 @pytest.mark.parametrize(
@@ -518,9 +518,16 @@ def test_favored_over(ex, text, entity, expected):
         ("The endotracheal tube terminates in the right main bronchus.", True),
         ("The endotracheal tube tip is in the right mainstem bronchus; recommend withdrawal by 2 cm.", True),
         ("Nasogastric tube is coiled in the esophagus.", True),
-        # controls: coiled in the stomach is where an enteric tube belongs; a mass is no device
+        ("Endotracheal tube in the right mainstem bronchus.", True),
+        ("The tube tip extends into the bronchus intermedius.", True),
+        # controls: coiled in the stomach is where an enteric tube belongs; a mass, a plug or an
+        # airway stent in a bronchus is no malpositioned device (ontology 1.9.0 read them as one)
         ("The enteric tube is coiled in the stomach.", False),
+        ("The nasogastric tube is not coiled in the esophagus.", False),
         ("A mass narrows the right main bronchus.", False),
+        ("Mass in the right main bronchus.", False),
+        ("Mucus plug in the left main bronchus.", False),
+        ("Airway stent in the left mainstem bronchus is in good position.", False),
         ("The endotracheal tube terminates 3 cm above the carina.", False),
     ],
 )
@@ -529,7 +536,7 @@ def test_tube_in_a_main_bronchus_is_malpositioned(ex, text, malpositioned):
     assert (state is not None and state.status == "present") == malpositioned, text
 
 
-# 23. rules@9, cues c14: a recommendation's purpose is no finding ("recommend CT to exclude
+# 23. rules@9-10, cues c14-c15: a recommendation's purpose is no finding ("recommend CT to exclude
 # pulmonary embolism"); "difficult to exclude" is a hedge on either side; a predicate negation
 # reaches past an aside between commas.
 @pytest.mark.parametrize(
@@ -553,12 +560,28 @@ def test_a_recommendations_purpose_is_no_finding(ex, text, entity):
          ("uncertain", "possible")),
         ("Interstitial infiltrates difficult to exclude.", "airspace_disease", ("uncertain", "possible")),
         ("Pneumothorax, previously seen on the left, is no longer present.", "pneumothorax", ("absent", "negated")),
+        ("Pneumothorax, as previously noted, is no longer present.", "pneumothorax", ("absent", "negated")),
         ("The effusion, as expected, is not seen.", "pleural_effusion", ("absent", "negated")),
+        # the writer could not exclude it: a hedge, not a purpose
+        ("Unable to rule out a small effusion.", "pleural_effusion", ("uncertain", "possible")),
+        ("It is not possible to rule out pneumonia.", "pneumonia", ("uncertain", "possible")),
+        ("Impossible to exclude a small pneumothorax on this supine film.", "pneumothorax", ("uncertain", "possible")),
+        ("It would be difficult to completely exclude a superimposed pneumonia.", "pneumonia",
+         ("uncertain", "possible")),
+        # a verb reporting what was found ends the purpose
+        ("Repeat radiograph to exclude pneumothorax showed a small apical pneumothorax.", "pneumothorax",
+         ("present", "definite")),
+        ("CT was performed to exclude pulmonary embolism and demonstrates a right lower lobe pneumonia.", "pneumonia",
+         ("present", "definite")),
+        ("Interval resolution of previously demonstrated bibasilar infiltrates.", "airspace_disease",
+         ("absent", "negated")),
         # controls: the pneumonia the report states stays; an aside needs a predicate after it
         ("Right lower lobe pneumonia. Follow-up radiographs are recommended to ensure resolution of pneumonia.",
          "pneumonia", ("present", "definite")),
         ("Recommend CT for further evaluation of this nodule.", "lung_nodule", ("present", "definite")),
         ("Mild cardiomegaly, no effusion is seen.", "cardiomegaly", ("present", "definite")),
+        ("Nodule, seen on the lateral view only, is not seen on the frontal view.", "lung_nodule",
+         ("present", "definite")),
         ("Pneumothorax, small, left apical.", "pneumothorax", ("present", "definite")),
     ],
 )

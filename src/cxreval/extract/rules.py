@@ -54,7 +54,8 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "9"  # 9: a predicate negation reaches past an aside between commas.
+RULES_VERSION = "10"  # 10: an aside must open with "previously" / "as" / ... (review of 9).
+# 9: a predicate negation reaches past an aside between commas.
 # 8: a change word does not reach back across "and there"; `not_cues` (read past).
 # 7: a hedge before alternatives covers both; a predicate negation covers a list of
 # findings; a change noun reaches further back ("interval increase in the size of the right effusion");
@@ -70,7 +71,9 @@ _TERM = "terminators"
 _ALT = "alternatives"
 _HYP = "hypothetical_pre"
 _REMOVAL = "removal_post"
-_NOT_CUE = "not_cues"  # a phrase holding a cue word that is no cue ("previously noted"): read past
+# A phrase holding a cue word that is no cue ("previously noted"): no rule reads this kind; being
+# matched as one longer phrase, it hides the cue inside it from the longest-match cue scan.
+_NOT_CUE = "not_cues"
 _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 # Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
@@ -693,7 +696,7 @@ class RuleExtractor:
                     listed = True
                     i = j
                     continue
-                if i == m.end and not listed and not aside:
+                if i == m.end and not listed:
                     close = _aside_end(words, cue_at, entity_at, i)
                     if close is not None:
                         # "Pneumothorax, previously seen on the left, is no longer present": an
@@ -1029,25 +1032,29 @@ _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "
 
 #: The most words an aside between commas may hold ("pneumothorax, previously seen on the left, is ...").
 MAX_ASIDE = 6
+#: Words that open an aside about the finding's past or the writer's expectation. Only these:
+#: "nodule, seen on the lateral view only, is not seen on the frontal view" states the nodule.
+_ASIDE_OPENERS = frozenset({"previously", "as", "formerly", "earlier", "initially"})
+#: Cue kinds an aside may hold: attribute words, and phrases that are no cue ("as previously noted").
+_ASIDE_KINDS = frozenset({*_VOCAB_KINDS, _NOT_CUE})
 
 
 def _aside_end(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], comma: int) -> int | None:
     """Where the aside opened by the comma at ``comma`` closes (its closing comma), when it is one:
-    at most ``MAX_ASIDE`` words naming no finding and holding no cue but attribute words, closed by
-    a comma that a predicate verb follows ("is no longer present"). None otherwise."""
+    at most ``MAX_ASIDE`` words, the first one of ``_ASIDE_OPENERS``, naming no finding and holding
+    no cue but attribute words, closed by a comma that a predicate verb follows ("is no longer
+    present"). None otherwise."""
     n = len(words)
+    if comma + 1 >= n or words[comma + 1] not in _ASIDE_OPENERS:
+        return None
     for j in range(comma + 1, min(n, comma + 2 + MAX_ASIDE)):
         word = words[j]
         if word == ",":
-            ok = j > comma + 1 and j + 1 < n and words[j + 1] in _PREDICATE_VERBS
-            return j if ok else None
+            return j if j + 1 < n and words[j + 1] in _PREDICATE_VERBS else None
         kinds = cue_at[j]
-        if entity_at[j] >= 0 or word in _CLAUSE_BREAK or (kinds and not kinds.keys() <= _VOCAB_KIND_SET):
+        if entity_at[j] >= 0 or word in _CLAUSE_BREAK or (kinds and not kinds.keys() <= _ASIDE_KINDS):
             return None
     return None
-
-
-_VOCAB_KIND_SET = frozenset(_VOCAB_KINDS)
 
 
 def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
