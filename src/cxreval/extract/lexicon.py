@@ -113,30 +113,35 @@ def scan_gapped(
             if _END in node:
                 value = node[_END]
                 old = best.get(value)
-                # Trailing skipped modifiers stay in the span ("calcified granuloma, right base")
-                # up to a joining word: "effusion and patchy left ..." is a new item.
-                end = next((t for t in range(used[-1] + 1, j) if tokens[t] in _JOINERS), j)
-                while end < n and tokens[end] in _JOINERS and end > used[-1] + 1 and tokens[end - 1] == ",":
-                    end -= 1  # "tortuosity of the aorta, and ...": the comma still closes the name
+                end = j
+                if used[-1] + 1 < j:
+                    # Trailing skipped modifiers stay in the span ("calcified granuloma, right base")
+                    # up to a joining word: "effusion and patchy left ..." is a new item.
+                    end = next((t for t in range(used[-1] + 1, j) if tokens[t] in _JOINERS), j)
+                    while end < n and tokens[end] in _JOINERS and end > used[-1] + 1 and tokens[end - 1] == ",":
+                        end -= 1  # "tortuosity of the aorta, and ...": the comma still closes the name
                 if old is None or len(used) > len(old.used) or (len(used) == len(old.used) and end > old.end):
-                    best[value] = GappedMatch(i, end, value, used)
+                    best[value] = _new_match(GappedMatch, (i, end, value, used))
             if j >= n:
                 continue
-            nxt = node.get(tokens[j])
+            word = tokens[j]
+            nxt = node.get(word)
             if nxt is not None:
                 stack.append((nxt, j + 1, skips, used + (j,)))
-            if tokens[j] in _JOINERS:
+            if word in _JOINERS:
                 shared = _shared_copula(node, tokens, j)
                 if shared is not None:
                     nxt_node, k = shared
                     stack.append((nxt_node, k + 1, skips, used + (k,)))
-            if skips < max_skips and tokens[j] in skippable:
+            if skips < max_skips and word in skippable:
                 # skip one modifier word; the phrase must still continue after it
                 k = j + 1
                 if k < n and (node.get(tokens[k]) is not None or tokens[k] in skippable):
                     stack.append((node, k, skips + 1, used))
         found.extend(best.values())
-    found.sort(key=lambda m: (-len(m.used), m.start))
+    if len(found) < 2:
+        return found  # nothing to drop or reorder (most sentences)
+    found.sort(key=_longest_first)
     kept: list[GappedMatch] = []
     covered: set[int] = set()
     for m in found:
@@ -146,6 +151,13 @@ def scan_gapped(
         covered.update(m.used)
     kept.sort(key=lambda m: m.start)
     return kept
+
+
+def _longest_first(m: GappedMatch) -> tuple[int, int]:
+    return -len(m.used), m.start
+
+
+_new_match = tuple.__new__  # a NamedTuple's own constructor is a Python function, called per match
 
 
 def _shared_copula(node: dict[str, Any], tokens: Sequence[str], j: int) -> tuple[dict[str, Any], int] | None:
