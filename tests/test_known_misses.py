@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@10.c15.")
+    assert ex.signature.startswith("rules@11.c16.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -229,7 +229,9 @@ def test_site_decides_the_entity(ex, text, entity, not_entity):
         ("Heart size is large.", "cardiomegaly"),
         ("There is an interval increase in heart size.", "cardiomegaly"),
         ("Left subclavian line with tip at cavoatrial junction.", "central_venous_catheter"),
-        ("Right chest port with tip in the low SVC.", "central_venous_catheter"),
+        # a tip in the SVC makes a line central "where the report names the line no further"
+        # (the ontology's description): here it names a port (rules@11, cues c16)
+        ("Right chest port with tip in the low SVC.", "port_catheter"),
         ("Calcified mediastinal nodes.", "calcified_lymph_nodes"),
         ("Right lower lobe opacity concerning for infection.", "infection"),
     ],
@@ -587,3 +589,104 @@ def test_a_recommendations_purpose_is_no_finding(ex, text, entity):
 )
 def test_hedges_and_asides(ex, text, entity, expected):
     assert grade(ex, text, entity) == expected, text
+
+
+# 24. rules@11, cues c16, attributes a3, ontology 1.11.0: misreadings found by putting ~600
+# hand-written report sentences through the engine (a helper's probe; controls beside each).
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        # an adverb inside "cannot be excluded" left its bare "excluded" to deny the finding
+        ("Early right lower lobe pneumonia cannot be entirely excluded.", "pneumonia", ("uncertain", "possible")),
+        ("A small pneumothorax cannot be completely excluded.", "pneumothorax", ("uncertain", "possible")),
+        ("Pneumonia can't be excluded.", "pneumonia", ("uncertain", "possible")),
+        # a denied or partial resolution is no resolution
+        ("The left basilar opacity has not resolved.", "lung_opacity", ("present", "definite")),
+        ("The pneumothorax has not completely resolved.", "pneumothorax", ("present", "definite")),
+        ("Partial resolution of the left lower lobe pneumonia.", "pneumonia", ("present", "definite")),
+        ("Near complete resolution of right pleural effusion.", "pleural_effusion", ("present", "definite")),
+        ("The chest tube has not been removed.", "chest_tube", ("present", "definite")),
+        # a denial stops at "with" before a finding with its own size, change or article
+        ("No focal consolidation with mild bibasilar atelectasis.", "atelectasis", ("present", "definite")),
+        ("No pneumothorax with the chest tube in place.", "chest_tube", ("present", "definite")),
+        ("No acute intrathoracic process, with stable cardiomegaly.", "cardiomegaly", ("present", "definite")),
+        ("Known history of sarcoidosis, with stable hilar lymphadenopathy.", "lymphadenopathy", ("present", "definite")),
+        ("There is no pneumothorax and the endotracheal tube is in standard position.", "endotracheal_tube",
+         ("present", "definite")),
+        ("No pneumothorax after placement of the left subclavian line.", "central_venous_catheter", ("present", "definite")),
+        # a tip not seen is not a device denied; "not well seen" is a hedge (CheXpert's pattern)
+        ("Enteric tube tip is not visualized but extends at least to the stomach.", "enteric_tube", ("present", "definite")),
+        ("The tip of the right PICC is not clearly visualized.", "picc", ("present", "definite")),
+        ("Small hiatal hernia is not well seen on this study.", "hiatal_hernia", ("uncertain", "possible")),
+        ("The pleural effusion is not large.", "pleural_effusion", ("present", "definite")),
+        # hedges
+        ("Atelectasis is more likely than consolidation.", "atelectasis", ("uncertain", "probable")),
+        ("Atelectasis is more likely than consolidation.", "consolidation", ("uncertain", "possible")),
+        ("It is unclear if there is a small left effusion.", "pleural_effusion", ("uncertain", "possible")),
+        ("Bibasilar opacities suggesting atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("Nothing to suggest pneumothorax.", "pneumothorax", ("absent", "negated")),
+        # verb forms of an enlarged heart and hila
+        ("The heart remains enlarged.", "cardiomegaly", ("present", "definite")),
+        ("The cardiac silhouette remains moderately enlarged.", "cardiomegaly", ("present", "definite")),
+        ("The right hilum is enlarged.", "hilar_enlargement", ("present", "definite")),
+        ("The aortic arch is calcified and tortuous.", "aortic_calcification", ("present", "definite")),
+        ("The aortic knob is tortuous and calcified.", "tortuous_aorta", ("present", "definite")),
+        # controls
+        ("No pneumonia with effusion.", "pleural_effusion", ("absent", "negated")),
+        ("No pneumothorax or pleural effusion.", "pleural_effusion", ("absent", "negated")),
+        ("Interval resolution of pneumothorax.", "pneumothorax", ("absent", "negated")),
+        ("The right IJ line has been removed.", "central_venous_catheter", ("absent", "negated")),
+    ],
+)
+def test_probe_misreadings(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        # (side, severity, comparison)
+        ("Partial resolution of the left lower lobe pneumonia.", "pneumonia", ("left", None, "decreased")),
+        ("The left basilar opacity has not resolved.", "lung_opacity", ("left", None, "unchanged")),
+        ("No evidence of pneumothorax or large pleural effusion.", "pneumothorax", (None, None, None)),
+        ("The nasogastric tube has been advanced.", "enteric_tube", (None, None, None)),
+        ("Bilateral pleural effusions, larger on the right.", "pleural_effusion", ("bilateral", None, None)),
+        ("Progressive bilateral opacities.", "lung_opacity", ("bilateral", None, "increased")),
+        # controls
+        ("The right pleural effusion is larger.", "pleural_effusion", ("right", None, "increased")),
+        ("Large right pleural effusion.", "pleural_effusion", ("right", "severe", None)),
+    ],
+)
+def test_probe_attributes(ex, text, entity, expected):
+    s = ex.extract(text).states()[entity]
+    assert (s.side, s.severity, s.comparison) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, not_entity",
+    [
+        # a tip in the SVC is the PICC's or port's the sentence names, not another central line
+        ("Right PICC with tip at the cavoatrial junction.", "picc", "central_venous_catheter"),
+        ("Right chest port with catheter tip in the SVC.", "port_catheter", "central_venous_catheter"),
+        # control: a sentence naming a central line too keeps it
+        ("Right PICC and left internal jugular central venous catheter with tips in the SVC.",
+         "central_venous_catheter", None),
+    ],
+)
+def test_a_tip_belongs_to_the_line_the_sentence_names(ex, text, entity, not_entity):
+    got = ex.extract(text).states()
+    assert got[entity].status == "present", (text, got)
+    if not_entity is not None:
+        assert not_entity not in got, (text, got)
+
+
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("Evaluation for pneumonia is limited by low lung volumes.", "pneumonia"),
+        ("Assessment for pneumothorax is limited on the supine view.", "pneumothorax"),
+    ],
+)
+def test_a_limited_evaluation_names_no_finding(ex, text, entity):
+    assert status(ex, text, entity) is None, text
+    assert status(ex, "Evaluation for pneumonia is limited by low lung volumes.", "low_lung_volumes") == "present"

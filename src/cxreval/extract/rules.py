@@ -54,7 +54,9 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "10"  # 10: an aside must open with "previously" / "as" / ... (review of 9).
+RULES_VERSION = "11"  # 11: a denial stops at "with" before a finding with its own size, change or
+# article; a predicate after "the tip of X" is the tip's; attributes do not cross "or" / "nor".
+# 10: an aside must open with "previously" / "as" / ... (review of 9).
 # 9: a predicate negation reaches past an aside between commas.
 # 8: a change word does not reach back across "and there"; `not_cues` (read past).
 # 7: a hedge before alternatives covers both; a predicate negation covers a list of
@@ -116,7 +118,7 @@ _CONJUNCTIONS = frozenset({"and", "or", "nor"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
-_FORWARD_BREAK = frozenset({"and", "with"})
+_FORWARD_BREAK = frozenset({"and", "with", "or", "nor"})
 
 # Evidence scopes: a sentence longer than this (characters of the original text) is cut, at the
 # last clause boundary that keeps the piece under it (";", ":" or a line break, else a comma),
@@ -601,6 +603,7 @@ class RuleExtractor:
         i = m.start - 1
         crossed_comma = False
         item_has_severity = False
+        item_has_change = False  # the mention's item names a change of its own ("stable", "new")
         item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
         hedge: str | None = None
         hedge_grade = _UNGRADED
@@ -624,6 +627,11 @@ class RuleExtractor:
                 continue
             if words[i] in _CONJUNCTIONS and not crossed_comma:
                 item_joined = True
+            if words[i] == "with" and (item_has_severity or item_has_change or words[i + 1] == "the"):
+                # "no focal consolidation with mild bibasilar atelectasis", "no pneumothorax with
+                # the chest tube in place": a finding added with its own size, change or article
+                # is stated, not denied (bare "no X with Y" stays one denial)
+                break
             if not kinds:
                 i -= 1
                 continue
@@ -631,6 +639,8 @@ class RuleExtractor:
             phrase = " ".join(words[start : cue_end[i]])
             if "severity" in kinds and not crossed_comma and phrase not in _NEGATED_LIST_SIZES:
                 item_has_severity = True
+            if "comparison" in kinds and not crossed_comma:
+                item_has_change = True
             if _TERM in kinds:
                 if _UNC_PRE in kinds:  # "there may be": a hedge that also opens a new clause
                     hedge, hedge_grade = _outer_hedge(hedge, hedge_grade, phrase, kinds[_UNC_PRE])
@@ -668,8 +678,9 @@ class RuleExtractor:
                     return "absent", phrase, False, "negated"
             elif words[v] in _LABEL_NEGATIONS:
                 return "absent", words[v], False, "negated"
-        # Forwards: a post-cue a few tokens after the mention.
-        i = m.end
+        # Forwards: a post-cue a few tokens after the mention ("the tip of the PICC is not seen"
+        # denies the tip, not the line).
+        i = n if _tip_of(words, cue_at, m) else m.end
         steps = hops = 0
         listed = False  # crossed a comma into a list of findings that share the predicate
         joined = False  # that list joins its last item by and / or
@@ -1028,6 +1039,15 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
+
+
+def _tip_of(words: list[str], cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
+    """Whether mention ``m`` names what a tip belongs to: "the tip of the right PICC", "tip of the
+    endotracheal tube" (a predicate after it is the tip's)."""
+    i = m.start - 1
+    while i >= 0 and m.start - i <= 3 and (words[i] == "the" or (cue_at[i] and "sides" in cue_at[i])):
+        i -= 1
+    return i >= 1 and words[i] == "of" and words[i - 1] in ("tip", "tips")
 
 
 #: The most words an aside between commas may hold ("pneumothorax, previously seen on the left, is ...").
