@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from cxreval.datasets.iu_xray import GoldReport
+from cxreval.datasets.iu_xray import GoldReport, load_families
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import AttributeScore, PresenceScore
@@ -194,6 +194,9 @@ def evaluate_extraction(
     """Score ``extract`` on ``gold``: per-entity, micro/macro, projections, attributes, normals."""
     universe = mesh_universe(ontology)
     in_universe = set(universe)
+    # An entity that a generic heading covers (a port under "Catheters, Indwelling") makes a report
+    # abnormal too, though no MeSH pattern of its own names it.
+    abnormal = in_universe | {e for members in load_families().values() for e in members}
     n = len(gold)
     totals: dict[str, list[int]] = {e: [0, 0, 0] for e in universe}
     side = [0, 0, 0]  # correct, judged, not-available
@@ -223,7 +226,7 @@ def evaluate_extraction(
                 g, p = report.entities[e], states[substitutes.get(e, e)]
                 _attribute(side, g.side, p.side)
                 _attribute(severity, g.severity, p.severity)
-        pred_normal = not (affirmed & in_universe)
+        pred_normal = not (affirmed & abnormal)
         normal[0] += int(report.normal and pred_normal)
         normal[1] += int(pred_normal and not report.normal)
         normal[2] += int(report.normal and not pred_normal)
