@@ -4,8 +4,9 @@ Rollouts: for batch sizes 64, 256 and 1024, a GRPO-like batch (8 completions per
 references are IU X-ray reports (val + test findings, read at run time, CC BY-NC-ND) and whose
 completions are other IU reports (realistic generated text). Each batch is scored twice: a cold
 pass (references read for the first time) and a warm pass (references cached, as in later steps
-of training; the completions are the cold pass's again, so the extractor's report cache holds
-them too). A third pass scores the same references against completions never read before (train
+of training; the completions are the cold pass's again, so the reward's completion cache holds
+their entity states: a warm step is one whose completions repeat, as a GRPO group's short
+outputs often do). A third pass scores the same references against completions never read before (train
 reports): the warm figure for a step whose every completion is new. Baseline in the same process: the keyword + sentence-NegEx labeler
 (benchmarks/keyword_negex.py) reading the same completions (the cheapest reading of a report
 that a reward could be built on); printed as a ratio (>= 1.0 means cxreval is as fast).

@@ -68,6 +68,17 @@ def test_verl_compute_score_and_reference_cache() -> None:
     assert r.cached_references == ["Large effusion.", "No effusion."]  # least recently used dropped
 
 
+def test_completions_are_cached_apart_from_references() -> None:
+    r = ClinicalReward(cache_size=2, completion_cache=2)
+    plain = ClinicalReward(completion_cache=0)  # reads every completion
+    refs = ["Small left effusion.", "No pneumothorax."]
+    cands = [f"Small left effusion. Case {i}." for i in range(5)] + ["Small left effusion. Case 0."]
+    got = [r.score_one(refs[i % 2], c) for i, c in enumerate(cands)]
+    assert got == [plain.score_one(refs[i % 2], c) for i, c in enumerate(cands)]
+    assert r.cached_references == ["Small left effusion.", "No pneumothorax."]  # new completions evict none
+    assert len(r._completions) == 2 and not plain._completions
+
+
 def test_bad_settings_are_refused_and_reward_pickles() -> None:
     with pytest.raises(ValueError, match="unknown reward shape"):
         ClinicalReward("bleu")  # type: ignore[arg-type]

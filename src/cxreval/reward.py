@@ -18,7 +18,10 @@ text (``None`` as ""), so a report that states nothing is scored as a report tha
 (every reference finding missed), never as an exception that kills a training step.
 
 **Fast on repeats**: each distinct reference is read once and kept (a training set repeats its
-references across epochs and across the group of a GRPO prompt); candidates are read every time.
+references across epochs and across the group of a GRPO prompt); so is each distinct completion
+among the last ``completion_cache`` (a group's rollouts often say the same short thing, "No acute
+cardiopulmonary process."), in a cache of its own, so that new completions never push references
+out.
 
 Use with TRL (a reward function receives the completions and the dataset's columns)::
 
@@ -70,6 +73,7 @@ class ClinicalReward:
         ontology: str | Path | None = None,
         uncertain: str = "positive",
         cache_size: int = 100_000,
+        completion_cache: int = 10_000,
     ) -> None:
         from cxreval.evaluate import Evaluator
 
@@ -84,6 +88,8 @@ class ClinicalReward:
         self._critical = frozenset(e.id for e in self._evaluator.ontology.entities if e.critical)
         self._references: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
+        self._completions: OrderedDict[str, Any] = OrderedDict()
+        self._completion_cache = completion_cache
         self.__name__ = f"cxreval_{shape.replace('-', '_')}"  # TRL logs a reward function by its name
 
     @property
@@ -99,15 +105,17 @@ class ClinicalReward:
         """The reference texts read and kept, least recently used first."""
         return list(self._references)
 
-    def _reference(self, text: str) -> Any:
-        """A reference's entity states, read once (references repeat across a group and steps)."""
-        hit = self._references.get(text)
+    def _states(self, text: str, cache: "OrderedDict[str, Any]", size: int) -> Any:
+        """A report's entity states, read once while ``cache`` (an LRU of ``size``) keeps them."""
+        hit = cache.get(text)
         if hit is None:
-            hit = self._references[text] = self._evaluator.extractor.extract(text).states()
-            if len(self._references) > self._cache_size:
-                self._references.popitem(last=False)
+            hit = self._evaluator.extractor.extract(text).states()
+            if size:
+                cache[text] = hit
+                if len(cache) > size:
+                    cache.popitem(last=False)
         else:
-            self._references.move_to_end(text)
+            cache.move_to_end(text)
         return hit
 
     def score_one(self, reference: Any, completion: Any) -> float:
@@ -115,8 +123,8 @@ class ClinicalReward:
         from cxreval.judge.compare import compare_states
 
         ev = self._evaluator
-        ref = self._reference(completion_text(reference))
-        cand = ev.extractor.extract(completion_text(completion)).states()
+        ref = self._states(completion_text(reference), self._references, self._cache_size)
+        cand = self._states(completion_text(completion), self._completions, self._completion_cache)
         rows = compare_states("r", ref, cand, ev.ontology, ev.uncertain)
         if self.shape == "entity-f1":
             tp = sum(r.presence == "TP" for r in rows)
