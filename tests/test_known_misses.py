@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@11.c16.")
+    assert ex.signature.startswith("rules@12.c17.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -611,8 +611,6 @@ def test_hedges_and_asides(ex, text, entity, expected):
         ("No pneumothorax with the chest tube in place.", "chest_tube", ("present", "definite")),
         ("No acute intrathoracic process, with stable cardiomegaly.", "cardiomegaly", ("present", "definite")),
         ("Known history of sarcoidosis, with stable hilar lymphadenopathy.", "lymphadenopathy", ("present", "definite")),
-        ("There is no pneumothorax and the endotracheal tube is in standard position.", "endotracheal_tube",
-         ("present", "definite")),
         ("No pneumothorax after placement of the left subclavian line.", "central_venous_catheter", ("present", "definite")),
         # a tip not seen is not a device denied; "not well seen" is a hedge (CheXpert's pattern)
         ("Enteric tube tip is not visualized but extends at least to the stomach.", "enteric_tube", ("present", "definite")),
@@ -631,7 +629,19 @@ def test_hedges_and_asides(ex, text, entity, expected):
         ("The right hilum is enlarged.", "hilar_enlargement", ("present", "definite")),
         ("The aortic arch is calcified and tortuous.", "aortic_calcification", ("present", "definite")),
         ("The aortic knob is tortuous and calcified.", "tortuous_aorta", ("present", "definite")),
+        # found by a review of rules@11 (fixed in rules@12.c17): a hypothetical does not reach a
+        # finding stated after it, a hedge between two findings spreads over no list
+        ("Evaluation for effusion is limited due to the left lower lobe consolidation.", "consolidation",
+         ("present", "definite")),
+        ("Cephalization suggesting vascular congestion, and moderate cardiomegaly.", "cardiomegaly",
+         ("present", "definite")),
+        ("Consider placement of a chest tube.", "chest_tube", ("uncertain", "possible")),
+        ("Findings are more likely than not related to atelectasis.", "atelectasis", ("uncertain", "probable")),
+        ("Right PICC and a left triple lumen catheter are in place.", "central_venous_catheter", ("present", "definite")),
         # controls
+        ("Possible pneumonia, atelectasis, or effusion.", "pleural_effusion", ("uncertain", "possible")),
+        ("The endotracheal tube and the nasogastric tube have been removed.", "endotracheal_tube", ("absent", "negated")),
+        ("Interval removal of the endotracheal tube and the nasogastric tube.", "enteric_tube", ("absent", "negated")),
         ("No pneumonia with effusion.", "pleural_effusion", ("absent", "negated")),
         ("No pneumothorax or pleural effusion.", "pleural_effusion", ("absent", "negated")),
         ("Interval resolution of pneumothorax.", "pneumothorax", ("absent", "negated")),
@@ -652,6 +662,11 @@ def test_probe_misreadings(ex, text, entity, expected):
         ("The nasogastric tube has been advanced.", "enteric_tube", (None, None, None)),
         ("Bilateral pleural effusions, larger on the right.", "pleural_effusion", ("bilateral", None, None)),
         ("Progressive bilateral opacities.", "lung_opacity", ("bilateral", None, "increased")),
+        # review of rules@11: "or" ends the window only before a size word; "more prominent" compares
+        # places, not a prior
+        ("Possible pneumothorax or skin fold on the left.", "pneumothorax", ("left", None, None)),
+        ("Bibasilar airspace disease may represent infection or mild edema.", "infection", (None, None, None)),
+        ("Emphysema, more prominent in the upper lobes.", "emphysema", (None, None, None)),
         # controls
         ("The right pleural effusion is larger.", "pleural_effusion", ("right", None, "increased")),
         ("Large right pleural effusion.", "pleural_effusion", ("right", "severe", None)),

@@ -54,7 +54,10 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "11"  # 11: a denial stops at "with" before a finding with its own size, change or
+RULES_VERSION = "12"  # 12 (review of 11): a hypothetical does not reach past a finding stated
+# after it; a hedge between two findings does not spread over a list; "or" ends attributes only
+# before a size word.
+# 11: a denial stops at "with" before a finding with its own size, change or
 # article; a predicate after "the tip of X" is the tip's; attributes do not cross "or" / "nor".
 # 10: an aside must open with "previously" / "as" / ... (review of 9).
 # 9: a predicate negation reaches past an aside between commas.
@@ -118,7 +121,10 @@ _CONJUNCTIONS = frozenset({"and", "or", "nor"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
-_FORWARD_BREAK = frozenset({"and", "with", "or", "nor"})
+_FORWARD_BREAK = frozenset({"and", "with"})
+# ... and "or" / "nor" before a size word: "no pneumothorax or large effusion" (the pneumothorax is
+# not large), while "pneumothorax or skin fold on the left" keeps its side.
+_ALTERNATIVE_BREAK = frozenset({"or", "nor"})
 
 # Evidence scopes: a sentence longer than this (characters of the original text) is cut, at the
 # last clause boundary that keeps the piece under it (";", ":" or a line break, else a comma),
@@ -549,7 +555,7 @@ class RuleExtractor:
                 if rule.reach == "sentence":
                     near = _sentence_words(words, m.start, m.end)
                 else:
-                    near = {words[j] for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
+                    near = {words[j] for i in self._window(words, cue_at, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
                             for j in range(spans[0][i], spans[1][i])}
                 if near & rule.words and not near & rule.unless:
                     entity = rule.to
@@ -608,13 +614,18 @@ class RuleExtractor:
         hedge: str | None = None
         hedge_grade = _UNGRADED
         steps = hops = 0
+        gap = 0  # words read since the mention or the last finding crossed
+        far_hop = False  # crossed a finding more than a list's joining words away ("X is limited due to Y")
         while i >= 0 and steps < PRE_SCOPE:
             if entity_at[i] >= 0:
                 hops += 1
                 if hops > MAX_ENTITY_HOPS:
                     break
+                far_hop = far_hop or gap > 2
+                gap = 0
                 i = matches[entity_at[i]].start - 1
                 continue
+            gap += 1
             kinds = cue_at[i]
             steps += 1
             if words[i] == ",":
@@ -650,8 +661,10 @@ class RuleExtractor:
             if _HIST in kinds:
                 return "present", phrase, True, "definite"
             if _HYP in kinds:
-                if crossed_comma:
-                    break  # "if there is concern for X, consider Y": the condition ends at its comma
+                if crossed_comma or far_hop:
+                    # "if there is concern for X, consider Y": the condition ends at its comma; and
+                    # "evaluation for effusion is limited due to the consolidation" states Y
+                    break
                 return None, phrase, False, None
             if _NEG_PRE in kinds:
                 if crossed_comma and item_has_severity and not item_joined:
@@ -659,6 +672,10 @@ class RuleExtractor:
                 return "absent", phrase, False, "negated"
             if _UNC_PRE in kinds:
                 if hedge is None and crossed_comma:
+                    if item_has_severity or (start > 0 and entity_at[start - 1] >= 0):
+                        # "cephalization suggesting congestion, and moderate cardiomegaly": a hedge
+                        # between two findings, or a list item with its own size, is no hedged list
+                        break
                     return "uncertain", phrase, False, kinds[_UNC_PRE]
                 hedge, hedge_grade = _outer_hedge(hedge, hedge_grade, phrase, kinds[_UNC_PRE])
             i = start - 1
@@ -759,7 +776,7 @@ class RuleExtractor:
                 return True
         return False
 
-    def _window(self, words, spans, entity_at, m, k, back: int, forward: int, change: bool = False) -> list[int]:
+    def _window(self, words, cue_at, spans, entity_at, m, k, back: int, forward: int, change: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.
 
         A multi-token cue counts as one step and is listed once, at its first token. ``change``:
@@ -795,7 +812,8 @@ class RuleExtractor:
                 continue
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
-            if words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK or words[i] in _CONTRAST_BREAK:
+            if (words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK or words[i] in _CONTRAST_BREAK
+                    or (words[i] in _ALTERNATIVE_BREAK and i + 1 < n and cue_at[i + 1] and "severity" in cue_at[i + 1])):
                 # "Pneumothorax, new since prior" / "Kyphosis of the spine, worse than before": a
                 # change phrase opening the next clause still counts, unless that clause names
                 # another finding it can belong to ("effusion, new left pneumothorax").
@@ -825,7 +843,7 @@ class RuleExtractor:
         zones: dict[str, None] = {}
         severity: str | None = None
         rank = attribute_vocabulary().severity_rank
-        for i in self._window(words, spans, entity_at, m, k, ATTRIBUTE_BACK, ATTRIBUTE_FORWARD):
+        for i in self._window(words, cue_at, spans, entity_at, m, k, ATTRIBUTE_BACK, ATTRIBUTE_FORWARD):
             kinds = cue_at[i]
             if not kinds:
                 continue
@@ -844,7 +862,7 @@ class RuleExtractor:
         return side, tuple(zones), severity
 
     def _comparison(self, words, cue_at, spans, entity_at, m, k):
-        for i in self._window(words, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, change=True):
+        for i in self._window(words, cue_at, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, change=True):
             kinds = cue_at[i]
             if kinds and "comparison" in kinds:
                 return kinds["comparison"]
