@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@12.c17.")
+    assert ex.signature.startswith("rules@13.c18.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -638,7 +638,14 @@ def test_hedges_and_asides(ex, text, entity, expected):
         ("Consider placement of a chest tube.", "chest_tube", ("uncertain", "possible")),
         ("Findings are more likely than not related to atelectasis.", "atelectasis", ("uncertain", "probable")),
         ("Right PICC and a left triple lumen catheter are in place.", "central_venous_catheter", ("present", "definite")),
+        # rules@13: "no X and the Y is ..." is two clauses; "removal of X and placement of Y" too
+        ("There is no pneumothorax and the endotracheal tube is in standard position.", "endotracheal_tube",
+         ("present", "definite")),
+        ("No pneumonia and the cardiac silhouette is enlarged.", "cardiomegaly", ("present", "definite")),
+        ("Removal of the chest tube and placement of a new PICC.", "picc", ("present", "definite")),
         # controls
+        ("No pneumothorax and the effusion is not seen.", "pleural_effusion", ("absent", "negated")),
+        ("No evidence of consolidation, effusion, and the pneumothorax.", "pneumothorax", ("absent", "negated")),
         ("Possible pneumonia, atelectasis, or effusion.", "pleural_effusion", ("uncertain", "possible")),
         ("The endotracheal tube and the nasogastric tube have been removed.", "endotracheal_tube", ("absent", "negated")),
         ("Interval removal of the endotracheal tube and the nasogastric tube.", "enteric_tube", ("absent", "negated")),
@@ -667,6 +674,7 @@ def test_probe_misreadings(ex, text, entity, expected):
         ("Possible pneumothorax or skin fold on the left.", "pneumothorax", ("left", None, None)),
         ("Bibasilar airspace disease may represent infection or mild edema.", "infection", (None, None, None)),
         ("Emphysema, more prominent in the upper lobes.", "emphysema", (None, None, None)),
+        ("Vascular congestion, more prominent than on prior.", "vascular_congestion", (None, None, "increased")),
         # controls
         ("The right pleural effusion is larger.", "pleural_effusion", ("right", None, "increased")),
         ("Large right pleural effusion.", "pleural_effusion", ("right", "severe", None)),

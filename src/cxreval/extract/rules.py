@@ -54,7 +54,8 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "12"  # 12 (review of 11): a hypothetical does not reach past a finding stated
+RULES_VERSION = "13"  # 13: "no X and the Y is ..." is two clauses (Y has its own verb).
+# 12 (review of 11): a hypothetical does not reach past a finding stated
 # after it; a hedge between two findings does not spread over a list; "or" ends attributes only
 # before a size word.
 # 11: a denial stops at "with" before a finding with its own size, change or
@@ -638,6 +639,8 @@ class RuleExtractor:
                 continue
             if words[i] in _CONJUNCTIONS and not crossed_comma:
                 item_joined = True
+            if words[i] == "and" and words[i + 1] == "the" and _own_predicate(words, cue_at, m):
+                break  # "no pneumothorax and the endotracheal tube is in standard position": a new clause
             if words[i] == "with" and (item_has_severity or item_has_change or words[i + 1] == "the"):
                 # "no focal consolidation with mild bibasilar atelectasis", "no pneumothorax with
                 # the chest tube in place": a finding added with its own size, change or article
@@ -1057,6 +1060,21 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
+
+
+_OWN_VERBS = frozenset({"is", "are", "remains", "remain"})
+
+
+def _own_predicate(words: list[str], cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
+    """Whether mention ``m`` is the subject of a verb of its own that states it ("the endotracheal
+    tube is in standard position", "the effusions are small"), not one that denies or hedges it."""
+    if any(words[j] in _OWN_VERBS for j in range(m.start, m.end)):
+        return True  # the name holds its verb: "the cardiac silhouette is enlarged"
+    j = m.end
+    if j >= len(words) or words[j] not in _OWN_VERBS:
+        return False
+    kinds = cue_at[j]
+    return not (kinds and (_NEG_POST in kinds or _UNC_POST in kinds))
 
 
 def _tip_of(words: list[str], cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
