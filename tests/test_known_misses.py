@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@13.c18.")
+    assert ex.signature.startswith("rules@14.c19.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -713,3 +713,33 @@ def test_a_tip_belongs_to_the_line_the_sentence_names(ex, text, entity, not_enti
 def test_a_limited_evaluation_names_no_finding(ex, text, entity):
     assert status(ex, text, entity) is None, text
     assert status(ex, "Evaluation for pneumonia is limited by low lung volumes.", "low_lung_volumes") == "present"
+
+
+# 25. rules@14, cues c19, ontology 1.12.0: a helper's probe of the label projections (252 sentences):
+# alternatives across the other finding's own size or side words (the CheXpert labeler's "XXX or
+# YYY" pattern), "appears enlarged", fluid in a named fissure, a collapsed vertebral body.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Atelectasis or small effusion.", "atelectasis", ("uncertain", "alternative")),
+        ("Atelectasis or small effusion.", "pleural_effusion", ("uncertain", "alternative")),
+        ("Mild bibasilar atelectasis or small effusions.", "pleural_effusion", ("uncertain", "alternative")),
+        ("The heart appears mildly enlarged.", "cardiomegaly", ("present", "definite")),
+        ("Heart: enlarged.", "cardiomegaly", ("present", "definite")),
+        ("Trace fluid in the minor fissure.", "pleural_effusion", ("present", "definite")),
+        ("Collapse of the L1 vertebral body.", "vertebral_compression_fracture", ("present", "definite")),
+        # controls
+        ("No atelectasis or small effusion.", "pleural_effusion", ("absent", "negated")),
+        ("Small effusion and atelectasis.", "atelectasis", ("present", "definite")),
+        ("Left lower lobe collapse.", "atelectasis", ("present", "definite")),
+    ],
+)
+def test_label_probe_misreadings(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+def test_alternatives_project_as_uncertain_in_chexpert(ex):
+    from cxreval.scores.labels import project_extraction
+
+    labels = project_extraction(ex.extract("Atelectasis or small effusion."), load_ontology(), "chexpert14")
+    assert labels["Atelectasis"] == -1 and labels["Pleural Effusion"] == -1

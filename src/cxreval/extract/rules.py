@@ -54,7 +54,8 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "13"  # 13: "no X and the Y is ..." is two clauses (Y has its own verb).
+RULES_VERSION = "14"  # 14: alternatives across the other finding's size / side words ("X or small Y").
+# 13: "no X and the Y is ..." is two clauses (Y has its own verb).
 # 12 (review of 11): a hypothetical does not reach past a finding stated
 # after it; a hedge between two findings does not spread over a list; "or" ends attributes only
 # before a size word.
@@ -755,10 +756,18 @@ class RuleExtractor:
                 i = cue_end[i]
                 continue
             i += 1
-        # Alternatives: "atelectasis or pneumonia".
-        for j in (m.start - 1, m.end):
+        # Alternatives: "atelectasis or pneumonia", "atelectasis or small effusion" (the other
+        # finding's own size or side words stand between).
+        before = m.start - 1
+        while before >= 0 and m.start - before <= 2 and _attribute_only(cue_at[before]):
+            before -= 1
+        for j in (before, m.end):
             if 0 <= j < n and cue_at[j] and _ALT in cue_at[j]:
+                step = -1 if j < m.start else 1
                 other = cue_start[j] - 1 if j < m.start else cue_end[j]
+                for _ in range(2):
+                    if 0 <= other < n and entity_at[other] < 0 and _attribute_only(cue_at[other]):
+                        other += step
                 if 0 <= other < n and entity_at[other] >= 0:
                     return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False, "alternative"
         return "present", None, False, "definite"
@@ -1062,6 +1071,13 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
 
 
+def _attribute_only(kinds: dict[str, Any] | None) -> bool:
+    """Whether a token's cue kinds are attribute words only (a size, side or zone): "small" in
+    "atelectasis or small effusion"."""
+    return bool(kinds) and kinds.keys() <= _ATTRIBUTE_KINDS
+
+
+_ATTRIBUTE_KINDS = frozenset({"sides", "zones", "severity"})
 _OWN_VERBS = frozenset({"is", "are", "remains", "remain"})
 
 
