@@ -54,19 +54,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "14"  # 14: alternatives across the other finding's size / side words ("X or small Y").
-# 13: "no X and the Y is ..." is two clauses (Y has its own verb).
-# 12 (review of 11): a hypothetical does not reach past a finding stated
-# after it; a hedge between two findings does not spread over a list; "or" ends attributes only
-# before a size word.
-# 11: a denial stops at "with" before a finding with its own size, change or
-# article; a predicate after "the tip of X" is the tip's; attributes do not cross "or" / "nor".
-# 10: an aside must open with "previously" / "as" / ... (review of 9).
-# 9: a predicate negation reaches past an aside between commas.
-# 8: a change word does not reach back across "and there"; `not_cues` (read past).
-# 7: a hedge before alternatives covers both; a predicate negation covers a list of
-# findings; a change noun reaches further back ("interval increase in the size of the right effusion");
-# attributes do not cross "but" / "however" / "although"
+RULES_VERSION = "14"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -1077,7 +1065,7 @@ def _attribute_only(kinds: dict[str, Any] | None) -> bool:
     return bool(kinds) and kinds.keys() <= _ATTRIBUTE_KINDS
 
 
-_ATTRIBUTE_KINDS = frozenset({"sides", "zones", "severity"})
+_ATTRIBUTE_KINDS = frozenset(_VOCAB_KINDS) - {"comparison"}  # a size, side or zone
 _OWN_VERBS = frozenset({"is", "are", "remains", "remain"})
 
 
