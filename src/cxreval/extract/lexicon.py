@@ -192,3 +192,21 @@ def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
     else:
         forms.append(last + "s")
     return [(*head, f) for f in forms]
+
+
+#: Prefixes a report may write apart or hyphenated ("hyper-expanded", "post operative", "sub
+#: segmental"); hyphens are spaces to the tokenizer, so "hyperexpanded" needs a two-word form too.
+SPLIT_PREFIXES = ("hyper", "hypo", "over", "under", "peri", "para", "retro", "sub", "supra", "infra",
+                  "intra", "post", "non", "pseudo", "multi")
+
+
+def prefix_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """A phrase with one prefixed word written apart: ("hyperexpanded", "lungs") -> ("hyper",
+    "expanded", "lungs"). The rest must be a word of four letters or more."""
+    out: list[tuple[str, ...]] = []
+    for i, tok in enumerate(tokens):
+        for prefix in SPLIT_PREFIXES:
+            rest = tok[len(prefix):]
+            if tok.startswith(prefix) and len(rest) >= 4 and rest.isalpha():
+                out.append((*tokens[:i], prefix, rest, *tokens[i + 1:]))
+    return out

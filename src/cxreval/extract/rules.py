@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from collections.abc import Collection
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from operator import itemgetter
 from importlib import resources
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, scan_gapped
+from cxreval.extract.lexicon import GappedMatch, PhraseTrie, plural_variants, prefix_variants, scan_gapped
 from cxreval.extract.models import HEDGE_GRADES, Extraction, Mention, constructed
 from cxreval.extract.text import (
     NormalizedText,
@@ -54,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "14"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "15"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -66,10 +67,14 @@ _TERM = "terminators"
 _ALT = "alternatives"
 _HYP = "hypothetical_pre"
 _REMOVAL = "removal_post"
+# A word that denies only the finding named right after it: IU X-ray's "lungs are clear airspace
+# disease" (its "of" dropped); "lungs are clear, cardiomegaly is present" keeps the finding.
+_NEG_NEXT = "negation_adjacent"
 # A phrase holding a cue word that is no cue ("previously noted"): no rule reads this kind; being
 # matched as one longer phrase, it hides the cue inside it from the longest-match cue scan.
 _NOT_CUE = "not_cues"
-_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE)
+_CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE,
+              _NEG_NEXT)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 # Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
 _GRADED_KINDS = (_UNC_PRE, _UNC_POST)
@@ -108,6 +113,12 @@ _CLAUSE_BREAK = frozenset({".", ";", ":", ","})
 # pneumothorax but there is a small left effusion": the pneumothorax is neither small nor left).
 _CONTRAST_BREAK = frozenset({"but", "however", "although", "though", "whereas", "except"})
 _CONJUNCTIONS = frozenset({"and", "or", "nor"})
+# Participles that close a negated clause before a comma ("no effusion seen, ..."): a denial does
+# not reach a finding listed after them ("no effusion seen, left hilar calcifications").
+_CLOSING_VERBS = frozenset({"seen", "identified", "noted", "visualized", "demonstrated", "appreciated", "evident",
+                            "detected", "present"})
+# ... unless the participle belongs to an aside: "no effusion, as previously noted, or pneumothorax"
+_ASIDE_OPENERS = frozenset({"previously", "as", "earlier", "formerly", "initially"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
@@ -157,12 +168,19 @@ class SiteRule:
     """
 
     to: str
+    #: Each a token or two tokens joined by a space: "T12" is read as the tokens "t" "12", so it is
+    #: kept as "t 12" and looked for as adjacent tokens (never as a bare "12" or "t").
     words: frozenset[str]
     unless: frozenset[str] = frozenset()
     #: Where the words are looked for: the mention's clause (a few words either side, stopping at
     #: another finding) or its whole sentence ("rib contour deformities compatible with old
     #: fractures": the fractures are the ribs').
     reach: str = "clause"
+
+    @cached_property
+    def pairs(self) -> bool:
+        """Whether a word of the rule is two tokens (then adjacent pairs of tokens are read too)."""
+        return any(" " in w for w in self.words | self.unless)
 
 
 @dataclass
@@ -236,13 +254,21 @@ def _site_rules(entries: object, known: set[str], source: str, strict: bool = Tr
             continue
         if missing:
             raise RulesError(f"{source}: site_entities item {i} names entities not in the ontology: {missing}")
-        words = frozenset(w for p in item["words"] for w in _phrase(p, "site_entities", source))
-        unless = frozenset(w for p in item.get("unless", []) or [] for w in _phrase(p, "site_entities", source))
+        # a word is matched whole: "t12" is two tokens, looked for together (see SiteRule.words)
+        words = frozenset(_site_word(p, source) for p in item["words"])
+        unless = frozenset(_site_word(p, source) for p in item.get("unless", []) or [])
         reach = item.get("reach", "clause")
         if reach not in ("clause", "sentence"):
             raise RulesError(f"{source}: site_entities item {i} has reach {reach!r}; use clause or sentence")
         out.setdefault(entity, []).append(SiteRule(to, words, unless, reach))
     return {e: tuple(rules) for e, rules in out.items()}
+
+
+def _site_word(word: object, source: str) -> str:
+    tokens = _phrase(word, "site_entities", source)
+    if len(tokens) > 2:
+        raise RulesError(f"{source}: site_entities word {word!r} is more than two tokens")
+    return " ".join(tokens)
 
 
 def _outer_hedge(hedge: str | None, grade: str, phrase: str, phrase_grade: str) -> tuple[str, str]:
@@ -369,7 +395,8 @@ def load_rules(ontology: Ontology, cues_path: str | Path | None = None) -> RuleS
 
 
 def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
-    """Every term of every entity, plus regular plurals that no entity claims explicitly."""
+    """Every term of every entity, plus regular plurals and prefixes written apart ("hyper
+    expanded") that no entity claims explicitly."""
     trie: PhraseTrie[str] = PhraseTrie()
     explicit: dict[tuple[str, ...], str] = {}
     for entity in ontology.entities:
@@ -385,6 +412,12 @@ def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
         for variant in plural_variants(toks):
             if variant not in explicit and trie.get(variant) is None:
                 trie.add(variant, owner)
+    # a prefixed word written apart or hyphenated ("hyper-expanded", "sub segmental atelectasis")
+    for toks, owner in list(explicit.items()):
+        for form in (toks, *plural_variants(toks)):
+            for variant in prefix_variants(form):
+                if variant not in explicit and trie.get(variant) is None:
+                    trie.add(variant, owner)
     return trie
 
 
@@ -542,11 +575,15 @@ class RuleExtractor:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             entity: str = m.value  # type: ignore[assignment]
             for rule in self.rules.sites.get(entity, ()):
+                at: Collection[int]
                 if rule.reach == "sentence":
-                    near = _sentence_words(words, m.start, m.end)
+                    at = _sentence_range(words, m.start, m.end)
                 else:
-                    near = {words[j] for i in self._window(words, cue_at, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
-                            for j in range(spans[0][i], spans[1][i])}
+                    at = {j for i in self._window(words, cue_at, spans, entity_at, m, k, ATTRIBUTE_BACK, SITE_FORWARD)
+                          for j in range(spans[0][i], spans[1][i])}
+                near = {words[j] for j in at}
+                if rule.pairs:  # "t12": the tokens "t" "12" side by side
+                    near.update(f"{words[j]} {words[j + 1]}" for j in at if j + 1 in at)
                 if near & rule.words and not near & rule.unless:
                     entity = rule.to
                     break
@@ -594,6 +631,21 @@ class RuleExtractor:
         # A removal noun right after the name: "status post chest tube removal".
         if m.end < n and cue_at[m.end] and _REMOVAL in cue_at[m.end]:
             return "absent", " ".join(words[cue_start[m.end] : cue_end[m.end]]), False, "negated"
+        # A bare negated copula right before the finding: "the lungs are not hyperinflated".
+        if m.start > 0 and cue_at[m.start - 1] and _NEG_POST in cue_at[m.start - 1]:
+            phrase = " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]])
+            if phrase in _BARE_COPULA:
+                return "absent", phrase, False, "negated"
+        # A predicate word that denies only what it stands right before: "lungs are clear airspace
+        # disease" ("clear hyperexpanded lungs" describes the lungs: no verb or "and" before it).
+        if (m.start > 1 and cue_at[m.start - 1] and _NEG_NEXT in cue_at[m.start - 1]
+                and words[cue_start[m.start - 1] - 1] in _ADJACENT_AFTER
+                and _LUNGS.intersection(words[max(0, cue_start[m.start - 1] - 4) : cue_start[m.start - 1]])
+                and not words[m.start].endswith("ed") and not _stated_later(words, m.end)):
+            # ... the lungs' predicate ("there is clear consolidation" states it), before a name that
+            # is no second adjective of the lungs ("the lungs are clear, hyperexpanded"), in no run-on
+            # sentence whose finding has a verb of its own ("lungs are clear nodules are stable")
+            return "absent", " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]]), False, "negated"
         # Backwards: nearest cue before the mention, inside the clause. A hedge does not end the
         # search inside its own list item: "no opacity to suggest pneumonia" is a negation.
         i = m.start - 1
@@ -601,6 +653,7 @@ class RuleExtractor:
         item_has_severity = False
         item_has_change = False  # the mention's item names a change of its own ("stable", "new")
         item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
+        item_or = False  # ... by or/nor: an item of a negated list ("no effusion seen, or pneumothorax")
         hedge: str | None = None
         hedge_grade = _UNGRADED
         steps = hops = 0
@@ -621,6 +674,12 @@ class RuleExtractor:
             if words[i] == ",":
                 if hedge is not None:
                     break
+                if (i > 1 and words[i - 1] in _CLOSING_VERBS and words[i - 2] not in _ASIDE_OPENERS
+                        and not item_or and not _listed_on(words, m.end)):
+                    # "no definite pleural effusion seen, left hilar calcifications": a closed clause
+                    # (not "no effusion, as previously noted, or pneumothorax", nor "no effusion
+                    # present, pneumothorax, or consolidation": a list goes on)
+                    break
                 crossed_comma = True
                 if item_has_severity and not item_joined:
                     break  # "no pneumothorax, mild cardiomegaly"
@@ -628,6 +687,7 @@ class RuleExtractor:
                 continue
             if words[i] in _CONJUNCTIONS and not crossed_comma:
                 item_joined = True
+                item_or = item_or or words[i] in _ALTERNATIVE_BREAK
             if words[i] == "and" and words[i + 1] == "the" and _own_predicate(words, cue_at, m):
                 break  # "no pneumothorax and the endotracheal tube is in standard position": a new clause
             if words[i] == "with" and (item_has_severity or item_has_change or words[i + 1] == "the"):
@@ -1066,6 +1126,9 @@ def _attribute_only(kinds: dict[str, Any] | None) -> bool:
 
 
 _ATTRIBUTE_KINDS = frozenset(_VOCAB_KINDS) - {"comparison"}  # a size, side or zone
+# What stands before a `negation_adjacent` word used as a predicate ("are clear", "and clear").
+_ADJACENT_AFTER = frozenset({"is", "are", "and", "remain", "remains", "appear", "appears"})
+_LUNGS = frozenset({"lung", "lungs"})
 _OWN_VERBS = frozenset({"is", "are", "remains", "remain"})
 
 
@@ -1079,6 +1142,23 @@ def _own_predicate(words: list[str], cue_at: list[dict[str, Any] | None], m: Gap
         return False
     kinds = cue_at[j]
     return not (kinds and (_NEG_POST in kinds or _UNC_POST in kinds))
+
+
+def _stated_later(words: list[str], end: int) -> bool:
+    """Whether a verb that states a finding follows its name (``end``) inside the clause."""
+    for j in range(end, len(words)):
+        if words[j] in _CLAUSE_BREAK:
+            return False
+        if words[j] in _OWN_VERBS:
+            return True
+    return False
+
+
+def _listed_on(words: list[str], end: int) -> bool:
+    """Whether a list of findings goes on after a name ending at ``end``: ", or" / ", and" / "or"."""
+    if end < len(words) and words[end] in _ALTERNATIVE_BREAK:
+        return True
+    return end + 1 < len(words) and words[end] == "," and words[end + 1] in _CONJUNCTIONS
 
 
 def _tip_of(words: list[str], cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
@@ -1117,15 +1197,15 @@ def _aside_end(words: list[str], cue_at: list[dict[str, Any] | None], entity_at:
     return None
 
 
-def _sentence_words(words: list[str], start: int, end: int) -> set[str]:
-    """The words of the sentence (between full stops) holding tokens ``start:end``."""
+def _sentence_range(words: list[str], start: int, end: int) -> range:
+    """The token positions of the sentence (between full stops) holding tokens ``start:end``."""
     lo = start
     while lo > 0 and words[lo - 1] != ".":
         lo -= 1
     hi = end
     while hi < len(words) and words[hi] != ".":
         hi += 1
-    return set(words[lo:hi])
+    return range(lo, hi)
 
 
 def _scopes(norm: NormalizedText, columns: TokenColumns) -> list[int]:
