@@ -2,7 +2,8 @@
 
 Both run over the findings + impression of the 3,851 IU X-ray reports, each in its own child
 process (so peak memory is that engine's alone), started from this script:
-- cxreval's rule engine, one process, one thread, no cache, all 3,851 reports;
+- cxreval's rule engine, one process, one thread, caches starting empty (a fresh `RuleExtractor()`, as a
+  user gets it: each distinct sentence and section is read once), all 3,851 reports;
 - a CheXbert-shaped baseline (when torch and transformers are installed): a BERT-base encoder
   (12 layers, hidden 768) with 14 classification heads (13 x 4 classes + 1 x 2, as CheXbert),
   randomly initialised (its speed does not depend on its weights), batch 16, inputs truncated at

@@ -446,6 +446,13 @@ class RuleExtractor:
             (k, r, re.compile("|".join(map(re.escape, r.requires))).search if r.requires else None)
             for k, r in enumerate(self.rules.normal_statements) if r.entities
         ]
+        #: One search for a word of any statement: a text holding none (most pieces between full
+        #: stops: "No pneumothorax") skips every statement's own check. None: a statement needs none.
+        needed = [r.requires for _, r, _ in self._statement_checks]
+        self._any_statement_word = (
+            re.compile("|".join(map(re.escape, sorted({w for ws in needed for w in ws})))).search
+            if needed and all(needed) else None
+        )
         #: A validated mention per kind (see ``_read_section``): new ones of that kind copy it.
         self._templates: dict[object, Mention] = {}
         self._cache_size = sentence_cache
@@ -996,6 +1003,8 @@ class RuleExtractor:
         ``local`` True, False, None) in ``folded[lo:hi]``, rule by rule."""
         out: list[tuple[int, int, int, str]] = []
         text = folded[lo:hi]
+        if self._any_statement_word is not None and self._any_statement_word(text) is None:
+            return out  # no statement's word: every statement's check below would fail
         stops: list[int] | None = None
         for k, rule, has_word in self._statement_checks:
             if local is not None and rule.local != local:
