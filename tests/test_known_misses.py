@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@15.c20.")
+    assert ex.signature.startswith("rules@16.c20.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -812,3 +812,24 @@ def test_train_split_changes(ex, text, entity, expected):
 
 def test_a_purpose_to_confirm_clearing_is_no_finding(ex):
     assert "lung_opacity" not in ex.extract("Follow-up radiograph to confirm clearing of the opacities.").states()
+
+
+# 27. rules@16: the full stop of an abbreviation ends no sentence ("atelectasis vs. pneumonia" are
+# alternatives, as without the stop); the evidence is still the text as written.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Left base opacity, atelectasis vs. pneumonia.", "atelectasis", ("uncertain", "alternative")),
+        ("Left base opacity, atelectasis vs. pneumonia.", "pneumonia", ("uncertain", "alternative")),
+        ("Lines and tubes, e.g. a PICC, are in place. No pneumothorax.", "pneumothorax", ("absent", "negated")),
+        # control: a sentence's own full stop still ends it
+        ("Atelectasis. Pneumonia.", "pneumonia", ("present", "definite")),
+    ],
+)
+def test_abbreviation_stops(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+def test_abbreviation_evidence_is_the_text_as_written(ex):
+    state = ex.extract("Findings: Left base opacity, atelectasis vs. pneumonia. Small effusion.").states()["pneumonia"]
+    assert state.evidence == "Left base opacity, atelectasis vs. pneumonia."

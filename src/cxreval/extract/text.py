@@ -4,7 +4,8 @@ Only the sections that state findings (findings, impression and untitled text) a
 entities: an indication such as "rule out pneumonia" is a question, not a finding.
 
 The engine reads a normalised copy of the report (:func:`normalize`): NFKC, invisible format
-characters removed, case-folded. Every offset it reports is mapped back to the original text, so
+characters removed, case-folded, and the full stops of a few abbreviations ("vs.", "e.g.") read as
+spaces, so they end no sentence. Every offset it reports is mapped back to the original text, so
 evidence is always a slice of what the user wrote.
 """
 
@@ -125,7 +126,8 @@ class NormalizedText:
     zero-width space / joiners, word joiner, byte-order mark, soft hyphen, bidi marks) removed:
     they are invisible, so "pneu<soft hyphen>mothorax" must read as "pneumothorax". Folding changes
     lengths ("İ" -> "i", "ﬁ" -> "fi", "ß" -> "ss"), hence the map; ASCII text, the common case,
-    is only lower-cased and needs none.
+    is only lower-cased and needs none. The full stops of "vs.", "approx.", "e.g.", "i.e." and
+    "cf." become spaces (same length: the map is unchanged).
     """
 
     __slots__ = ("original", "text", "starts", "ends")
@@ -156,10 +158,22 @@ def _fold(cluster: str) -> str:
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).translate(_PRE_FOLD).casefold())
 
 
+# Abbreviations whose full stops end no sentence ("atelectasis vs. pneumonia", "e.g. a PICC"):
+# each "." in them is read as a space (same length, so offsets need no map).
+_ABBREVIATION = re.compile(r"\b(?:vs|approx|e\.g|i\.e|cf)\.(?=[\s,;:(]|$)")
+
+
+def _unstop(folded: str) -> str:
+    """``folded`` with the full stops of abbreviations (``_ABBREVIATION``) made spaces."""
+    if "." not in folded or _ABBREVIATION.search(folded) is None:
+        return folded
+    return _ABBREVIATION.sub(lambda m: m.group().replace(".", " "), folded)
+
+
 def normalize(text: str) -> NormalizedText:
     """``text`` as the engine reads it; see :class:`NormalizedText`."""
     if text.isascii():
-        return NormalizedText(text, text.lower())
+        return NormalizedText(text, _unstop(text.lower()))
     parts: list[str] = []
     starts, ends = array("q"), array("q", [0])
     pos = 0
@@ -184,7 +198,7 @@ def normalize(text: str) -> NormalizedText:
         parts.append(text[pos:].lower())
         starts.extend(range(pos, len(text)))
         ends.extend(range(pos + 1, len(text) + 1))
-    return NormalizedText(text, "".join(parts), starts, ends)
+    return NormalizedText(text, _unstop("".join(parts)), starts, ends)
 
 
 # Numbers keep their decimals ("1.5"); words keep internal apostrophes; hyphens and slashes
