@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@16.c20.")
+    assert ex.signature.startswith("rules@17.c21.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -768,6 +768,7 @@ def test_alternatives_project_as_uncertain_in_chexpert(ex):
         ("Fusion of the posterior aspects of the right first and second ribs.", "rib_anomaly", ("present", "definite")),
         ("Lungs are hyper-expanded.", "hyperinflation", ("present", "definite")),
         ("Over-expanded lungs.", "hyperinflation", ("present", "definite")),
+        ("Non-calcified nodule in the right upper lobe.", "lung_nodule", ("present", "definite")),
         ("Mild unfolding of the thoracic aorta.", "tortuous_aorta", ("present", "definite")),
         ("There is a tortuous atherosclerotic aorta.", "tortuous_aorta", ("present", "definite")),
         ("There is a tortuous atherosclerotic aorta.", "aortic_calcification", ("present", "definite")),
@@ -833,3 +834,50 @@ def test_abbreviation_stops(ex, text, entity, expected):
 def test_abbreviation_evidence_is_the_text_as_written(ex):
     state = ex.extract("Findings: Left base opacity, atelectasis vs. pneumonia. Small effusion.").states()["pneumonia"]
     assert state.evidence == "Left base opacity, atelectasis vs. pneumonia."
+
+
+# 28. rules@17, cues c21: a cause offered for a stated finding hedges the cause only ("markings may
+# be related to chronic liver disease": the markings are stated); a denial does not reach into a
+# parenthesis ("no effusion identified (blunting of the costophrenic recesses ...").
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Slightly prominent basilar interstitial markings may be related to chronic liver disease.",
+         "interstitial_markings", ("present", "definite")),
+        ("Left basilar opacity may be due to atelectasis.", "lung_opacity", ("present", "definite")),
+        ("Left basilar opacity may be due to atelectasis.", "atelectasis", ("uncertain", "possible")),
+        ("No pneumothorax identified (blunting of the costophrenic angles may represent small effusions).",
+         "blunted_costophrenic_angle", ("present", "definite")),
+        # controls
+        ("Small pleural effusion may be present.", "pleural_effusion", ("uncertain", "possible")),
+        ("No pneumothorax identified (blunting of the costophrenic angles may represent small effusions).",
+         "pneumothorax", ("absent", "negated")),
+    ],
+)
+def test_causes_and_parentheses(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+# A second review of rules@15-16 (409 hand-written sentences): a denied list goes on past a closed
+# clause when an "or" item or "such as" / "including" follows; "the lungs are clear X" denies only a
+# lung or pleural X with no verb of its own; "post" is no prefix written apart ("status post surgical").
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("No pneumothorax is identified, pleural effusion, consolidation, or edema.", "pleural_effusion",
+         ("absent", "negated")),
+        ("No acute cardiopulmonary abnormality identified, such as consolidation, effusion, or pneumothorax.",
+         "consolidation", ("absent", "negated")),
+        ("No acute osseous abnormality seen, including rib fractures.", "rib_fracture", ("absent", "negated")),
+        ("No focal consolidation identified, specifically in the left lower lobe, where atelectasis was seen "
+         "previously.", "atelectasis", ("present", "definite")),
+        ("Lungs are clear pleural effusions noted bilaterally.", "pleural_effusion", ("present", "definite")),
+        ("The lungs are clear cardiomegaly.", "cardiomegaly", ("present", "definite")),
+    ],
+)
+def test_second_review(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+def test_status_post_surgical_is_no_postsurgical_change(ex):
+    assert "postsurgical_changes" not in ex.extract("Status post surgical removal of the chest tube.").states()

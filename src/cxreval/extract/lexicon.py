@@ -194,10 +194,10 @@ def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
     return [(*head, f) for f in forms]
 
 
-#: Prefixes a report may write apart or hyphenated ("hyper-expanded", "post operative", "sub
-#: segmental"); hyphens are spaces to the tokenizer, so "hyperexpanded" needs a two-word form too.
+#: Prefixes a report may write apart or hyphenated ("hyper-expanded", "sub segmental", "non
+#: calcified"); hyphens are spaces to the tokenizer, so "hyperexpanded" needs a two-word form too.
 SPLIT_PREFIXES = ("hyper", "hypo", "over", "under", "peri", "para", "retro", "sub", "supra", "infra",
-                  "intra", "post", "non", "pseudo", "multi")
+                  "intra", "non", "pseudo", "multi")  # not "post": "status post surgical removal of ..."
 
 
 def prefix_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:

@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "16"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "17"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -119,6 +119,9 @@ _CLOSING_VERBS = frozenset({"seen", "identified", "noted", "visualized", "demons
                             "detected", "present"})
 # ... unless the participle belongs to an aside: "no effusion, as previously noted, or pneumothorax"
 _ASIDE_OPENERS = frozenset({"previously", "as", "earlier", "formerly", "initially"})
+# ... nor when the words after the comma spell out what is denied: "no acute abnormality identified,
+# such as / including / specifically pneumonia"
+_LIST_OPENERS = frozenset({"such", "including", "specifically", "namely", "particularly", "especially"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
 _NEGATED_LIST_SIZES = frozenset({"large", "significant", "moderate", "sizable", "massive", "extensive"})
@@ -431,6 +434,8 @@ class RuleExtractor:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
+        #: What "the lungs are clear" can be clear of (``negation_adjacent``): lung and pleural findings.
+        self._lung_entities = frozenset(e.id for e in self.ontology.entities if e.category in ("lung", "pleura"))
         #: Mentions of a sentence: (section name, sentence text) -> (where the sentence started in
         #: the report it was read from, its mentions there); reports repeat sentences ("No
         #: pneumothorax."), so each is read once and its mentions moved to the next report.
@@ -648,10 +653,12 @@ class RuleExtractor:
         if (m.start > 1 and cue_at[m.start - 1] and _NEG_NEXT in cue_at[m.start - 1]
                 and words[cue_start[m.start - 1] - 1] in _ADJACENT_AFTER
                 and _LUNGS.intersection(words[max(0, cue_start[m.start - 1] - 4) : cue_start[m.start - 1]])
+                and m.value in self._lung_entities
                 and not words[m.start].endswith("ed") and not _stated_later(words, m.end)):
-            # ... the lungs' predicate ("there is clear consolidation" states it), before a name that
-            # is no second adjective of the lungs ("the lungs are clear, hyperexpanded"), in no run-on
-            # sentence whose finding has a verb of its own ("lungs are clear nodules are stable")
+            # ... the lungs' predicate ("there is clear consolidation" states it), before a lung or
+            # pleural finding ("the lungs are clear cardiomegaly" is a run-on) that is no second
+            # adjective of the lungs ("the lungs are clear, hyperexpanded"), in no run-on sentence
+            # whose finding has a verb of its own ("lungs are clear nodules are stable / noted")
             return "absent", " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]]), False, "negated"
         # Backwards: nearest cue before the mention, inside the clause. A hedge does not end the
         # search inside its own list item: "no opacity to suggest pneumonia" is a negation.
@@ -660,7 +667,6 @@ class RuleExtractor:
         item_has_severity = False
         item_has_change = False  # the mention's item names a change of its own ("stable", "new")
         item_joined = False  # the mention's list item is joined by and/or/nor, not a bare comma
-        item_or = False  # ... by or/nor: an item of a negated list ("no effusion seen, or pneumothorax")
         hedge: str | None = None
         hedge_grade = _UNGRADED
         steps = hops = 0
@@ -678,14 +684,17 @@ class RuleExtractor:
             gap += 1
             kinds = cue_at[i]
             steps += 1
+            if words[i] == "(":
+                break  # "no effusion identified (blunting of the costophrenic recesses ...": an aside opens
             if words[i] == ",":
                 if hedge is not None:
                     break
                 if (i > 1 and words[i - 1] in _CLOSING_VERBS and words[i - 2] not in _ASIDE_OPENERS
-                        and not item_or and not _listed_on(words, m.end)):
+                        and not _list_goes_on(words, entity_at, i + 1)):
                     # "no definite pleural effusion seen, left hilar calcifications": a closed clause
                     # (not "no effusion, as previously noted, or pneumothorax", nor "no effusion
-                    # present, pneumothorax, or consolidation": a list goes on)
+                    # present, pneumothorax, consolidation, or edema", nor "no acute abnormality
+                    # identified, such as consolidation": a list of what is denied goes on)
                     break
                 crossed_comma = True
                 if item_has_severity and not item_joined:
@@ -694,7 +703,6 @@ class RuleExtractor:
                 continue
             if words[i] in _CONJUNCTIONS and not crossed_comma:
                 item_joined = True
-                item_or = item_or or words[i] in _ALTERNATIVE_BREAK
             if words[i] == "and" and words[i + 1] == "the" and _own_predicate(words, cue_at, m):
                 break  # "no pneumothorax and the endotracheal tube is in standard position": a new clause
             if words[i] == "with" and (item_has_severity or item_has_change or words[i + 1] == "the"):
@@ -1158,16 +1166,28 @@ def _stated_later(words: list[str], end: int) -> bool:
     for j in range(end, len(words)):
         if words[j] in _CLAUSE_BREAK:
             return False
-        if words[j] in _OWN_VERBS:
+        if words[j] in _OWN_VERBS or words[j] in _CLOSING_VERBS:
             return True
     return False
 
 
-def _listed_on(words: list[str], end: int) -> bool:
-    """Whether a list of findings goes on after a name ending at ``end``: ", or" / ", and" / "or"."""
-    if end < len(words) and words[end] in _ALTERNATIVE_BREAK:
-        return True
-    return end + 1 < len(words) and words[end] == "," and words[end + 1] in _CONJUNCTIONS
+def _list_goes_on(words: list[str], entity_at: list[int], start: int) -> bool:
+    """Whether the words from ``start`` (right after a comma) go on with a list of what a denial
+    names: "such as" / "including" / "specifically" before a finding, or the sentence joins an
+    item with "or" / "nor" before it ends ("no effusion seen, pneumothorax, consolidation, or
+    edema")."""
+    if start < len(words) and words[start] in _LIST_OPENERS:
+        j = start + 1
+        if j < len(words) and words[j] == "as":
+            j += 1  # "such as"
+        if j < len(words) and entity_at[j] >= 0:
+            return True
+    for j in range(start, len(words)):
+        if words[j] in (".", ";"):
+            return False
+        if words[j] in _ALTERNATIVE_BREAK:
+            return True
+    return False
 
 
 def _tip_of(words: list[str], cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
