@@ -559,11 +559,18 @@ class RuleExtractor:
         cue_at: list[dict[str, Any] | None] = [None] * n
         cue_start: list[int] = list(range(n))
         cue_end: list[int] = list(range(1, n + 1))
+        # Whether any token names a side, zone or size, or a change: most sentences name none
+        # ("No pneumothorax."), and then no mention's window needs walking for them.
+        has_attributes = has_change = False
         for s, e, kinds in self.rules.cues.scan(words):
             for i in range(s, e):
                 cue_at[i] = kinds
                 cue_start[i] = s
                 cue_end[i] = e
+            if not has_attributes and not _ATTRIBUTE_KINDS.isdisjoint(kinds):
+                has_attributes = True
+            if not has_change and "comparison" in kinds:
+                has_change = True
         entity_at: list[int] = [-1] * len(words)
         for k, m in enumerate(matches):
             for i in m.used:
@@ -599,8 +606,9 @@ class RuleExtractor:
                 if near & rule.words and not near & rule.unless:
                     entity = rule.to
                     break
-            side, zones, severity = self._location_severity(words, cue_at, spans, entity_at, m, k)
-            comparison = self._comparison(words, cue_at, spans, entity_at, m, k)
+            side, zones, severity = (self._location_severity(words, cue_at, spans, entity_at, m, k)
+                                     if has_attributes else (None, (), None))
+            comparison = self._comparison(words, cue_at, spans, entity_at, m, k) if has_change else None
             # The evidence: the scope(s) holding the mention's first and last token.
             s_start = scopes[bisect_right(scopes, m.start) - 1]
             last = bisect_right(scopes, m.end - 1)
