@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@17.c21.")
+    assert ex.signature.startswith("rules@18.c22.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -852,6 +852,12 @@ def test_abbreviation_evidence_is_the_text_as_written(ex):
         ("Small pleural effusion may be present.", "pleural_effusion", ("uncertain", "possible")),
         ("No pneumothorax identified (blunting of the costophrenic angles may represent small effusions).",
          "pneumothorax", ("absent", "negated")),
+        # rules@18, a third review (180 full reports): a parenthesis after a denied finding lists
+        # what is denied; a joint's fusion is no spinal fusion
+        ("No evidence of acute cardiopulmonary disease (pneumonia, edema, or effusion).", "pneumonia",
+         ("absent", "negated")),
+        ("No recurrent pneumothorax (small left apical pneumothorax on prior).", "pneumothorax", ("absent", "negated")),
+        ("Status post left shoulder fusion.", "postsurgical_changes", ("present", "definite")),
     ],
 )
 def test_causes_and_parentheses(ex, text, entity, expected):
@@ -877,6 +883,10 @@ def test_causes_and_parentheses(ex, text, entity, expected):
 )
 def test_second_review(ex, text, entity, expected):
     assert grade(ex, text, entity) == expected, text
+
+
+def test_a_shoulder_fusion_is_no_spinal_fusion(ex):
+    assert "spinal_fusion" not in ex.extract("Status post left shoulder fusion.").states()
 
 
 def test_status_post_surgical_is_no_postsurgical_change(ex):

@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "17"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "18"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -692,8 +692,11 @@ class RuleExtractor:
             gap += 1
             kinds = cue_at[i]
             steps += 1
-            if words[i] == "(":
-                break  # "no effusion identified (blunting of the costophrenic recesses ...": an aside opens
+            if words[i] == "(" and i > 0 and words[i - 1] in _CLOSING_VERBS:
+                # "no effusion identified (blunting of the costophrenic recesses ...": the denial's
+                # clause was closed by its participle; "no acute disease (pneumonia, edema, or
+                # effusion)" lists what is denied
+                break
             if words[i] == ",":
                 if hedge is not None:
                     break
