@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@18.c22.")
+    assert ex.signature.startswith("rules@19.c22.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -883,6 +883,23 @@ def test_causes_and_parentheses(ex, text, entity, expected):
 )
 def test_second_review(ex, text, entity, expected):
     assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity",
+    [
+        ("The nodule is not calcified.", "lung_nodule"),
+        ("The effusion is not loculated.", "pleural_effusion"),
+        ("The fracture is not displaced.", "fracture"),
+        ("In the left lower lobe there is a 1 cm nodule that is not calcified.", "lung_nodule"),
+    ],
+)
+def test_a_negated_copula_before_a_descriptor_keeps_the_finding(ex, text, entity):
+    # rules@19 (wrong in every engine before, found by the second review)
+    assert grade(ex, text, entity) == ("present", "definite"), text
+    # controls: the copula before a verb of seeing, or a bare copula before the finding, denies it
+    assert grade(ex, "The pneumothorax is not identified.", "pneumothorax") == ("absent", "negated")
+    assert grade(ex, "The lungs are not hyperinflated.", "hyperinflation") == ("absent", "negated")
 
 
 def test_a_shoulder_fusion_is_no_spinal_fusion(ex):

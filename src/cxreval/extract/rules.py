@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "18"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "19"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -92,6 +92,12 @@ POST_SCOPE_PREDICATE = 10
 # ("is not" alone is too weak that far: "volume loss seen on CT is not as well demonstrated").
 _PREDICATE_VERBS = frozenset({"is", "are", "has", "have", "was", "were"})
 _BARE_COPULA = frozenset({"is not", "are not"})
+# Words that describe a finding rather than deny it after a bare negated copula: "the nodule is not
+# calcified", "the effusion is not loculated", "the fracture is not displaced" state the finding.
+_DESCRIPTORS = frozenset({"calcified", "loculated", "displaced", "comminuted", "acute", "chronic", "old", "healed",
+                          "healing", "new", "cavitary", "cavitating", "complex", "tortuous", "ectatic", "dense",
+                          "focal", "patchy", "diffuse", "bilateral", "severe", "massive", "moderate", "mild",
+                          "small", "tiny", "trace", "minimal"})
 _PLURAL_VERBS = frozenset({"are", "have", "were"})
 # Values that deny a finding named as a label: "Pneumothorax: none".
 _LABEL_NEGATIONS = frozenset({"none", "no", "negative", "absent", "nil"})
@@ -822,6 +828,8 @@ class RuleExtractor:
                 far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
                     not listed or (joined and verb in _PLURAL_VERBS))
                 if _NEG_POST in kinds and (near or far_ok):
+                    if phrase in _BARE_COPULA and cue_end[i] < n and words[cue_end[i]] in _DESCRIPTORS:
+                        break  # "the nodule is not calcified": the copula denies the descriptor, not the nodule
                     return "absent", phrase, False, "negated"
                 if _UNC_POST in kinds and near:
                     return "uncertain", phrase, False, kinds[_UNC_POST]
