@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@19.c22.")
+    assert ex.signature.startswith("rules@20.c22.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -857,6 +857,9 @@ def test_abbreviation_evidence_is_the_text_as_written(ex):
         ("No evidence of acute cardiopulmonary disease (pneumonia, edema, or effusion).", "pneumonia",
          ("absent", "negated")),
         ("No recurrent pneumothorax (small left apical pneumothorax on prior).", "pneumothorax", ("absent", "negated")),
+        # rules@20: the parenthesis and the comma share one test of a closed clause, so a list of
+        # what is denied goes on inside a parenthesis too
+        ("No acute process identified (pneumonia, edema, or effusion).", "pneumonia", ("absent", "negated")),
         ("Status post left shoulder fusion.", "postsurgical_changes", ("present", "definite")),
     ],
 )

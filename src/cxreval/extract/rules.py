@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "19"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "20"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -127,6 +127,9 @@ _CLOSING_VERBS = frozenset({"seen", "identified", "noted", "visualized", "demons
 _ASIDE_OPENERS = frozenset({"previously", "as", "earlier", "formerly", "initially"})
 # ... nor when the words after the comma spell out what is denied: "no acute abnormality identified,
 # such as / including / specifically pneumonia"
+# Cue kinds that open a statement of its own (a hedge, a denial, a verb ending a clause): an "or"
+# after one joins that statement's alternatives, not a list of what an earlier denial names.
+_STATEMENT_KINDS = frozenset({_NEG_PRE, _NEG_POST, _UNC_PRE, _UNC_POST, _TERM, _HYP, _HIST})
 _LIST_OPENERS = frozenset({"such", "including", "specifically", "namely", "particularly", "especially"})
 # Size words that routinely sit inside a negated list ("no consolidation, large effusion, or
 # pneumothorax") and so do not mark a list item as a separate, affirmed finding.
@@ -698,21 +701,13 @@ class RuleExtractor:
             gap += 1
             kinds = cue_at[i]
             steps += 1
-            if words[i] == "(" and i > 0 and words[i - 1] in _CLOSING_VERBS:
-                # "no effusion identified (blunting of the costophrenic recesses ...": the denial's
-                # clause was closed by its participle; "no acute disease (pneumonia, edema, or
-                # effusion)" lists what is denied
-                break
+            if words[i] == "(" and _closed_clause(words, cue_at, entity_at, i):
+                break  # "no effusion identified (blunting of the costophrenic recesses ..."
             if words[i] == ",":
                 if hedge is not None:
                     break
-                if (i > 1 and words[i - 1] in _CLOSING_VERBS and words[i - 2] not in _ASIDE_OPENERS
-                        and not _list_goes_on(words, entity_at, i + 1)):
-                    # "no definite pleural effusion seen, left hilar calcifications": a closed clause
-                    # (not "no effusion, as previously noted, or pneumothorax", nor "no effusion
-                    # present, pneumothorax, consolidation, or edema", nor "no acute abnormality
-                    # identified, such as consolidation": a list of what is denied goes on)
-                    break
+                if _closed_clause(words, cue_at, entity_at, i):
+                    break  # "no definite pleural effusion seen, left hilar calcifications"
                 crossed_comma = True
                 if item_has_severity and not item_joined:
                     break  # "no pneumothorax, mild cardiomegaly"
@@ -1190,11 +1185,24 @@ def _stated_later(words: list[str], end: int) -> bool:
     return False
 
 
-def _list_goes_on(words: list[str], entity_at: list[int], start: int) -> bool:
-    """Whether the words from ``start`` (right after a comma) go on with a list of what a denial
-    names: "such as" / "including" / "specifically" before a finding, or the sentence joins an
-    item with "or" / "nor" before it ends ("no effusion seen, pneumothorax, consolidation, or
-    edema")."""
+def _closed_clause(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], i: int) -> bool:
+    """Whether the comma or parenthesis at ``i`` follows a denial's clause that its participle
+    closed ("no definite pleural effusion seen, left hilar calcifications", "no pneumothorax
+    identified (blunting of the costophrenic angles ..."), so the denial reaches no further. Not
+    after an aside's participle ("no effusion, as previously noted, or pneumothorax"), nor while a
+    list of what is denied goes on ("no effusion present, pneumothorax, consolidation, or edema",
+    "no acute abnormality identified, such as consolidation", "no acute process identified
+    (pneumonia, edema, or effusion)")."""
+    return (i > 1 and words[i - 1] in _CLOSING_VERBS and words[i - 2] not in _ASIDE_OPENERS
+            and not _list_goes_on(words, cue_at, entity_at, i + 1))
+
+
+def _list_goes_on(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], start: int) -> bool:
+    """Whether the words from ``start`` (right after a comma or parenthesis) go on with a list of
+    what a denial names: "such as" / "including" / "specifically" before a finding, or the
+    sentence joins an item with "or" / "nor" before it ends or a cue opens a statement of its own
+    ("no effusion seen, pneumothorax, consolidation, or edema"; not "no pneumothorax identified
+    (blunting ... may represent small effusions or pleural thickening")."""
     if start < len(words) and words[start] in _LIST_OPENERS:
         j = start + 1
         if j < len(words) and words[j] == "as":
@@ -1206,6 +1214,9 @@ def _list_goes_on(words: list[str], entity_at: list[int], start: int) -> bool:
             return False
         if words[j] in _ALTERNATIVE_BREAK:
             return True
+        kinds = cue_at[j]
+        if kinds and not kinds.keys().isdisjoint(_STATEMENT_KINDS):
+            return False
     return False
 
 
