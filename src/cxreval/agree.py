@@ -45,7 +45,7 @@ from cxreval.io import InputError, InputProblem, RecordTable, check_columns, loa
 from cxreval.render import latex_escape as _tex
 from cxreval.render import number as _f
 from cxreval.scores.labels import UncertainLabel, binarize
-from cxreval.scores.ratios import mean_defined, ratio
+from cxreval.scores.ratios import f1_score, mean_defined, ratio
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson, cohens_kappa_table, fleiss_kappa_counts
 
@@ -205,7 +205,7 @@ def _row(label: str, tp: int, fp: int, fn: int, tn: int, excluded: int, confiden
     return AgreementRow(
         label=label, n=n, tp=tp, fp=fp, fn=fn, tn=tn, excluded=excluded,
         accuracy=ratio(tp + tn, n), accuracy_low=_fin(lo), accuracy_high=_fin(hi),
-        precision=ratio(tp, tp + fp), recall=ratio(tp, tp + fn), f1=ratio(2 * tp, 2 * tp + fp + fn),
+        precision=ratio(tp, tp + fp), recall=ratio(tp, tp + fn), f1=f1_score(tp, fp, fn),
         kappa=_fin(kappa), raters_kappa=raters_kappa,
     )
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from cxreval.scores.ratios import ratio
+from cxreval.scores.ratios import f1_score
 from cxreval.scores.signature import Signature
 
 RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted"]
@@ -128,8 +128,9 @@ class ClinicalReward:
         rows = compare_states("r", ref, cand, ev.ontology, ev.uncertain)
         if self.shape == "entity-f1":
             tp = sum(r.presence == "TP" for r in rows)
-            wrong = sum(r.presence in ("FP", "FN") for r in rows)
-            f1 = ratio(2 * tp, 2 * tp + wrong)  # the F1 every score uses; undefined = both normal
+            fp = sum(r.presence == "FP" for r in rows)
+            fn = sum(r.presence == "FN" for r in rows)
+            f1 = f1_score(tp, fp, fn)  # the F1 every score uses; undefined = both normal
             return 1.0 if f1 is None else f1
         errors = sum(r.error_count for r in rows)
         if self.shape == "critical-weighted":

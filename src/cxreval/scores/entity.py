@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.judge.models import EntityJudgement
 from cxreval.ontology import Ontology
-from cxreval.scores.ratios import mean_defined, ratio
+from cxreval.scores.ratios import f1_score, mean_defined, ratio
 
 ATTRIBUTES = ("location", "severity", "comparison")
 
@@ -65,7 +65,7 @@ class PresenceScore(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def f1(self) -> float | None:
-        return ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+        return f1_score(self.tp, self.fp, self.fn)
 
 
 class EntityScore(BaseModel):

@@ -19,6 +19,13 @@ def ratio(num: float, den: float) -> float | None:
     return float(num / den) if den else None
 
 
+def f1_score(tp: float, fp: float, fn: float) -> float | None:
+    """F1 of counts, ``2 TP / (2 TP + FP + FN)``; ``None`` when nothing was affirmed by either side.
+    The one scalar F1: presence scores, agreement tables and the entity-F1 reward call it (``prf``
+    is its array twin)."""
+    return ratio(2 * tp, 2 * tp + fp + fn)
+
+
 def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """Element-wise ``num / den``, NaN where ``den`` is 0."""
     num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
