@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@20.c22.")
+    assert ex.signature.startswith("rules@21.c23.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -911,3 +911,82 @@ def test_a_shoulder_fusion_is_no_spinal_fusion(ex):
 
 def test_status_post_surgical_is_no_postsurgical_change(ex):
     assert "postsurgical_changes" not in ex.extract("Status post surgical removal of the chest tube.").states()
+
+
+# 29. rules@21, cues c23: wrong in every engine before (listed as left in the last notes). A prefix
+# written apart denies the finding word after it ("non-enlarged"; cue kind `negation_prefix`), not a
+# word that only describes the finding ("non-loculated effusion"); a negated copula denies through an
+# article ("this is not a pneumothorax"), and after a finding it says what the finding is not ("the
+# opacity is not a nodule"); "versus" / "vs." offers a differential whatever the other side names; a
+# size word after "not" sizes nothing ("cardiomegaly is not severe").
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("Non-enlarged cardiomediastinal silhouette.", "enlarged_cardiomediastinal_silhouette", ("absent", "negated")),
+        ("Non-enlarged heart.", "cardiomegaly", ("absent", "negated")),
+        ("Non-dilated loops of bowel.", "bowel_dilation", ("absent", "negated")),
+        ("Non-tortuous aorta.", "tortuous_aorta", ("absent", "negated")),
+        ("Non-hyperinflated lungs.", "hyperinflation", ("absent", "negated")),
+        ("This is not a pneumothorax but a skin fold.", "pneumothorax", ("absent", "negated")),
+        ("It is not a fracture.", "fracture", ("absent", "negated")),
+        ("The opacity is not a nodule but a nipple shadow.", "lung_nodule", ("absent", "negated")),
+        ("The opacity is not a nodule but a nipple shadow.", "lung_opacity", ("present", "definite")),
+        ("Small left pneumothorax vs. skin fold.", "pneumothorax", ("uncertain", "alternative")),
+        ("Skin fold versus pneumothorax.", "pneumothorax", ("uncertain", "alternative")),
+        # controls: a name that holds the prefix, a prefix before a descriptor, a plain denial
+        ("Non-calcified nodule.", "lung_nodule", ("present", "definite")),
+        ("Non-loculated effusion.", "pleural_effusion", ("present", "definite")),
+        ("Non-displaced rib fracture.", "rib_fracture", ("present", "definite")),
+        ("There is a pneumothorax.", "pneumothorax", ("present", "definite")),
+        ("No pneumothorax vs. skin fold.", "pneumothorax", ("absent", "negated")),
+        ("Atelectasis versus consolidation.", "atelectasis", ("uncertain", "alternative")),
+        # a review of the first version (467 hand-written sentences): its 38 worse readings
+        ("Small amount of non-layering fluid in the right costophrenic angle.", "pleural_effusion", ("present", "definite")),
+        ("Right upper lobe mass, known non-small cell carcinoma.", "lung_cancer", ("present", "definite")),
+        ("This is not a displaced fracture.", "fracture", ("present", "definite")),
+        ("Pneumothorax is not a concern.", "pneumothorax", ("absent", "negated")),
+        ("Pneumonia is not a consideration given the clinical history.", "pneumonia", ("absent", "negated")),
+        ("Cardiomegaly is not a new finding.", "cardiomegaly", ("present", "definite")),
+        ("Stable cardiomegaly vs prior exam.", "cardiomegaly", ("present", "definite")),
+        ("Decreased effusion vs. prior exam.", "pleural_effusion", ("present", "definite")),
+        ("Unchanged cardiomegaly vs 1/2/2020.", "cardiomegaly", ("present", "definite")),
+        # a second review (592 new sentences): "vs" against an earlier exam, a size that begins a
+        # name, a condition, a name whose first word names a place, a prefix before a kind
+        ("Right effusion vs. outside films, unchanged.", "pleural_effusion", ("present", "definite")),
+        ("Pneumothorax vs. two days ago, decreased.", "pneumothorax", ("present", "definite")),
+        ("Not small bowel obstruction.", "bowel_dilation", ("absent", "negated")),
+        ("It is not a pleural effusion but pleural thickening.", "pleural_effusion", ("absent", "negated")),
+        ("It is not a pleural effusion but pleural thickening.", "pleural_thickening", ("present", "definite")),
+        ("Small non-tension left pneumothorax.", "pneumothorax", ("present", "definite")),
+        ("Non-cavitary nodule in the right upper lobe.", "lung_nodule", ("present", "definite")),
+        ("Non-sclerotic lesion in the T8 vertebral body.", "bone_lesion", ("present", "definite")),
+        # wrong in every engine before: a "not" before a size denies the size, not the finding
+        ("Moderate, not large, right pleural effusion.", "pleural_effusion", ("present", "definite")),
+        ("There is mild, not severe, pulmonary edema.", "pulmonary_edema", ("present", "definite")),
+        ("Consolidation is not extensive.", "consolidation", ("present", "definite")),
+    ],
+)
+def test_prefixes_articles_and_differentials(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+@pytest.mark.parametrize(
+    "text, entity, severity",
+    [
+        ("Cardiomegaly is not severe.", "cardiomegaly", None),
+        ("The effusion is not large.", "pleural_effusion", None),
+        ("Non-small cell lung cancer.", "lung_cancer", None),
+        ("The effusion is small, not large.", "pleural_effusion", "mild"),  # control: its own size stays
+        ("Moderate cardiomegaly.", "cardiomegaly", "moderate"),
+        ("Edema is no longer severe.", "pulmonary_edema", None),
+        ("Moderate, not large, right pleural effusion.", "pleural_effusion", None),  # "large" denied; the window stops at a comma
+    ],
+)
+def test_a_denied_size_sizes_nothing(ex, text, entity, severity):
+    state = ex.extract(text).states()[entity]
+    assert state.status == "present", text
+    assert state.severity == severity, text
+
+
+def test_a_condition_states_nothing(ex):
+    assert "pneumothorax" not in ex.extract("If this is not a pneumothorax, follow-up may be considered.").states()

@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "20"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "21"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -70,11 +70,15 @@ _REMOVAL = "removal_post"
 # A word that denies only the finding named right after it: IU X-ray's "lungs are clear airspace
 # disease" (its "of" dropped); "lungs are clear, cardiomegaly is present" keeps the finding.
 _NEG_NEXT = "negation_adjacent"
+# A prefix written apart that denies the finding word it stands before: "non-enlarged heart",
+# "non-dilated loops of bowel" (hyphens are spaces to the tokenizer). A name that holds the prefix
+# itself ("non-calcified nodule", a form of "noncalcified nodule") is matched whole and not denied.
+_NEG_PREFIX = "negation_prefix"
 # A phrase holding a cue word that is no cue ("previously noted"): no rule reads this kind; being
 # matched as one longer phrase, it hides the cue inside it from the longest-match cue scan.
 _NOT_CUE = "not_cues"
 _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE,
-              _NEG_NEXT)
+              _NEG_NEXT, _NEG_PREFIX)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
 # Hedge kinds whose entries carry a certainty grade (a mapping grade -> phrases in cues.yaml).
 _GRADED_KINDS = (_UNC_PRE, _UNC_POST)
@@ -98,6 +102,61 @@ _DESCRIPTORS = frozenset({"calcified", "loculated", "displaced", "comminuted", "
                           "healing", "new", "cavitary", "cavitating", "complex", "tortuous", "ectatic", "dense",
                           "focal", "patchy", "diffuse", "bilateral", "severe", "massive", "moderate", "mild",
                           "small", "tiny", "trace", "minimal"})
+#: Alternatives that always offer a differential, whatever the other side names ("or" needs a
+#: finding there: "effusion or thickening", not "no change in effusion or position of the tube").
+_VERSUS = frozenset({"versus", "vs"})
+#: Words that describe a finding without naming it, after a negating prefix or "is not a", where
+#: the rest of the name names no finding: "non-layering fluid", "non-loculated fluid".
+_PREFIX_DESCRIPTORS = frozenset({"loculated", "layering", "lytic", "sclerotic", "blastic", "expansile"})
+#: Words after "is not a" that describe the finding named after them, so the denial is of the
+#: description ("this is not a displaced fracture"); "pleural" in "not a pleural effusion" names.
+_ADJECTIVES_ONLY = _DESCRIPTORS - {"tortuous", "ectatic", "cavitary", "cavitating", "calcified"} | _PREFIX_DESCRIPTORS
+#: Words after "X is not a" that judge the finding, not deny it: "cardiomegaly is not a new finding",
+#: "atelectasis is not an unexpected finding after CABG" ("pneumothorax is not a concern" denies it).
+_NOT_A_JUDGES = frozenset({"new", "acute", "unexpected", "unusual", "surprising", "uncommon", "rare",
+                           "contraindication", "emergency"})
+#: What follows "vs" / "versus" when it compares with an earlier exam, not another diagnosis.
+_EARLIER_EXAM = frozenset({"prior", "previous", "previously", "yesterday", "today", "comparison", "baseline", "the",
+                           "last", "recent", "earlier", "that", "those", "outside", "initial", "admission", "osh",
+                           "old", "preop", "postop", "preoperative", "postoperative"})
+#: Words naming an exam or a time, within three words after "vs": "vs. CT of 3/4/2021", "vs. two days ago".
+_EXAM_WORDS = frozenset({"film", "films", "study", "studies", "exam", "exams", "examination", "radiograph",
+                         "radiographs", "image", "images", "ct", "cxr", "xr", "ago", "admission", "morning", "evening",
+                         "day", "days", "week", "weeks", "month", "months", "january", "february", "march", "april",
+                         "june", "july", "august", "september", "october", "november", "december"})
+#: Words that open a condition: "if this is not a pneumothorax, ..." states nothing.
+_CONDITIONS = frozenset({"if", "whether", "unless"})
+
+
+def _says_what_it_is_not(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], j: int) -> bool:
+    """Whether the words from ``j``, right after "X is not a", say what X is not, so X is stated: a
+    finding named within three words ("the opacity is not a true nodule"), a size ("the effusion is
+    not a large one") or a judgement of it ("cardiomegaly is not a new finding")."""
+    kinds = cue_at[j]
+    if words[j] in _NOT_A_JUDGES or (kinds and "severity" in kinds):
+        return True
+    return any(entity_at[k] >= 0 for k in range(j, min(len(words), j + 3)))
+
+
+def _earlier_exam(words: list[str], j: int) -> bool:
+    """Whether the words from ``j``, right after "vs", compare with an earlier exam ("vs prior",
+    "vs 1/2/2020", "vs. outside films", "vs. two days ago") rather than name another diagnosis."""
+    return (words[j] in _EARLIER_EXAM or words[j][:1].isdigit()
+            or not _EXAM_WORDS.isdisjoint(words[j : j + 3]))
+
+
+def _in_condition(words: list[str], i: int) -> bool:
+    """Whether a condition word opens the clause before position ``i`` ("if this is not a ...")."""
+    j = i - 1
+    while j >= 0 and words[j] not in _CLAUSE_BREAK:
+        if words[j] in _CONDITIONS:
+            return True
+        j -= 1
+    return False
+
+
+#: Indefinite articles between a negated copula and what it denies: "this is not a pneumothorax".
+_ARTICLES = frozenset({"a", "an"})
 _PLURAL_VERBS = frozenset({"are", "have", "were"})
 # Values that deny a finding named as a label: "Pneumothorax: none".
 _LABEL_NEGATIONS = frozenset({"none", "no", "negative", "absent", "nil"})
@@ -602,6 +661,10 @@ class RuleExtractor:
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             entity: str = m.value  # type: ignore[assignment]
+            if m.start > 0 and cue_at[m.start - 1] and _NEG_PREFIX in cue_at[m.start - 1]:
+                # "non-tension pneumothorax", "non-compression fracture": the prefix denies the kind,
+                # and the rest of the name names the finding there is
+                entity = self._rest_names(words, m) or entity
             for rule in self.rules.sites.get(entity, ()):
                 at: Collection[int]
                 if rule.reach == "sentence":
@@ -660,10 +723,21 @@ class RuleExtractor:
         # A removal noun right after the name: "status post chest tube removal".
         if m.end < n and cue_at[m.end] and _REMOVAL in cue_at[m.end]:
             return "absent", " ".join(words[cue_start[m.end] : cue_end[m.end]]), False, "negated"
-        # A bare negated copula right before the finding: "the lungs are not hyperinflated".
-        if m.start > 0 and cue_at[m.start - 1] and _NEG_POST in cue_at[m.start - 1]:
-            phrase = " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]])
-            if phrase in _BARE_COPULA:
+        # A negating prefix right before the word that names the finding: "non-enlarged cardiac
+        # silhouette"; not before a word that only describes it, where the rest of the name names
+        # a finding ("non-loculated effusion"; "non-tension pneumothorax" is a pneumothorax, see
+        # ``_read_section``) or the word is a descriptor ("non-layering fluid").
+        if (m.start > 0 and cue_at[m.start - 1] and _NEG_PREFIX in cue_at[m.start - 1]
+                and words[m.start] not in _PREFIX_DESCRIPTORS and self._rest_names(words, m) is None):
+            return "absent", " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]]), False, "negated"
+        # A bare negated copula right before the finding, or before its article: "the lungs are not
+        # hyperinflated", "this is not a pneumothorax (but a skin fold)".
+        c = m.start - 1 if m.start > 1 and words[m.start - 1] in _ARTICLES else m.start
+        if c > 0 and cue_at[c - 1] and _NEG_POST in cue_at[c - 1]:
+            phrase = " ".join(words[cue_start[c - 1] : cue_end[c - 1]])
+            if phrase in _BARE_COPULA and not (c < m.start and (words[m.start] in _ADJECTIVES_ONLY
+                                                                or _in_condition(words, cue_start[c - 1]))):
+                # not "this is not a displaced fracture", nor "if this is not a pneumothorax, ..."
                 return "absent", phrase, False, "negated"
         # A predicate word that denies only what it stands right before: "lungs are clear airspace
         # disease" ("clear hyperexpanded lungs" describes the lungs: no verb or "and" before it).
@@ -745,6 +819,11 @@ class RuleExtractor:
                     # "evaluation for effusion is limited due to the consolidation" states Y
                     break
                 return None, phrase, False, None
+            if _NEG_PRE in kinds and phrase == "not" and cue_end[i] < m.start and cue_at[cue_end[i]] and "severity" in cue_at[cue_end[i]]:
+                # "moderate, not large, effusion": the "not" denies the size only (not a size that
+                # begins the name: "not small bowel obstruction")
+                i = start - 1
+                continue
             if _NEG_PRE in kinds:
                 if crossed_comma and item_has_severity and not item_joined:
                     break
@@ -823,8 +902,12 @@ class RuleExtractor:
                 far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
                     not listed or (joined and verb in _PLURAL_VERBS))
                 if _NEG_POST in kinds and (near or far_ok):
-                    if phrase in _BARE_COPULA and cue_end[i] < n and words[cue_end[i]] in _DESCRIPTORS:
-                        break  # "the nodule is not calcified": the copula denies the descriptor, not the nodule
+                    if phrase in _BARE_COPULA and cue_end[i] < n and (
+                            words[cue_end[i]] in _DESCRIPTORS or (cue_at[cue_end[i]] and "severity" in cue_at[cue_end[i]])):
+                        break  # "the nodule is not calcified", "consolidation is not extensive": the copula denies the description
+                    if (phrase in _BARE_COPULA and cue_end[i] + 1 < n and words[cue_end[i]] in _ARTICLES
+                            and _says_what_it_is_not(words, cue_at, entity_at, cue_end[i] + 1)):
+                        break  # "the opacity is not a (true) nodule" ("X is not a concern" denies X)
                     return "absent", phrase, False, "negated"
                 if _UNC_POST in kinds and near:
                     return "uncertain", phrase, False, kinds[_UNC_POST]
@@ -840,6 +923,14 @@ class RuleExtractor:
             before -= 1
         for j in (before, m.end):
             if 0 <= j < n and cue_at[j] and _ALT in cue_at[j]:
+                phrase = " ".join(words[cue_start[j] : cue_end[j]])
+                other = cue_start[j] - 1 if j < m.start else cue_end[j]
+                if (phrase in _VERSUS and j in (m.start - 1, m.end) and 0 <= other < n and not _attribute_only(cue_at[other])
+                        and not (j >= m.end and _earlier_exam(words, other))):
+                    # a differential names what else the finding may be, a finding or not:
+                    # "small left pneumothorax vs. skin fold", "nodule versus nipple shadow"; right
+                    # beside the name ("small vs moderate effusion" doubts the size only)
+                    return "uncertain", phrase, False, "alternative"
                 step = -1 if j < m.start else 1
                 other = cue_start[j] - 1 if j < m.start else cue_end[j]
                 for _ in range(2):
@@ -848,6 +939,18 @@ class RuleExtractor:
                 if 0 <= other < n and entity_at[other] >= 0:
                     return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False, "alternative"
         return "present", None, False, "definite"
+
+    def _rest_names(self, words: list[str], m: GappedMatch) -> str | None:
+        """The entity that mention ``m``'s name names without its first word(s), the longest rest
+        first: "effusion" in "loculated effusion", "cell carcinoma" -> "carcinoma" in "small cell
+        carcinoma", "pneumothorax" in "tension pneumothorax". None when no rest names one ("enlarged
+        heart"). A negating prefix before such a first word denies the description only."""
+        used = m.used
+        for k in range(1, len(used)):
+            entity = self._entities.get([words[j] for j in used[k:]])
+            if entity is not None:
+                return entity
+        return None
 
     @staticmethod
     def _item_has_attributes(words, cue_at, m) -> bool:
@@ -940,7 +1043,8 @@ class RuleExtractor:
                 sides.append(kinds["sides"])
             if "zones" in kinds:
                 zones.setdefault(kinds["zones"], None)
-            if "severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity)):
+            if ("severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity))
+                    and not _denied_word(words, spans[0][i])):
                 severity = kinds["severity"]
         side = None
         distinct = set(sides)
@@ -1173,6 +1277,16 @@ def _own_predicate(words: list[str], cue_at: list[dict[str, Any] | None], m: Gap
         return False
     kinds = cue_at[j]
     return not (kinds and (_NEG_POST in kinds or _UNC_POST in kinds))
+
+
+#: Words that deny the size word right after them: "cardiomegaly is not severe", "non-small cell".
+_SIZE_DENIALS = frozenset({"not", "non", "longer"})
+
+
+def _denied_word(words: list[str], start: int) -> bool:
+    """Whether the attribute word starting at ``start`` is denied by the word before it ("not
+    severe"): the finding has no size then, not the size named."""
+    return start > 0 and words[start - 1] in _SIZE_DENIALS
 
 
 def _stated_later(words: list[str], end: int) -> bool:
