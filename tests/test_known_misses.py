@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@21.c23.")
+    assert ex.signature.startswith("rules@22.c24.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -990,3 +990,30 @@ def test_a_denied_size_sizes_nothing(ex, text, entity, severity):
 
 def test_a_condition_states_nothing(ex):
     assert "pneumothorax" not in ex.extract("If this is not a pneumothorax, follow-up may be considered.").states()
+
+
+# 30. rules@22, cues c24: a name that holds a finding's word but names no finding (`not_findings`:
+# an anatomical space); a knee's compartments make degenerative change a joint's (IU X-ray train).
+@pytest.mark.parametrize(
+    "text",
+    ["Right-sided chest tube tip now projects outside the thoracic cavity.", "The pleural cavity is clear."],
+)
+def test_an_anatomical_cavity_is_no_finding(ex, text):
+    assert "cavity" not in ex.extract(text).states(), text
+    # control: a cavity in the lung is one
+    assert grade(ex, "There is a cavity in the right upper lobe.", "cavity") == ("present", "definite")
+
+
+def test_a_knees_compartments_are_a_joint(ex):
+    states = ex.extract("Right knee: Severe tricompartmental degenerative changes without fracture.").states()
+    assert "degenerative_joint_disease" in states and "degenerative_spine" not in states
+
+
+def test_not_findings_of_a_users_cue_file_must_be_phrases(tmp_path):
+    from cxreval.extract.rules import RulesError, load_rules
+    from cxreval.ontology import load_ontology
+
+    bad = tmp_path / "cues.yaml"
+    bad.write_text('version: "x"\nnegation_pre: ["no"]\nnot_findings: [false]\n', encoding="utf-8")
+    with pytest.raises(RulesError, match="not_findings"):
+        load_rules(load_ontology(), bad)

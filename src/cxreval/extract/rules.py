@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "21"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "22"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -77,6 +77,8 @@ _NEG_PREFIX = "negation_prefix"
 # A phrase holding a cue word that is no cue ("previously noted"): no rule reads this kind; being
 # matched as one longer phrase, it hides the cue inside it from the longest-match cue scan.
 _NOT_CUE = "not_cues"
+#: The value of a ``not_findings`` name in the entity trie: no entity id (ids are non-empty).
+_NOT_A_FINDING = ""
 _CUE_KINDS = (_NEG_PRE, _NEG_POST, _PSEUDO, _UNC_PRE, _UNC_POST, _HIST, _TERM, _ALT, _HYP, _REMOVAL, _NOT_CUE,
               _NEG_NEXT, _NEG_PREFIX)
 _VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
@@ -265,6 +267,8 @@ class RuleSet:
     alternatives: frozenset[str] = frozenset()
     #: Entity -> the site rules that may move its mentions to another entity (``site_entities``).
     sites: dict[str, tuple[SiteRule, ...]] = field(default_factory=dict)
+    #: Names holding a finding's word that name no finding (``not_findings``: "thoracic cavity").
+    not_findings: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
     def from_data(cls, cues: dict, normals: dict | None, ontology: Ontology, source: str,
@@ -309,7 +313,8 @@ class RuleSet:
         alternatives = frozenset(" ".join(_phrase(p, _ALT, source)) for p in cues.get(_ALT, []) or [])
         return cls(version=version, cues=trie, normal_statements=statements, modifiers=frozenset(modifiers),
                    alternatives=alternatives,
-                   sites=_site_rules(cues.get("site_entities"), known, source, strict_sites))
+                   sites=_site_rules(cues.get("site_entities"), known, source, strict_sites),
+                   not_findings=tuple(_phrase(p, "not_findings", source) for p in cues.get("not_findings", []) or []))
 
 
 def _site_rules(entries: object, known: set[str], source: str, strict: bool = True) -> dict[str, tuple[SiteRule, ...]]:
@@ -502,6 +507,9 @@ class RuleExtractor:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
+        for toks in self.rules.not_findings:
+            # matched as a name, longest first, so the finding's word inside it is no mention; then dropped
+            self._entities.add(toks, _NOT_A_FINDING)
         #: What "the lungs are clear" can be clear of (``negation_adjacent``): lung and pleural findings.
         self._lung_entities = frozenset(e.id for e in self.ontology.entities if e.category in ("lung", "pleura"))
         #: Mentions of a sentence: (section name, sentence text) -> (where the sentence started in
@@ -621,6 +629,10 @@ class RuleExtractor:
         matches: list[GappedMatch] = scan_gapped(self._entities, words, self.rules.modifiers, MAX_SKIPPED)
         if not matches:
             return []
+        if self.rules.not_findings and any(m.value is _NOT_A_FINDING for m in matches):
+            matches = [m for m in matches if m.value is not _NOT_A_FINDING]  # "thoracic cavity": plain words
+            if not matches:
+                return []
         # cue_at[i]: the cue covering token i (multi-token cues are seen from either end);
         # cue_start / cue_end: that cue's token span.
         n = len(words)
@@ -948,7 +960,7 @@ class RuleExtractor:
         used = m.used
         for k in range(1, len(used)):
             entity = self._entities.get([words[j] for j in used[k:]])
-            if entity is not None:
+            if entity is not None and entity is not _NOT_A_FINDING:
                 return entity
         return None
 
