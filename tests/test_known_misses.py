@@ -180,7 +180,7 @@ def test_controls(ex, text, entity, expected):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@22.c24.")
+    assert ex.signature.startswith("rules@23.c25.")
 
 
 # 15. a finding's site or character decides its entity (cues c9 `site_entities`, rules@5); ontology
@@ -1017,3 +1017,35 @@ def test_not_findings_of_a_users_cue_file_must_be_phrases(tmp_path):
     bad.write_text('version: "x"\nnegation_pre: ["no"]\nnot_findings: [false]\n', encoding="utf-8")
     with pytest.raises(RulesError, match="not_findings"):
         load_rules(load_ontology(), bad)
+
+
+# 31. rules@23, cues c25, attributes a7 (from the both-wrong lists of the two reviews of rules@21):
+# "X is not in / under / at ..." says where X is not ("the ET tube is not in the right mainstem
+# bronchus" stated the tube absent); "not as large" sizes nothing and keeps the finding; "not much
+# change" is no denial; "or a small effusion" offers an alternative as "or small effusion" did.
+@pytest.mark.parametrize(
+    "text, entity, expected",
+    [
+        ("The ET tube is not in the right mainstem bronchus.", "endotracheal_tube", ("present", "definite")),
+        ("The enteric tube is not in the stomach.", "enteric_tube", ("present", "definite")),
+        ("The pneumothorax is not under tension.", "pneumothorax", ("present", "definite")),
+        ("The chest tube is not kinked.", "chest_tube", ("present", "definite")),
+        ("Right effusion is not as large as before.", "pleural_effusion", ("present", "definite")),
+        ("Not much change in the bibasilar atelectasis.", "atelectasis", ("present", "definite")),
+        ("Either atelectasis or a small effusion.", "atelectasis", ("uncertain", "alternative")),
+        ("Either atelectasis or a small effusion.", "pleural_effusion", ("uncertain", "alternative")),
+        # controls
+        ("Pneumothorax is not in evidence.", "pneumothorax", ("absent", "negated")),
+        ("Pneumothorax is not seen at the apex.", "pneumothorax", ("absent", "negated")),
+        ("No effusion or a pneumothorax.", "pneumothorax", ("absent", "negated")),
+        ("Atelectasis and a small effusion.", "atelectasis", ("present", "definite")),
+    ],
+)
+def test_where_it_is_not_degrees_and_articles(ex, text, entity, expected):
+    assert grade(ex, text, entity) == expected, text
+
+
+def test_a_size_in_the_other_alternative_is_not_this_ones(ex):
+    states = ex.extract("Either atelectasis or a small effusion.").states()
+    assert states["atelectasis"].severity is None and states["pleural_effusion"].severity == "mild"
+    assert ex.extract("Not much change in the bibasilar atelectasis.").states()["atelectasis"].comparison == "unchanged"

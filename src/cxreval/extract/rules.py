@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "22"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "23"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -100,7 +100,7 @@ _PREDICATE_VERBS = frozenset({"is", "are", "has", "have", "was", "were"})
 _BARE_COPULA = frozenset({"is not", "are not"})
 # Words that describe a finding rather than deny it after a bare negated copula: "the nodule is not
 # calcified", "the effusion is not loculated", "the fracture is not displaced" state the finding.
-_DESCRIPTORS = frozenset({"calcified", "loculated", "displaced", "comminuted", "acute", "chronic", "old", "healed",
+_DESCRIPTORS = frozenset({"calcified", "loculated", "displaced", "kinked", "comminuted", "acute", "chronic", "old", "healed",
                           "healing", "new", "cavitary", "cavitating", "complex", "tortuous", "ectatic", "dense",
                           "focal", "patchy", "diffuse", "bilateral", "severe", "massive", "moderate", "mild",
                           "small", "tiny", "trace", "minimal"})
@@ -140,6 +140,15 @@ def _says_what_it_is_not(words: list[str], cue_at: list[dict[str, Any] | None], 
     return any(entity_at[k] >= 0 for k in range(j, min(len(words), j + 3)))
 
 
+def _sized_next(words: list[str], cue_at: list[dict[str, Any] | None], j: int) -> bool:
+    """Whether the item from ``j`` (after "or" / "and") opens with a size of its own, an article
+    allowed before it: "atelectasis or (a) small effusion" (the size is the effusion's)."""
+    if j < len(words) and words[j] in _ARTICLES:
+        j += 1
+    kinds = cue_at[j] if j < len(words) else None
+    return bool(kinds) and "severity" in kinds
+
+
 def _earlier_exam(words: list[str], j: int) -> bool:
     """Whether the words from ``j``, right after "vs", compare with an earlier exam ("vs prior",
     "vs 1/2/2020", "vs. outside films", "vs. two days ago") rather than name another diagnosis."""
@@ -157,6 +166,10 @@ def _in_condition(words: list[str], i: int) -> bool:
     return False
 
 
+#: Prepositions after "X is not": the sentence says where X is not, so X is stated ("the ET tube is
+#: not in the right mainstem bronchus", "the pneumothorax is not under tension"); "not in evidence" denies.
+_WHERE_WORDS = frozenset({"in", "within", "at", "into", "beyond", "below", "above", "under", "over", "near", "along",
+                          "across", "through", "past", "inside", "outside", "against"})
 #: Indefinite articles between a negated copula and what it denies: "this is not a pneumothorax".
 _ARTICLES = frozenset({"a", "an"})
 _PLURAL_VERBS = frozenset({"are", "have", "were"})
@@ -914,9 +927,13 @@ class RuleExtractor:
                 far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
                     not listed or (joined and verb in _PLURAL_VERBS))
                 if _NEG_POST in kinds and (near or far_ok):
-                    if phrase in _BARE_COPULA and cue_end[i] < n and (
-                            words[cue_end[i]] in _DESCRIPTORS or (cue_at[cue_end[i]] and "severity" in cue_at[cue_end[i]])):
+                    after = cue_end[i] + 1 if cue_end[i] + 1 < n and words[cue_end[i]] in _DEGREE_WORDS else cue_end[i]
+                    if phrase in _BARE_COPULA and after < n and (
+                            words[after] in _DESCRIPTORS or (cue_at[after] and "severity" in cue_at[after])):
                         break  # "the nodule is not calcified", "consolidation is not extensive": the copula denies the description
+                    if (phrase in _BARE_COPULA and cue_end[i] + 1 < n and words[cue_end[i]] in _WHERE_WORDS
+                            and words[cue_end[i] : cue_end[i] + 2] != ["in", "evidence"]):
+                        break  # "the ET tube is not in the right mainstem bronchus": where it is not
                     if (phrase in _BARE_COPULA and cue_end[i] + 1 < n and words[cue_end[i]] in _ARTICLES
                             and _says_what_it_is_not(words, cue_at, entity_at, cue_end[i] + 1)):
                         break  # "the opacity is not a (true) nodule" ("X is not a concern" denies X)
@@ -931,8 +948,8 @@ class RuleExtractor:
         # Alternatives: "atelectasis or pneumonia", "atelectasis or small effusion" (the other
         # finding's own size or side words stand between).
         before = m.start - 1
-        while before >= 0 and m.start - before <= 2 and _attribute_only(cue_at[before]):
-            before -= 1
+        while before >= 0 and m.start - before <= 2 and (_attribute_only(cue_at[before]) or words[before] in _ARTICLES):
+            before -= 1  # "atelectasis or a small effusion"
         for j in (before, m.end):
             if 0 <= j < n and cue_at[j] and _ALT in cue_at[j]:
                 phrase = " ".join(words[cue_start[j] : cue_end[j]])
@@ -946,7 +963,7 @@ class RuleExtractor:
                 step = -1 if j < m.start else 1
                 other = cue_start[j] - 1 if j < m.start else cue_end[j]
                 for _ in range(2):
-                    if 0 <= other < n and entity_at[other] < 0 and _attribute_only(cue_at[other]):
+                    if 0 <= other < n and entity_at[other] < 0 and (_attribute_only(cue_at[other]) or words[other] in _ARTICLES):
                         other += step
                 if 0 <= other < n and entity_at[other] >= 0:
                     return "uncertain", " ".join(words[cue_start[j] : cue_end[j]]), False, "alternative"
@@ -1017,7 +1034,7 @@ class RuleExtractor:
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
             if (words[i] in _CLAUSE_BREAK or words[i] in _FORWARD_BREAK or words[i] in _CONTRAST_BREAK
-                    or (words[i] in _ALTERNATIVE_BREAK and i + 1 < n and cue_at[i + 1] and "severity" in cue_at[i + 1])):
+                    or (words[i] in _ALTERNATIVE_BREAK and _sized_next(words, cue_at, i + 1))):
                 # "Pneumothorax, new since prior" / "Kyphosis of the spine, worse than before": a
                 # change phrase opening the next clause still counts, unless that clause names
                 # another finding it can belong to ("effusion, new left pneumothorax").
@@ -1293,11 +1310,15 @@ def _own_predicate(words: list[str], cue_at: list[dict[str, Any] | None], m: Gap
 
 #: Words that deny the size word right after them: "cardiomegaly is not severe", "non-small cell".
 _SIZE_DENIALS = frozenset({"not", "non", "longer"})
+#: Degree words between "not" and a size: "the effusion is not as large as before", "not so large".
+_DEGREE_WORDS = frozenset({"as", "so"})
 
 
 def _denied_word(words: list[str], start: int) -> bool:
     """Whether the attribute word starting at ``start`` is denied by the word before it ("not
     severe"): the finding has no size then, not the size named."""
+    if start > 1 and words[start - 1] in _DEGREE_WORDS:
+        start -= 1  # "not as large (as before)"
     return start > 0 and words[start - 1] in _SIZE_DENIALS
 
 
