@@ -55,7 +55,7 @@ from cxreval.extract.text import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 
-RULES_VERSION = "23"  # what each version changed: docs/engine.md, one section per version range
+RULES_VERSION = "24"  # what each version changed: docs/engine.md, one section per version range
 
 _NEG_PRE = "negation_pre"
 _NEG_POST = "negation_post"
@@ -1086,7 +1086,7 @@ class RuleExtractor:
     def _comparison(self, words, cue_at, spans, entity_at, m, k):
         for i in self._window(words, cue_at, spans, entity_at, m, k, COMPARISON_BACK, COMPARISON_FORWARD, change=True):
             kinds = cue_at[i]
-            if kinds and "comparison" in kinds:
+            if kinds and "comparison" in kinds and not _denied_word(words, spans[0][i]):
                 return kinds["comparison"]
         return None
 
@@ -1316,9 +1316,9 @@ _DEGREE_WORDS = frozenset({"as", "so"})
 
 def _denied_word(words: list[str], start: int) -> bool:
     """Whether the attribute word starting at ``start`` is denied by the word before it ("not
-    severe"): the finding has no size then, not the size named."""
-    if start > 1 and words[start - 1] in _DEGREE_WORDS:
-        start -= 1  # "not as large (as before)"
+    severe", "not a new finding"): the finding has no such size or change then."""
+    if start > 1 and (words[start - 1] in _DEGREE_WORDS or words[start - 1] in _ARTICLES):
+        start -= 1  # "not as large (as before)", "cardiomegaly is not a new finding"
     return start > 0 and words[start - 1] in _SIZE_DENIALS
 
 
