@@ -113,6 +113,16 @@ def test_indication_is_not_read(ex):
     assert "pneumonia" not in s or s["pneumonia"].status == "absent"
 
 
+def test_a_paragraph_after_a_skipped_section_is_read(ex):
+    # rules@25: a skipped section ends at its first blank line; the paragraph after it is untitled text
+    s = states(ex, "INDICATION: Rule out pneumonia.\n\nThe lungs are clear. Small right effusion.")
+    assert s["pleural_effusion"].status == "present" and s["pneumonia"].status == "absent"
+    assert split_sections("COMPARISON:\n\n1/1/2020.\n  \nNew right effusion.")[0].name == "body"
+    # one paragraph, or a line break without a blank line: the skipped section runs to the next title
+    assert split_sections("Indication: rule out pneumonia. Lungs are clear.") == []
+    assert [x.name for x in split_sections("INDICATION: Fever.\nRule out pneumonia.\nFINDINGS: Clear.")] == ["findings"]
+
+
 def test_sections_are_named(ex):
     names = [s.name for s in split_sections("Comparison: none. Findings: a. Impression: b.")]
     assert names == ["findings", "impression"]

@@ -98,18 +98,52 @@ def _titles(text: str) -> Iterator[tuple[int, int, str]]:
 
 
 def split_sections(text: str) -> list[Section]:
-    """Return the spans of ``text`` to read for findings, each with its section name."""
+    """Return the spans of ``text`` to read for findings, each with its section name.
+
+    A skipped section (indication, history, comparison, technique) ends at the next title or at
+    its first blank line: the paragraph after it, with no title of its own, is read as untitled
+    text ("INDICATION: cough.\n\nThe lungs are clear." reads the lungs).
+    """
     sections: list[Section] = []
     current: str | None = "body"
     pos = 0
     for start, end, title in _titles(text):
-        if current is not None and start > pos and text[pos:start].strip():
-            sections.append(Section(current, pos, start))
+        _add_section(sections, text, current, pos, start)
         current = SECTION_TITLES[title.lower()]
         pos = end
-    if current is not None and text[pos:].strip():
-        sections.append(Section(current, pos, len(text)))
+    _add_section(sections, text, current, pos, len(text))
     return sections
+
+
+#: A blank line: a line break, then a line of spaces only, then another line break.
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
+
+
+def _add_section(sections: list[Section], text: str, name: str | None, start: int, end: int) -> None:
+    """Append ``text[start:end]`` as section ``name`` if it holds text; a skipped one (``name``
+    None) only up to its first blank line, the rest as untitled text."""
+    if name is None:
+        if text.find("\n", start, end) < 0:
+            return  # one paragraph (most reports, all one line): skipped whole
+        blank = _PARAGRAPH_BREAK.search(text, start, end)
+        if blank is None or not text[start : blank.start()].strip():
+            # no blank line, or a blank line before any text ("INDICATION:\n\ncough"): the
+            # paragraph under the title is the skipped one
+            blank = _PARAGRAPH_BREAK.search(text, _first_text(text, start, end), end) if blank else None
+        if blank is None:
+            return
+        start, name = blank.end(), "body"
+    if start < end and text[start:end].strip():
+        sections.append(Section(name, start, end))
+
+
+def _first_text(text: str, start: int, end: int) -> int:
+    """Where the first character that is no space lies in ``text[start:end]`` (``end`` if none)."""
+    m = _NON_SPACE.search(text, start, end)
+    return m.start() if m else end
+
+
+_NON_SPACE = re.compile(r"\S")
 
 
 class Token(NamedTuple):
