@@ -100,18 +100,24 @@ def _titles(text: str) -> Iterator[tuple[int, int, str]]:
 def split_sections(text: str) -> list[Section]:
     """Return the spans of ``text`` to read for findings, each with its section name.
 
-    A skipped section (indication, history, comparison, technique) ends at the next title or at
-    its first blank line: the paragraph after it, with no title of its own, is read as untitled
-    text ("INDICATION: cough.\n\nThe lungs are clear." reads the lungs).
+    A skipped section (indication, history, comparison, technique) runs to the next title. In a
+    report with no Findings title, one before any Impression ends at its first blank line, and the
+    paragraph after it is read as untitled text ("INDICATION: cough.\n\nThe lungs are clear."
+    reads the lungs): there the findings have nowhere else to be. Where a Findings title follows,
+    a second paragraph is more indication or history ("Evaluate for pneumonia.", "Prior pneumonia
+    2019."), and reading it would overrule the findings.
     """
     sections: list[Section] = []
     current: str | None = "body"
     pos = 0
-    for start, end, title in _titles(text):
-        _add_section(sections, text, current, pos, start)
+    titles = list(_titles(text))
+    release = not any(SECTION_TITLES[t.lower()] == "findings" for _, _, t in titles)
+    for start, end, title in titles:
+        _add_section(sections, text, current, pos, start, release)
         current = SECTION_TITLES[title.lower()]
+        release = release and current is None  # nothing released after an Impression
         pos = end
-    _add_section(sections, text, current, pos, len(text))
+    _add_section(sections, text, current, pos, len(text), release)
     return sections
 
 
@@ -119,11 +125,12 @@ def split_sections(text: str) -> list[Section]:
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 
 
-def _add_section(sections: list[Section], text: str, name: str | None, start: int, end: int) -> None:
-    """Append ``text[start:end]`` as section ``name`` if it holds text; a skipped one (``name``
-    None) only up to its first blank line, the rest as untitled text."""
+def _add_section(sections: list[Section], text: str, name: str | None, start: int, end: int,
+                 release: bool) -> None:
+    """Append ``text[start:end]`` as section ``name`` if it holds text. A skipped one (``name``
+    None) adds nothing, or with ``release`` the text after its first blank line, as untitled text."""
     if name is None:
-        if text.find("\n", start, end) < 0:
+        if not release or text.find("\n", start, end) < 0:
             return  # one paragraph (most reports, all one line): skipped whole
         blank = _PARAGRAPH_BREAK.search(text, start, end)
         if blank is None or not text[start : blank.start()].strip():
