@@ -134,8 +134,7 @@ def _says_what_it_is_not(words: list[str], cue_at: list[dict[str, Any] | None], 
     """Whether the words from ``j``, right after "X is not a", say what X is not, so X is stated: a
     finding named within three words ("the opacity is not a true nodule"), a size ("the effusion is
     not a large one") or a judgement of it ("cardiomegaly is not a new finding")."""
-    kinds = cue_at[j]
-    if words[j] in _NOT_A_JUDGES or (kinds and "severity" in kinds):
+    if words[j] in _NOT_A_JUDGES or _is_size(cue_at, j):
         return True
     return any(entity_at[k] >= 0 for k in range(j, min(len(words), j + 3)))
 
@@ -145,8 +144,32 @@ def _sized_next(words: list[str], cue_at: list[dict[str, Any] | None], j: int) -
     allowed before it: "atelectasis or (a) small effusion" (the size is the effusion's)."""
     if j < len(words) and words[j] in _ARTICLES:
         j += 1
-    kinds = cue_at[j] if j < len(words) else None
-    return bool(kinds) and "severity" in kinds
+    return _is_size(cue_at, j)
+
+
+def _is_size(cue_at: list[dict[str, Any] | None], j: int) -> bool:
+    """Whether token ``j`` (past the end: no) is a size word ("large", "mild")."""
+    kinds = cue_at[j] if j < len(cue_at) else None
+    return kinds is not None and "severity" in kinds
+
+
+def _copula_keeps(words: list[str], cue_at: list[dict[str, Any] | None], entity_at: list[int], j: int) -> bool:
+    """Whether the words from ``j``, right after a finding's bare "is not" / "are not", say what the
+    finding is not rather than deny it, so it is stated: a description ("the nodule is not
+    calcified", "consolidation is not (as) extensive"), a place ("the ET tube is not in the right
+    mainstem bronchus"; "not in evidence" denies) or what it is not ("the opacity is not a nodule",
+    see :func:`_says_what_it_is_not`)."""
+    n = len(words)
+    if j >= n:
+        return False
+    after = j + 1 if j + 1 < n and words[j] in _DEGREE_WORDS else j
+    if words[after] in _DESCRIPTORS or _is_size(cue_at, after):
+        return True
+    if j + 1 >= n:
+        return False
+    if words[j] in _WHERE_WORDS:
+        return words[j : j + 2] != ["in", "evidence"]
+    return words[j] in _ARTICLES and _says_what_it_is_not(words, cue_at, entity_at, j + 1)
 
 
 def _earlier_exam(words: list[str], j: int) -> bool:
@@ -686,7 +709,7 @@ class RuleExtractor:
             if status is None:
                 continue  # hypothetical ("CT is more sensitive to identify a small nodule"): no finding
             entity: str = m.value  # type: ignore[assignment]
-            if m.start > 0 and cue_at[m.start - 1] and _NEG_PREFIX in cue_at[m.start - 1]:
+            if _after_prefix(cue_at, m):
                 # "non-tension pneumothorax", "non-compression fracture": the prefix denies the kind,
                 # and the rest of the name names the finding there is
                 entity = self._rest_names(words, m) or entity
@@ -752,8 +775,8 @@ class RuleExtractor:
         # silhouette"; not before a word that only describes it, where the rest of the name names
         # a finding ("non-loculated effusion"; "non-tension pneumothorax" is a pneumothorax, see
         # ``_read_section``) or the word is a descriptor ("non-layering fluid").
-        if (m.start > 0 and cue_at[m.start - 1] and _NEG_PREFIX in cue_at[m.start - 1]
-                and words[m.start] not in _PREFIX_DESCRIPTORS and self._rest_names(words, m) is None):
+        if (_after_prefix(cue_at, m) and words[m.start] not in _PREFIX_DESCRIPTORS
+                and self._rest_names(words, m) is None):
             return "absent", " ".join(words[cue_start[m.start - 1] : cue_end[m.start - 1]]), False, "negated"
         # A bare negated copula right before the finding, or before its article: "the lungs are not
         # hyperinflated", "this is not a pneumothorax (but a skin fold)".
@@ -844,7 +867,7 @@ class RuleExtractor:
                     # "evaluation for effusion is limited due to the consolidation" states Y
                     break
                 return None, phrase, False, None
-            if _NEG_PRE in kinds and phrase == "not" and cue_end[i] < m.start and cue_at[cue_end[i]] and "severity" in cue_at[cue_end[i]]:
+            if _NEG_PRE in kinds and phrase == "not" and cue_end[i] < m.start and _is_size(cue_at, cue_end[i]):
                 # "moderate, not large, effusion": the "not" denies the size only (not a size that
                 # begins the name: "not small bowel obstruction")
                 i = start - 1
@@ -927,16 +950,8 @@ class RuleExtractor:
                 far_ok = verb in _PREDICATE_VERBS and phrase not in _BARE_COPULA and (
                     not listed or (joined and verb in _PLURAL_VERBS))
                 if _NEG_POST in kinds and (near or far_ok):
-                    after = cue_end[i] + 1 if cue_end[i] + 1 < n and words[cue_end[i]] in _DEGREE_WORDS else cue_end[i]
-                    if phrase in _BARE_COPULA and after < n and (
-                            words[after] in _DESCRIPTORS or (cue_at[after] and "severity" in cue_at[after])):
-                        break  # "the nodule is not calcified", "consolidation is not extensive": the copula denies the description
-                    if (phrase in _BARE_COPULA and cue_end[i] + 1 < n and words[cue_end[i]] in _WHERE_WORDS
-                            and words[cue_end[i] : cue_end[i] + 2] != ["in", "evidence"]):
-                        break  # "the ET tube is not in the right mainstem bronchus": where it is not
-                    if (phrase in _BARE_COPULA and cue_end[i] + 1 < n and words[cue_end[i]] in _ARTICLES
-                            and _says_what_it_is_not(words, cue_at, entity_at, cue_end[i] + 1)):
-                        break  # "the opacity is not a (true) nodule" ("X is not a concern" denies X)
+                    if phrase in _BARE_COPULA and _copula_keeps(words, cue_at, entity_at, cue_end[i]):
+                        break  # "the nodule is not calcified", "the ET tube is not in the right mainstem"
                     return "absent", phrase, False, "negated"
                 if _UNC_POST in kinds and near:
                     return "uncertain", phrase, False, kinds[_UNC_POST]
@@ -961,7 +976,6 @@ class RuleExtractor:
                     # beside the name ("small vs moderate effusion" doubts the size only)
                     return "uncertain", phrase, False, "alternative"
                 step = -1 if j < m.start else 1
-                other = cue_start[j] - 1 if j < m.start else cue_end[j]
                 for _ in range(2):
                     if 0 <= other < n and entity_at[other] < 0 and (_attribute_only(cue_at[other]) or words[other] in _ARTICLES):
                         other += step
@@ -1281,6 +1295,12 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
+
+
+def _after_prefix(cue_at: list[dict[str, Any] | None], m: GappedMatch) -> bool:
+    """Whether a negating prefix (``negation_prefix``: "non") stands right before mention ``m``."""
+    kinds = cue_at[m.start - 1] if m.start > 0 else None
+    return kinds is not None and _NEG_PREFIX in kinds
 
 
 def _attribute_only(kinds: dict[str, Any] | None) -> bool:

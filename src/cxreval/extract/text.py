@@ -132,11 +132,9 @@ def _add_section(sections: list[Section], text: str, name: str | None, start: in
     if name is None:
         if not release or text.find("\n", start, end) < 0:
             return  # one paragraph (most reports, all one line): skipped whole
-        blank = _PARAGRAPH_BREAK.search(text, start, end)
-        if blank is None or not text[start : blank.start()].strip():
-            # no blank line, or a blank line before any text ("INDICATION:\n\ncough"): the
-            # paragraph under the title is the skipped one
-            blank = _PARAGRAPH_BREAK.search(text, _first_text(text, start, end), end) if blank else None
+        # the first blank line after the skipped paragraph's text ("INDICATION:\n\ncough\n\n...":
+        # not the one between the title and its text)
+        blank = _PARAGRAPH_BREAK.search(text, _first_text(text, start, end), end)
         if blank is None:
             return
         start, name = blank.end(), "body"
