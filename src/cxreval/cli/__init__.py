@@ -1,4 +1,4 @@
-"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree``, ``bench`` and ``meta``.
+"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree``, ``bench``, ``meta`` and ``snapshot``.
 
 Exit codes (docs/cli.md): 0 done; 2 bad input or settings; 3 an LLM run stopped early
 (``--max-cost`` reached, or the endpoint refused the run); 4 more pairs left unscored (listed in
@@ -45,6 +45,7 @@ from cxreval.cli.common import (
 from cxreval.cli.bench import bench
 from cxreval.cli.meta import meta_app
 from cxreval.cli.review import review_app
+from cxreval.cli.snapshot import snapshot_app
 from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import Ontology, OntologyError, load_ontology
 from cxreval.summary import print_summary
@@ -720,4 +721,5 @@ def cache_cmd(
 app.command("agree")(agree)
 app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
+app.add_typer(snapshot_app, name="snapshot", help="Pin what the rule engine reads in a corpus; show what a change alters.")
 app.add_typer(review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data.")
