@@ -33,6 +33,7 @@ from cxreval.extract.models import (
     Status,
 )
 from cxreval.extract.rules import RuleExtractor
+from cxreval.extract.text import normalize
 from cxreval.ontology import load_ontology
 
 CASES = Path(__file__).parent / "cases"
@@ -81,7 +82,8 @@ class CaseFile(BaseModel):
 
 
 def _slug(text: str, words: int = 8) -> str:
-    return "-".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
+    """The first words of ``text`` as the engine reads them (look-alike letters folded)."""
+    return "-".join(re.findall(r"[a-z0-9]+", normalize(text).text)[:words])
 
 
 @cache

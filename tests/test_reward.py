@@ -86,3 +86,19 @@ def test_bad_settings_are_refused_and_reward_pickles() -> None:
         ClinicalReward("critical-weighted", critical_weight=0.5)
     r = pickle.loads(pickle.dumps(ClinicalReward("entity-f1")))
     assert r.score_one(REF, REF) == 1.0
+
+
+@pytest.mark.parametrize("shape", ["neg-errors", "entity-f1", "critical-weighted"])
+def test_a_completion_with_lookalike_letters_earns_no_more_than_the_floor(shape: str) -> None:
+    """Issue 27, item 7: "pneumоthorax" with a Cyrillic "о" is read as a pneumothorax, so hiding a
+    finding gains nothing; and writing look-alikes at all is worth no more than the floor."""
+    r = ClinicalReward(shape)
+    plain = "Small left pleural effusion. Right pneumothorax."
+    disguised = "Small left pleural effusion. Right pneum\u043ethorax."
+    hiding = "Small left pleural effusion. No pneum\u043ethorax."  # denies it, in disguise
+    floor = r.lookalike_floor(REF)
+    assert floor == (0.0 if shape == "entity-f1" else r.score_one(REF, ""))
+    assert r.score_one(REF, disguised) == min(r.score_one(REF, plain), floor) < r.score_one(REF, plain)
+    assert r.score_one(REF, hiding) <= min(r.score_one(REF, "Small left pleural effusion. No pneumothorax."), floor)
+    # the same completion without the look-alike letter is scored as before
+    assert r.score_one(REF, plain) == ClinicalReward(shape).score_one(REF, plain)

@@ -17,6 +17,12 @@ Every value carries :attr:`ClinicalReward.signature` (shape, weight, engine, ont
 text (``None`` as ""), so a report that states nothing is scored as a report that states nothing
 (every reference finding missed), never as an exception that kills a training step.
 
+**No gain from look-alike letters**: a completion that writes a finding with letters of another
+script ("pneumоthorax" with a Cyrillic "о") or accents on Latin letters is read as the word it
+imitates, and is worth no more than :meth:`ClinicalReward.lookalike_floor`: 0.0 for ``entity-f1``,
+the empty completion's reward for the other shapes. A policy cannot hide a finding this way, nor
+profit from trying.
+
 **Fast on repeats**: each distinct reference is read once and kept (a training set repeats its
 references across epochs and across the group of a GRPO prompt); so is each distinct completion
 among the last ``completion_cache`` (a group's rollouts often say the same short thing, "No acute
@@ -39,6 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from cxreval.extract.text import lookalike_count
 from cxreval.scores.ratios import f1_score
 from cxreval.scores.signature import Signature
 
@@ -105,7 +112,7 @@ class ClinicalReward:
         """The reference texts read and kept, least recently used first."""
         return list(self._references)
 
-    def _states(self, text: str, cache: "OrderedDict[str, Any]", size: int) -> Any:
+    def _states(self, text: str, cache: OrderedDict[str, Any], size: int) -> Any:
         """A report's entity states, read once while ``cache`` (an LRU of ``size``) keeps them."""
         hit = cache.get(text)
         if hit is None:
@@ -119,12 +126,31 @@ class ClinicalReward:
         return hit
 
     def score_one(self, reference: Any, completion: Any) -> float:
-        """The reward of one completion against one reference."""
+        """The reward of one completion against one reference (a completion holding look-alike
+        letters is worth no more than the floor of :meth:`lookalike_floor`)."""
+        text = completion_text(completion)
+        ref = self._states(completion_text(reference), self._references, self._cache_size)
+        value = self._value(ref, self._states(text, self._completions, self._completion_cache))
+        return min(value, self._floor(ref)) if lookalike_count(text) else value
+
+    def lookalike_floor(self, reference: Any) -> float:
+        """The most a completion with look-alike letters (a Cyrillic "о" in "pneumоthorax",
+        accents on Latin letters; :func:`~cxreval.extract.text.lookalike_count`) can earn: the
+        engine reads such words as the letters they imitate, and this floor takes away any gain a
+        policy could find in writing them. ``entity-f1``: 0.0, the least F1; ``neg-errors`` and
+        ``critical-weighted``: the reward of an empty completion (every reference finding missed)."""
+        return self._floor(self._states(completion_text(reference), self._references, self._cache_size))
+
+    def _floor(self, reference_states: Any) -> float:
+        if self.shape == "entity-f1":
+            return 0.0
+        return self._value(reference_states, self._states("", self._completions, self._completion_cache))
+
+    def _value(self, ref: Any, cand: Any) -> float:
+        """The reward of candidate states against reference states, in this shape."""
         from cxreval.judge.compare import compare_states
 
         ev = self._evaluator
-        ref = self._states(completion_text(reference), self._references, self._cache_size)
-        cand = self._states(completion_text(completion), self._completions, self._completion_cache)
         rows = compare_states("r", ref, cand, ev.ontology, ev.uncertain)
         if self.shape == "entity-f1":
             tp = sum(r.presence == "TP" for r in rows)

@@ -4,17 +4,21 @@ Only the sections that state findings (findings, impression and untitled text) a
 entities: an indication such as "rule out pneumonia" is a question, not a finding.
 
 The engine reads a normalised copy of the report (:func:`normalize`): NFKC, invisible format
-characters removed, case-folded, and the full stops of a few abbreviations ("vs.", "e.g.") read as
-spaces, so they end no sentence. Every offset it reports is mapped back to the original text, so
-evidence is always a slice of what the user wrote.
+characters and combining diacritics removed, case-folded, letters of another script inside a Latin
+word folded to the Latin letter they look like (Unicode's confusables data), and the full stops of
+a few abbreviations ("vs.", "e.g.") read as spaces, so they end no sentence. Every offset it reports
+is mapped back to the original text, so evidence is always a slice of what the user wrote.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from array import array
 from collections.abc import Iterator, Sequence
+from functools import cache
+from importlib import resources
 from typing import NamedTuple
 
 # Section titles and the section each one opens. Titles outside this map end the previous section
@@ -165,16 +169,21 @@ class NormalizedText:
     zero-width space / joiners, word joiner, byte-order mark, soft hyphen, bidi marks) removed:
     they are invisible, so "pneu<soft hyphen>mothorax" must read as "pneumothorax". Folding changes
     lengths ("İ" -> "i", "ﬁ" -> "fi", "ß" -> "ss"), hence the map; ASCII text, the common case,
-    is only lower-cased and needs none. The full stops of "vs.", "approx.", "e.g.", "i.e." and
-    "cf." become spaces (same length: the map is unchanged).
+    is only lower-cased and needs none. Combining diacritics are removed ("pneumótho\u0301rax" reads
+    "pneumothorax"), and a letter of another script inside a word that holds Latin letters is
+    folded to the Latin letter it looks like (a Cyrillic "о" in "pneumоthorax"): one character for
+    one, so the map is unchanged. ``lookalikes`` counts the letters so changed into ASCII ones: a
+    report that holds any may be hiding a finding from a reader, and callers warn or penalise. The
+    full stops of "vs.", "approx.", "e.g.", "i.e." and "cf." become spaces (same length).
     """
 
-    __slots__ = ("original", "text", "starts", "ends")
+    __slots__ = ("ends", "lookalikes", "original", "starts", "text")
 
     def __init__(self, original: str, text: str, starts: Sequence[int] | None = None,
-                 ends: Sequence[int] | None = None) -> None:
+                 ends: Sequence[int] | None = None, lookalikes: int = 0) -> None:
         self.original = original
         self.text = text
+        self.lookalikes = lookalikes
         # starts[i]: where the original cluster of normalised character i starts (a span's start
         # maps through it); ends[j]: where the cluster of character j - 1 ends (a span's end).
         # Ranges when the map is the identity: no memory, and indexing stays in C.
@@ -192,9 +201,62 @@ _NON_ASCII = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")
 _PRE_FOLD = str.maketrans({"\u0130": "I"})
 
 
-def _fold(cluster: str) -> str:
+# Combining diacritics (U+0300-036F and their supplements): removed where what is left is a plain
+# Latin letter, so that an accent put on a letter ("pneumo\u0301thorax") hides no word; the marks of
+# other scripts' letters ("й") stay.
+_DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
+def _fold(cluster: str) -> tuple[str, int]:
+    """A character cluster as the engine reads it, and 1 where it was a Latin letter with
+    diacritics, read as the plain letter (a look-alike of it), else 0."""
     kept = "".join(c for c in cluster if unicodedata.category(c) != "Cf")
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).translate(_PRE_FOLD).casefold())
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).translate(_PRE_FOLD).casefold())
+    if folded.isascii():
+        return folded, 0
+    bare = _DIACRITICS.sub("", unicodedata.normalize("NFD", folded))
+    if not (bare.isascii() and bare.isalpha()):
+        return folded, 0  # another script's letter ("й", "ά"): its marks are part of it
+    return bare, 1
+
+
+@cache
+def lookalike_letters() -> dict[str, str]:
+    """Lower-case letter of another script -> the ASCII letter it looks like, from Unicode's
+    confusables data (the ``confusable-homoglyphs`` package's copy); read once, when a report
+    first holds a word mixing scripts. Only a lower-case letter that looks like a lower-case ASCII
+    letter is kept: the engine reads case-folded text, and a look-alike of a capital says nothing
+    of the small letter ("М" looks like "M", "м" like no "m"; "μ" of "μm" is no "m")."""
+    data = json.loads(resources.files("confusable_homoglyphs").joinpath("confusables.json").read_text("utf-8"))
+    table: dict[str, str] = {}
+    for char, glyphs in data.items():
+        if len(char) != 1 or char.isascii() or char != char.casefold() or not char.isalpha():
+            continue
+        latin = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii() and g["c"].islower()]
+        if latin:
+            table[char] = latin[0]
+    return table
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def _fold_lookalikes(folded: str) -> tuple[str, int]:
+    """``folded`` with each letter of another script that stands in a word holding ASCII letters
+    replaced by the ASCII letter it looks like (one character for one), and how many were."""
+    pieces: list[str] = []
+    pos = count = 0
+    for word in _LETTERS.finditer(folded):
+        w = word.group()
+        if w.isascii() or not any("a" <= c <= "z" for c in w):
+            continue
+        table = lookalike_letters()
+        latin = "".join(c if c.isascii() else table.get(c, c) for c in w)
+        if latin != w:
+            pieces += [folded[pos:word.start()], latin]
+            pos = word.end()
+            count += sum(a != b for a, b in zip(w, latin))
+    return ("".join(pieces) + folded[pos:], count) if pieces else (folded, 0)
 
 
 # Abbreviations whose full stops end no sentence ("atelectasis vs. pneumonia", "e.g. a PICC"):
@@ -215,7 +277,7 @@ def normalize(text: str) -> NormalizedText:
         return NormalizedText(text, _unstop(text.lower()))
     parts: list[str] = []
     starts, ends = array("q"), array("q", [0])
-    pos = 0
+    pos = diacritics = 0
     for run in _NON_ASCII.finditer(text):
         a, b = run.span()
         if a > pos:
@@ -227,7 +289,8 @@ def normalize(text: str) -> NormalizedText:
             j = i + 1
             while j < b and unicodedata.combining(text[j]):
                 j += 1
-            piece = _fold(text[i:j])
+            piece, accented = _fold(text[i:j])
+            diacritics += accented
             parts.append(piece)
             starts.extend([i] * len(piece))
             ends.extend([j] * len(piece))
@@ -237,7 +300,14 @@ def normalize(text: str) -> NormalizedText:
         parts.append(text[pos:].lower())
         starts.extend(range(pos, len(text)))
         ends.extend(range(pos + 1, len(text) + 1))
-    return NormalizedText(text, _unstop("".join(parts)), starts, ends)
+    folded, letters = _fold_lookalikes("".join(parts))
+    return NormalizedText(text, _unstop(folded), starts, ends, diacritics + letters)
+
+
+def lookalike_count(text: str) -> int:
+    """How many letters of ``text`` the engine reads as other letters they only look like
+    (:class:`NormalizedText`): 0 for plain text."""
+    return 0 if text.isascii() else normalize(text).lookalikes
 
 
 # Numbers keep their decimals ("1.5"); words keep internal apostrophes; hyphens and slashes
