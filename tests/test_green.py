@@ -181,3 +181,35 @@ def test_faults_retry_reask_and_unusable_answers(tmp_path: Path) -> None:
         again = len(srv.log)
         assert np.isnan(get_metric("green", llm=llm).score_pairs(refs, cands)[2]) and len(srv.log) == again
     assert json.dumps(FINERAD)  # scripted answers are plain JSON
+
+
+def test_fineradscore_lines_keep_their_list_numbers() -> None:
+    """Issue 28, item 3: a list number is no line of its own (FineRadScore numbers sentences)."""
+    assert candidate_lines("1. Small effusion. 2. Large left pleural effusion.") == [
+        "1. Small effusion.", "2. Large left pleural effusion."]
+    assert candidate_lines("Findings:\n10) Nodule at T10.\n11) No effusion.") == [
+        "Findings:", "10) Nodule at T10.", "11) No effusion."]
+    assert candidate_lines("The ETT tip is 4.5 cm above the carina. No pneumothorax.") == [
+        "The ETT tip is 4.5 cm above the carina.", "No pneumothorax."]
+
+
+def test_no_corrections_for_reports_that_differ_is_asked_again_then_a_failure(tmp_path: Path) -> None:
+    """Issue 28, item 3: an empty corrections list scores a pair as perfect; where the rule engine
+    reads a finding only one report states, it is re-asked once, then listed, never scored. A pair
+    whose reports state the same findings keeps its empty list (p2)."""
+    f = FineRadJudge(loop_config("http://127.0.0.1:9/v1", tmp_path / "c.sqlite"))
+    with pytest.raises(AnswerError, match="reads findings that only one report states"):
+        f.parse_value({"corrections": []}, PAIRS[0][1], PAIRS[0][2])
+    assert f.parse_value({"corrections": []}, PAIRS[1][1], PAIRS[1][2]) == {"corrections": []}
+
+    def silent(reports: dict[str, str], instructions: str) -> dict[str, Any] | None:
+        return {"corrections": []} if "CORRECTION TASK" in instructions else script(reports, instructions)
+
+    refs, cands = [r for _, r, _ in PAIRS], [c for _, _, c in PAIRS]
+    with LoopbackServer(script=silent) as srv:
+        metric = get_metric("fineradscore", llm=_llm(srv, tmp_path / "answers.sqlite"))
+        values = metric.score_pairs(refs, cands)
+        run = metric.last_run
+        assert run is not None and list(run.failures) == [0] and "no correction" in run.failures[0]
+        assert np.isnan(values[0]) and values[1] == 0.0  # p2: the same findings, nothing to correct
+        assert run.usage.reasks >= 1

@@ -18,6 +18,7 @@ signature, like the prompt. Not FineRadScore's prompt text: compare numbers of o
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any, ClassVar
 
 from cxreval.metrics.base import register_metric
@@ -30,18 +31,54 @@ SIGNIFICANT_FROM = 3
 MAX_CORRECTIONS = 30
 MAX_TEXT_CHARS = 400
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# A piece that is only a list number ("2.", "10)"): it numbers the sentence after it.
+_LIST_NUMBER = re.compile(r"\(?\d{1,3}[.)]")
 
 
 def candidate_lines(text: str) -> list[str]:
-    """The candidate's lines: its sentences (split after . ! ? and at line breaks), stripped."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+    """The candidate's lines: its sentences (split after . ! ? and at line breaks), stripped; a
+    list number stays with the sentence it numbers ("1. Small effusion. 2. Large left effusion."
+    is two lines, not four)."""
+    lines: list[str] = []
+    number = ""
+    for piece in (p.strip() for p in _SENTENCE_END.split(text)):
+        if _LIST_NUMBER.fullmatch(piece):
+            number = f"{number} {piece}".strip()
+        elif piece:
+            lines.append(f"{number} {piece}".strip())
+            number = ""
+    return lines + ([number] if number else [])
+
+
+@cache
+def _empty_check() -> Any:
+    from cxreval.extract.llm_answers import EmptyAnswerCheck
+    from cxreval.ontology import load_ontology
+
+    return EmptyAnswerCheck(load_ontology())
+
+
+def check_no_corrections(reference: str, candidate: str) -> None:
+    """An empty corrections list says the candidate needs no change: an :class:`AnswerError` when
+    the offline rule engine reads a finding in one report that the other does not state. Why: an
+    empty answer scores a pair as perfect, and it is what a model gives when report text talks it
+    out of its task; as for the pairwise judge, the runner re-asks once, then lists a failure. A
+    candidate that states what its reference states (a copy, a rephrasing) keeps its empty list."""
+    from cxreval.llm.schemas import AnswerError
+
+    check = _empty_check()
+    ref, cand = set(check.findings(reference)), set(check.findings(candidate))
+    if ref != cand:
+        differ = ", ".join(sorted(ref ^ cand)[:5])
+        raise AnswerError(f"the answer lists no correction, but the offline rule engine reads findings that "
+                          f"only one report states ({differ}); compare the reports again")
 
 
 class FineRadJudge(PairJudge):
     """One call per pair: a bounded list of graded line corrections."""
 
     name = "fineradscore-judge"
-    version = "1"
+    version = "2"  # 2: list numbers stay with their sentence; an empty list for differing reports refused
     prompt_name = "fineradscore"
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -98,6 +135,8 @@ class FineRadJudge(PairJudge):
                 text = ""
             out.append({"type": kind, "line": line, "text": text[:MAX_TEXT_CHARS], "severity": sev})
         raise_problems(problems)
+        if not out:
+            check_no_corrections(reference, candidate)
         return {"corrections": out}
 
 
@@ -139,4 +178,4 @@ for _cls in (FineRadScore, FineRadNoActionableError, FineRadNoSignificantError):
     register_metric(_cls.name, higher_is_better=_cls.higher_is_better, parallel_safe=False, needs=("llm",))(_cls)
 
 __all__ = ["ACTIONABLE_FROM", "SEVERITIES", "SIGNIFICANT_FROM", "FineRadJudge", "FineRadNoActionableError",
-           "FineRadNoSignificantError", "FineRadScore", "candidate_lines"]
+           "FineRadNoSignificantError", "FineRadScore", "candidate_lines", "check_no_corrections"]
