@@ -19,6 +19,7 @@ import json
 import math
 import sys
 import types
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +41,7 @@ from cxreval.engines import (
 )
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor
+from cxreval.extract.text import lookalike_count
 from cxreval.io import ReportPair, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.table import JudgementTable
@@ -137,6 +139,9 @@ class EvaluationResult(EvaluationScores):
     errors: pd.DataFrame
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
+    lookalikes: dict[str, int] = field(default_factory=dict)
+    """Per pair id with any, the letters of its two reports read as the Latin letters they only
+    look like (:func:`~cxreval.extract.text.lookalike_count`; errors.csv's ``lookalikes`` column)."""
 
     def __post_init__(self) -> None:
         if self.n_pairs != len(self.pair_ids):
@@ -144,7 +149,7 @@ class EvaluationResult(EvaluationScores):
 
     def errors_table(self) -> pd.DataFrame:
         """``errors.csv``: error counts per pair, then the kept input columns (``--meta-col``)."""
-        return errors_table(self.errors, self.meta)
+        return errors_table(self.errors, self.meta, self.lookalikes)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
@@ -332,7 +337,10 @@ class Evaluator:
         result.usage = out.usage
         result.run = run + 1
         done = set(out.table.pair_ids)
-        result.meta = _pair_meta([p for p in pairs if p.pair_id in done])
+        scored = [p for p in pairs if p.pair_id in done]
+        result.meta = _pair_meta(scored)
+        result.lookalikes = pair_lookalikes(scored)
+        warn_lookalikes(len(result.lookalikes))
         result.references_sha256 = references_fingerprint(pairs)
         return result
 
@@ -341,9 +349,32 @@ class Evaluator:
         return score_judgements(rows, pair_ids, self.ontology, self.signature)
 
 
-def errors_table(errors: pd.DataFrame, meta: Mapping[str, Mapping[str, str]]) -> pd.DataFrame:
-    """``errors.csv``'s table: error counts per pair, then the kept input columns (``--meta-col``;
-    one clashing with an error column is written as ``meta_NAME``)."""
+class LookalikeWarning(UserWarning):
+    """Some reports wrote letters that only look like Latin ones (counted in errors.csv)."""
+
+
+def pair_lookalikes(pairs: Iterable[ReportPair]) -> dict[str, int]:
+    """Per pair id with any, the look-alike letters of its reference and candidate together."""
+    counts = ((p.pair_id, lookalike_count(p.reference) + lookalike_count(p.candidate)) for p in pairs)
+    return {pid: n for pid, n in counts if n}
+
+
+def warn_lookalikes(n_pairs: int) -> None:
+    """Warn once per run when ``n_pairs`` pairs hold look-alike letters."""
+    if n_pairs:
+        warnings.warn(LookalikeWarning(
+            f"{n_pairs} pair{'s write' if n_pairs > 1 else ' writes'} letters that only look like Latin ones (a Cyrillic "
+            "'о' in 'pneumоthorax', accents on Latin letters); they are read as the letters they imitate and "
+            "counted in errors.csv's lookalikes column"), stacklevel=3)
+
+
+def errors_table(errors: pd.DataFrame, meta: Mapping[str, Mapping[str, str]],
+                 lookalikes: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """``errors.csv``'s table: error counts per pair, the look-alike letters of the pair
+    (``lookalikes``, 0 for most), then the kept input columns (``--meta-col``; one clashing with a
+    column before it is written as ``meta_NAME``)."""
+    counts = pd.Series(dict(lookalikes or {}), dtype="int64").reindex(errors.index, fill_value=0)
+    errors = errors.assign(lookalikes=counts.to_numpy())
     if not meta:
         return errors
     kept = pd.DataFrame.from_dict(dict(meta), orient="index").reindex(errors.index)

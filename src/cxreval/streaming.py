@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, init_rules_worker, progress_iter, rules_worker
-from cxreval.evaluate import PROGRESS_MIN_PAIRS, EvaluationScores, Evaluator, errors_table
+from cxreval.evaluate import (
+    PROGRESS_MIN_PAIRS,
+    EvaluationScores,
+    Evaluator,
+    errors_table,
+    pair_lookalikes,
+    warn_lookalikes,
+)
 from cxreval.io import ReportPair, fingerprint_hex, reference_digest
 from cxreval.judge.table import JudgementTable
 from cxreval.outputs import AtomicFile, atomic_write_text, remove_stale
@@ -60,6 +67,8 @@ class JudgedChunk:
     totals: SpecTotals
     reference_digests: int
     """Sum of the chunk's :func:`~cxreval.io.reference_digest` values."""
+    lookalike_pairs: int = 0
+    """Pairs of the chunk whose reports hold look-alike letters (warned about once per run)."""
 
 
 def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
@@ -71,7 +80,8 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
     table = engine.judge_here(pairs).table
     totals, errors, _ = SpecTotals.with_tables(table, engine.ontology)
     meta = {p.pair_id: p.meta for p in pairs} if any(p.meta for p in pairs) else {}
-    kept = errors_table(errors, meta)
+    lookalikes = pair_lookalikes(pairs)
+    kept = errors_table(errors, meta, lookalikes)
     engine.trim_cache()
     return JudgedChunk(
         n_pairs=len(pairs),
@@ -80,6 +90,7 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
         errors=kept.to_csv(header=False),
         totals=totals,
         reference_digests=sum(reference_digest(p.pair_id, p.reference) for p in pairs),
+        lookalike_pairs=len(lookalikes),
     )
 
 
@@ -96,6 +107,7 @@ class ResultWriter:
             AtomicFile.remove_leftovers(self.folder / name)
         self.totals = SpecTotals.empty(ontology)
         self.reference_digests = 0
+        self.lookalike_pairs = 0
         self._judgements = AtomicFile(self.folder / "judgements.jsonl")
         try:
             self._errors = AtomicFile(self.folder / "errors.csv", newline="")
@@ -115,6 +127,7 @@ class ResultWriter:
         self._errors.append(chunk.errors)
         self.totals = self.totals + chunk.totals
         self.reference_digests += chunk.reference_digests
+        self.lookalike_pairs += chunk.lookalike_pairs
 
     def scores(self) -> EvaluationScores:
         """The scores of every pair added so far."""
@@ -133,6 +146,7 @@ class ResultWriter:
             self._header_written = True
         self._judgements.commit()
         self._errors.commit()
+        warn_lookalikes(self.lookalike_pairs)
         remove_stale(self.folder, ["failures.jsonl"])  # the rule engine fails no pair
         scores = self.scores()
         atomic_write_text(self.folder / "scores.json", scores.scores_json())

@@ -153,6 +153,13 @@ def main(
     ] = None,
 ) -> None:
     """cxreval: which clinical findings does a report generator get wrong?"""
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: object = None, line: str | None = None) -> None:
+    """A warning as one ``WARNING:`` line on standard error (no file and line of cxreval's code)."""
+    err_console.print(f"[bold yellow]WARNING:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
 
 def _interrupt_exits_130(command: Callable[P, None]) -> Callable[P, None]:
