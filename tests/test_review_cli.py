@@ -11,7 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ EXAMPLE = example_path()
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cxreval", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
+                          env={**os.environ, **(env or {})}, timeout=300, check=False)
 
 
 def make_results(folder: Path) -> Path:
@@ -44,10 +44,12 @@ def make_db(tmp: Path, sample: int = 8, seed: int = 3) -> Path:
 
 
 @contextlib.contextmanager
-def server(db: Path, port: int = 0, host: str = "127.0.0.1") -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``cxreval review serve`` in a subprocess; yields it and the URL it printed."""
+def server(db: Path, port: int = 0, host: str = "127.0.0.1",
+           options: Sequence[str] = ()) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``cxreval review serve`` (with ``options``) in a subprocess; yields it and the URL it printed."""
     proc = subprocess.Popen([sys.executable, "-m", "cxreval", "review", "serve", str(db), "--host", host,
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--port", str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("review page: "), (line, proc.stderr.read() if proc.poll() is not None else "")
@@ -181,7 +183,7 @@ def test_serve_without_the_extra_names_it(tmp_path: Path) -> None:
     # the interpreter refuses to import uvicorn, as it would were the extra not installed
     code = ("import sys; sys.modules['uvicorn'] = None\nfrom cxreval.cli import app\n"
             f"app(['review', 'serve', {str(db)!r}, '--port', '0'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert "optional extra 'review': pip install 'cxreval[review]'" in done.stderr
 

@@ -100,8 +100,8 @@ def test_page_api_and_headers(tmp_path: Path) -> None:
         assert status == 415  # a cross-site form cannot post answers
         status, _, body = call(base + "/api/state?reviewer=ann", headers={"Host": "attacker.example"})
         assert status == 421  # DNS rebinding: only the server's own name is served
-        status, _, _ = call(base + "/api/pair/99?reviewer=ann")
-        assert status == 400
+        status, _, body = call(base + "/api/pair/99?reviewer=ann")
+        assert status == 404 and "no pair at position 99" in body["error"]
 
 
 def test_non_loopback_address_needs_the_token(tmp_path: Path) -> None:

@@ -3,14 +3,15 @@ accuracy against the reviewers, export the reviewed judgements as gold.
 
 Registered by the main CLI as ``app.add_typer(review_app, name="review")``. Exit codes: 0 done,
 2 bad input or settings (a results folder without judgements, another tool's database, a
-database already initialised, a port in use, the extra ``review`` missing for ``serve``).
+database already initialised, a database ``serve`` cannot write to, a port in use, the extra
+``review`` missing for ``serve``).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -33,13 +34,13 @@ def init(
     db: Annotated[Path, typer.Option("--db", metavar="FILE", help="New review database (SQLite) to create.")],
     sample: Annotated[int, typer.Option("--sample", min=1, metavar="N", help="Pairs to draw (all, if fewer).")],
     seed: Annotated[int, typer.Option("--seed", metavar="S", help="Seed of the draw.")] = 0,
-    pairs: Annotated[Optional[Path], typer.Option("--pairs", metavar="FILE", help="The file that was evaluated, for the report texts [default: RESULTS_DIR/pairs.csv or .jsonl, .tsv, .json, .parquet].")] = None,
-    input_format: Annotated[Optional[str], typer.Option("--format", metavar="FORMAT", help="Format of --pairs when its suffix does not tell (csv, tsv, jsonl, json, parquet).")] = None,
+    pairs: Annotated[Path | None, typer.Option("--pairs", metavar="FILE", help="The file that was evaluated, for the report texts [default: RESULTS_DIR/pairs.csv or .jsonl, .tsv, .json, .parquet].")] = None,
+    input_format: Annotated[str | None, typer.Option("--format", metavar="FORMAT", help="Format of --pairs when its suffix does not tell (csv, tsv, jsonl, json, parquet).")] = None,
     id_col: Annotated[str, typer.Option("--id-col", help="Id column of --pairs.")] = "id",
     reference_col: Annotated[str, typer.Option("--reference-col", help="Reference text column of --pairs.")] = "reference",
     candidate_col: Annotated[str, typer.Option("--candidate-col", help="Candidate text column of --pairs.")] = "candidate",
     critical_boost: Annotated[float, typer.Option("--critical-boost", min=1.0, metavar="X", help="Over-sampling factor of strata led by a critical entity.")] = 3.0,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", metavar="FILE", help="The ontology the results were scored with, if not the packaged one.")] = None,
+    ontology: Annotated[Path | None, typer.Option("--ontology", metavar="FILE", help="The ontology the results were scored with, if not the packaged one.")] = None,
 ) -> None:
     """Draw a seeded, stratified sample of pairs from a results folder into a review database."""
     from cxreval.io import InputError, read_pairs
@@ -74,6 +75,7 @@ def serve(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database made by cxreval review init.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on; any other than loopback requires a token (printed in the URL).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="P", help="Port (0: any free one).")] = 8765,
+    lock_timeout: Annotated[float, typer.Option("--lock-timeout", min=0.0, metavar="SECONDS", help="How long a write waits for another program's lock on the database before the page is told it was not saved (it keeps the answer and retries).")] = 30.0,
 ) -> None:
     """Serve the review page locally until Ctrl-C; every answer is saved as it is given."""
     from cxreval.review.db import ReviewDB, ReviewDBError
@@ -81,7 +83,8 @@ def serve(
 
     try:
         require_extra()
-        ReviewDB.open(db).close()
+        with ReviewDB.open(db, lock_timeout) as opened:
+            opened.check_writable()  # a database the server cannot write to is refused now, saying why
     except (MissingExtra, ReviewDBError) as exc:
         fail(str(exc))
     from cxreval.review.server import serve as run_server
@@ -91,8 +94,8 @@ def serve(
         typer.echo("(put your name in the URL in place of YOUR_NAME; Ctrl-C stops the server, answers are saved)")
 
     try:
-        run_server(db, host=host, port=port, announce=announce)
-    except PortInUse as exc:
+        run_server(db, host=host, port=port, announce=announce, lock_timeout=lock_timeout)
+    except (PortInUse, ReviewDBError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
@@ -104,14 +107,14 @@ def serve(
 def stats(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
-    csv_file: Annotated[Optional[Path], typer.Option("--csv", metavar="FILE", help="Write every number with its signature as CSV.")] = None,
-    latex_file: Annotated[Optional[Path], typer.Option("--latex", metavar="FILE", help="Write SPEC-CXR's validation table as LaTeX.")] = None,
-    html_file: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", help="Write the review section as a self-contained HTML page.")] = None,
+    csv_file: Annotated[Path | None, typer.Option("--csv", metavar="FILE", help="Write every number with its signature as CSV.")] = None,
+    latex_file: Annotated[Path | None, typer.Option("--latex", metavar="FILE", help="Write SPEC-CXR's validation table as LaTeX.")] = None,
+    html_file: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the review section as a self-contained HTML page.")] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=0, metavar="N", help="Bootstrap resamples of the weighted interval.")] = 2000,
-    seed: Annotated[Optional[int], typer.Option("--seed", metavar="S", help="Bootstrap seed [default: the sample's seed].")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", metavar="S", help="Bootstrap seed [default: the sample's seed].")] = None,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the intervals.")] = 0.95,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities the engine gets wrong most often, to list.")] = 10,
-    reviewer: Annotated[Optional[list[str]], typer.Option("--reviewer", metavar="NAME", help="Only these reviewers' answers (repeatable).")] = None,
+    reviewer: Annotated[list[str] | None, typer.Option("--reviewer", metavar="NAME", help="Only these reviewers' answers (repeatable).")] = None,
 ) -> None:
     """The engine's accuracy per field against the reviewers (SPEC-CXR's layout), re-weighted for the sampling."""
     from rich.table import Table
@@ -178,8 +181,8 @@ def stats(
 def export(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database.")],
     out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for judgements.jsonl, errors.csv, scores.json.")],
-    prefer: Annotated[Optional[list[str]], typer.Option("--prefer", metavar="NAME", help="Reviewer whose answer wins a tie (repeatable, in order) [default: alphabetical].")] = None,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one.")] = None,
+    prefer: Annotated[list[str] | None, typer.Option("--prefer", metavar="NAME", help="Reviewer whose answer wins a tie (repeatable, in order) [default: alphabetical].")] = None,
+    ontology: Annotated[Path | None, typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one.")] = None,
 ) -> None:
     """Write the reviewed judgements as a gold judgement table (the files cxreval evaluate writes)."""
     from cxreval.ontology import OntologyError

@@ -6,27 +6,46 @@ writes, and every answer is committed (``synchronous=FULL``) before the server r
 server killed mid-session loses nothing it acknowledged. ``PRAGMA application_id`` marks the
 file as a cxreval review database and ``PRAGMA user_version`` carries the schema version, so
 another tool's database (or an older schema) is refused with a message instead of misread.
+
+Each write the review page sends carries an id of its own (``op_id``); the id is recorded in
+table ``applied`` in the transaction of the write, so a write the page sends again (its reply
+was lost, or another tab of the same browser sent it too) is applied once. SQLite errors are
+turned into messages that name the file and what is wrong with it (:func:`describe_error`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, field_validator
 
-from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
+from cxreval.judge.models import (
+    AttributeJudgement,
+    ComparisonJudgement,
+    EntityJudgement,
+    Presence,
+)
 from cxreval.ontology import Ontology
 
 #: "CXRv" in ASCII: what ``PRAGMA application_id`` holds in a cxreval review database.
 APPLICATION_ID = 0x43585276
 SCHEMA_VERSION = 1
-REVIEWER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+#: A reviewer name; matched whole (``fullmatch``: ``$`` would let a trailing newline through).
+REVIEWER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+#: The id the page gives each write it sends, so that a write sent twice is applied once.
+OP_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
+#: Seconds a connection waits for another program's write lock before giving up.
+LOCK_TIMEOUT = 30.0
 FIELDS = ("presence", "location", "severity", "comparison")
 #: What the engine said about an entity it gave no row for: mentioned in neither report.
 IMPLICIT = {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
@@ -52,6 +71,10 @@ CREATE TABLE notes (reviewer TEXT NOT NULL, pair_id TEXT NOT NULL REFERENCES pai
 CREATE TABLE checked (reviewer TEXT NOT NULL, pair_id TEXT NOT NULL REFERENCES pairs(pair_id),
                       checked_at TEXT NOT NULL, PRIMARY KEY (reviewer, pair_id));
 """
+#: Added after schema 1 was released, without a version change (older cxreval ignores it):
+#: ``serve`` creates it in a schema-1 file that lacks it.
+_APPLIED = """CREATE TABLE IF NOT EXISTS applied (op_id TEXT PRIMARY KEY, reviewer TEXT NOT NULL,
+                                   action TEXT NOT NULL, applied_at TEXT NOT NULL);"""
 
 
 class ReviewDBError(ValueError):
@@ -130,36 +153,83 @@ class StoredAnswer(BaseModel):
 
 def check_reviewer(name: str) -> str:
     """A reviewer name: 1-40 letters, digits, ``_ . -`` (it goes in URLs and file names)."""
-    if not REVIEWER_RE.match(name or ""):
+    if not isinstance(name, str) or not REVIEWER_RE.fullmatch(name):
         raise ReviewDBError(f"reviewer name {name!r}: use 1-40 letters, digits, '_', '.' or '-' (starting with a "
                             "letter or digit)")
     return name
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), waiting up to 30 s on a lock."""
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+def check_op_id(op_id: object) -> str | None:
+    """The id of a write sent by the page (None: the client gave none, no deduplication)."""
+    if op_id is None:
+        return None
+    if not isinstance(op_id, str) or not OP_ID_RE.fullmatch(op_id):
+        raise ReviewDBError(f"op_id {op_id!r}: use 8-64 letters, digits, '_' or '-'")
+    return op_id
+
+
+def sqlite_uri(path: str | Path, **params: str) -> str:
+    """An SQLite ``file:`` URI naming ``path`` exactly: ``?``, ``#``, ``%`` and the like are
+    percent-encoded (pasted into the URI they would end the path and open another file)."""
+    uri = Path(os.path.abspath(path)).as_uri()
+    return uri + ("?" + urlencode(params) if params else "")
+
+
+def connect(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), waiting up to ``timeout``
+    seconds for another connection's write lock; every commit is synced (``synchronous=FULL``)."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+_PLAIN_PROBLEMS = {
+    sqlite3.SQLITE_FULL: "the disk holding it is full",
+    sqlite3.SQLITE_IOERR: "disk I/O error",
+    sqlite3.SQLITE_CORRUPT: "the file is damaged (database disk image is malformed)",
+    sqlite3.SQLITE_NOTADB: "not an SQLite database",
+}
+
+
+def describe_error(path: Path, exc: sqlite3.Error, timeout: float = LOCK_TIMEOUT) -> str:
+    """What an SQLite error on the review database means, naming the file (and the folder,
+    when that is what is wrong): a read-only file or folder, a lock held too long, a full disk."""
+    code = getattr(exc, "sqlite_errorcode", None) or 0
+    primary = code & 0xFF
+    folder = Path(os.path.abspath(path)).parent
+    if code == sqlite3.SQLITE_READONLY_DIRECTORY or (primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
+                                                      and not os.access(folder, os.W_OK)):
+        return (f"{path}: its folder {folder} is read-only, and SQLite must create {path.name}-wal and "
+                f"{path.name}-shm beside a database in WAL mode: make the folder writable, or put the database in "
+                f"a writable one ({exc})")
+    if primary == sqlite3.SQLITE_READONLY:
+        return f"{path}: read-only (the file, its file system, or this connection): answers cannot be saved ({exc})"
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return (f"{path}: locked by another program for more than {timeout:g} s (a write in progress, a backup, an "
+                f"open transaction in a database browser) ({exc})")
+    if primary == sqlite3.SQLITE_CANTOPEN:
+        return f"{path}: cannot open it or the files SQLite keeps beside it ({exc})"
+    return f"{path}: {_PLAIN_PROBLEMS.get(primary, 'SQLite error')} ({exc})"
 
 
 def _identify(path: Path) -> tuple[int, int, list[str]]:
     """(application_id, user_version, table names) of an existing SQLite file."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=LOCK_TIMEOUT)
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         finally:
             conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise ReviewDBError(f"{path}: not an SQLite database ({exc})") from None
+    except sqlite3.Error as exc:
+        raise ReviewDBError(describe_error(path, exc)) from None
     return app_id, version, tables
 
 
@@ -173,7 +243,7 @@ class ReviewDB:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | Path) -> "ReviewDB":
+    def create(cls, path: str | Path) -> ReviewDB:
         """A new, empty review database at ``path`` (a missing or zero-length file).
 
         Raises :class:`AlreadyInitialised` on a review database, :class:`ReviewDBError` on any
@@ -193,16 +263,19 @@ class ReviewDB:
             raise ReviewDBError(_foreign(path, app_id, tables) + "; give a new file name for --db")
         if not path.parent.exists():
             raise ReviewDBError(f"--db {path}: folder {path.parent} does not exist")
-        conn = connect(path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.executescript("BEGIN;" + _SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        try:
+            conn = connect(path)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.executescript("BEGIN;" + _SCHEMA + _APPLIED + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        except sqlite3.Error as exc:
+            raise ReviewDBError(describe_error(path, exc)) from None
         return cls(path, conn)
 
     @classmethod
-    def open(cls, path: str | Path) -> "ReviewDB":
-        """An existing review database; refuses any other file with a message naming it."""
+    def open(cls, path: str | Path, lock_timeout: float = LOCK_TIMEOUT) -> ReviewDB:
+        """An existing review database; refuses any other file with a message naming it.
+        ``lock_timeout``: seconds a write waits for another program's lock before it fails."""
         path = Path(path)
         if not path.is_file():
             raise ReviewDBError(f"{path}: no such review database; create one with cxreval review init")
@@ -212,15 +285,35 @@ class ReviewDB:
         if version != SCHEMA_VERSION:
             raise ReviewDBError(f"{path}: review database schema version {version}; this cxreval reads version "
                                 f"{SCHEMA_VERSION}")
-        conn = connect(path)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
+        try:
+            conn = connect(path, lock_timeout)
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as exc:
+            raise ReviewDBError(describe_error(path, exc, lock_timeout)) from None
         return cls(path, conn)
+
+    def check_writable(self) -> None:
+        """Commit one write (the schema version, unchanged; the table ``applied`` where missing), so
+        that a server that could not save answers says why before it starts, not on the first one."""
+        timeout = self.conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+        try:
+            with self._transaction() as c:
+                c.execute(_APPLIED)
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise ReviewDBError(describe_error(self.path, exc, timeout)) from None
+
+    def sample_id(self) -> str:
+        """A short fingerprint of this sample (its settings and creation time): the page keeps
+        unsaved answers per sample, so that none is sent to another database served at the same
+        address."""
+        text = json.dumps(sorted(self.meta().items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "ReviewDB":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -228,6 +321,10 @@ class ReviewDB:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; inside one already open (see :meth:`once`), part of it."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -280,6 +377,20 @@ class ReviewDB:
         return [EngineRow(**dict(r)) for r in self.conn.execute(sql + " ORDER BY pair_id, rowid", args)]
 
     # -- answers -------------------------------------------------------------------------------
+
+    def once(self, op_id: str | None, reviewer: str, action: str,
+             write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``write`` (one of the methods below) unless the write ``op_id`` was applied before;
+        the id is recorded in the same transaction, so a write sent again is applied exactly once.
+        A repeated id gives ``{"duplicate": True, "op_id": ...}``."""
+        if op_id is None:
+            return write()
+        with self._transaction() as c:
+            if c.execute("SELECT 1 FROM applied WHERE op_id = ?", (op_id,)).fetchone():
+                return {"duplicate": True, "op_id": op_id}
+            result = write()
+            c.execute("INSERT INTO applied VALUES (?, ?, ?, ?)", (op_id, reviewer, action, _now()))
+        return result
 
     def save_answer(self, answer: Answer) -> StoredAnswer:
         """Store (or replace) a verdict and commit it. An entity the engine gave no row for is an
