@@ -173,14 +173,15 @@ class _Boom(list):  # a judgement table that breaks half-way through being writt
 def test_a_crash_while_saving_never_leaves_a_mixed_folder(tmp_path: Path) -> None:
     result = cxreval.evaluate(read_pairs(example_path()))
     result.save(tmp_path)
-    before = (tmp_path / "judgements.jsonl").read_text()
+    names = ["errors.csv", "judgements.jsonl", "scores.json"]
+    before = {n: (tmp_path / n).read_bytes() for n in names}
     result.judgements = _Boom(result.judgements)
     with pytest.raises(RuntimeError):
         result.save(tmp_path)
-    # the old judgements are whole, no temporary file is left, and no scores.json claims them
-    assert (tmp_path / "judgements.jsonl").read_text() == before
-    assert not (tmp_path / "scores.json").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["errors.csv", "judgements.jsonl"]
+    # the earlier run is whole (its scores.json with it); the broken file is named for what it is
+    assert {n: (tmp_path / n).read_bytes() for n in names} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        *names[:2], "judgements.jsonl.partial", "scores.json"]
 
 
 def test_sigint_prints_one_line_and_exits_130(tmp_path: Path) -> None:

@@ -211,8 +211,10 @@ def test_reading_a_stream_keeps_no_entry_per_pair(tmp_path: Path, monkeypatch: p
 def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the change each system was saved when judged, so Ctrl-C kept the finished ones
-    ('results of 1 of 2 systems are in OUT'). Now every system is committed only at the very end:
-    sys-a, wholly read and judged, is discarded (its judgements and scores are lost)."""
+    ('results of 1 of 2 systems are in OUT'). Then every system was committed only at the very end:
+    sys-a, wholly read and judged, was discarded (its judgements and scores lost). Issue 27, item 9:
+    a folder holds one whole run, so sys-a is not put in place, but its finished files are kept,
+    named partial (and the earlier run, here none, is left whole)."""
     from cxreval.cli import app
     import cxreval.streaming as streaming
 
@@ -234,7 +236,10 @@ def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: 
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["evaluate", "--pairs", str(path), "--system-col", "model", "--out", str(out)])
     assert res.exit_code == 130, res.output
-    assert (out / "systems" / "sys-a" / "scores.json").is_file(), "the finished system was thrown away"
+    finished = out / "systems" / "sys-a"
+    assert json.loads((finished / "scores.json.partial").read_text(encoding="utf-8"))["n_pairs"] == 2, \
+        "the finished system was thrown away"
+    assert not (finished / "scores.json").exists(), "an unfinished run's system was put in place"
 
 
 # -- 10. many systems: two open files each -------------------------------------------------------------
@@ -324,7 +329,8 @@ def test_a_terminated_run_leaves_no_temporary_files(tmp_path: Path) -> None:
         proc.stdin.flush()
         # wait (no timing assert) until the first chunk is in the temporary file
         for _ in range(6000):
-            if proc.poll() is not None or (out.exists() and any(out.glob(".judgements.jsonl.*.tmp"))):
+            partial = out / "judgements.jsonl.partial"  # the run's file until it completes (issue 27, item 9)
+            if proc.poll() is not None or (partial.exists() and partial.stat().st_size > 0):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the run ended before it could be stopped"

@@ -28,8 +28,6 @@ mean over labels of each defined value.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 from collections.abc import Sequence
@@ -41,13 +39,25 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
-from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_whole_table, record_id
+from cxreval.io import (
+    InputError,
+    InputProblem,
+    RecordTable,
+    check_columns,
+    load_whole_table,
+    record_id,
+)
+from cxreval.outputs import csv_text
 from cxreval.render import latex_escape as _tex
 from cxreval.render import number as _f
 from cxreval.scores.labels import UncertainLabel, binarize
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
 from cxreval.scores.signature import Signature
-from cxreval.scores.stats import clopper_pearson, cohens_kappa_table, fleiss_kappa_counts
+from cxreval.scores.stats import (
+    clopper_pearson,
+    cohens_kappa_table,
+    fleiss_kappa_counts,
+)
 
 Tie = Literal["exclude", "positive", "negative"]
 
@@ -315,14 +325,12 @@ def render_rich(table: AgreementTable) -> Table:
 
 def render_csv(table: AgreementTable) -> str:
     """One CSV row per label, then micro and macro; all counts and values, unrounded."""
-    buf = io.StringIO()
     fields = list(AgreementRow.model_fields)
-    writer = csv.DictWriter(buf, fieldnames=[*fields, "signature"], lineterminator="\n")
-    writer.writeheader()
+    rows: list[list[object]] = [[*fields, "signature"]]
     for r in [*table.rows, table.micro, table.macro]:
-        writer.writerow({**{k: ("" if v is None else v) for k, v in r.model_dump().items()},
-                         "signature": str(table.signature)})
-    return buf.getvalue()
+        values = r.model_dump()
+        rows.append([*(values[k] for k in fields), str(table.signature)])
+    return csv_text(rows)
 
 
 def render_json(table: AgreementTable) -> str:

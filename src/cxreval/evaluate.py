@@ -44,16 +44,24 @@ from cxreval.extract.rules import RuleExtractor
 from cxreval.extract.text import lookalike_count
 from cxreval.io import ReportPair, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
+from cxreval.judge.crosscheck import InjectionFlag, injection_summary
 from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology, load_ontology
-from cxreval.outputs import atomic_writer, remove_stale
-from cxreval.scores import Averages, EntityScore, ErrorDistribution, GroupScore, Signature, spec_scores
+from cxreval.outputs import OutputManifest, OutputRun, csv_value, frame_rows, write_csv
+from cxreval.scores import (
+    Averages,
+    EntityScore,
+    ErrorDistribution,
+    GroupScore,
+    Signature,
+    spec_scores,
+)
 
 if TYPE_CHECKING:
-    from cxreval.llm.cache import AnswerCache
-    from cxreval.llm.config import LLMConfig
     from contextlib import AbstractAsyncContextManager
 
+    from cxreval.llm.cache import AnswerCache
+    from cxreval.llm.config import LLMConfig
     from cxreval.llm.runner import LLMRunner, Usage
 
 PROGRESS_MIN_PAIRS = 200
@@ -82,7 +90,9 @@ class EvaluationScores:
     error_summary: ErrorDistribution
     ontology: Ontology
     failures: list[Failure] = field(default_factory=list)
-    usage: "Usage | None" = None
+    usage: Usage | None = None
+    flags: list[InjectionFlag] = field(default_factory=list)
+    """Pairs whose text reads like instructions to the judge (LLM engines; :mod:`cxreval.judge.crosscheck`)."""
     run: int = 1
     critical_error_free: float | None = None
     """Share of pairs with no error on an entity the ontology marks critical."""
@@ -123,6 +133,7 @@ class EvaluationScores:
             "groups": [g.model_dump() for g in self.groups],
             "entities": [e.model_dump() for e in self.entities],
             **({"usage": self.usage.model_dump()} if self.usage is not None else {}),
+            **({"injection_check": injection_summary(self.flags)} if self.usage is not None else {}),
         }
 
     def scores_json(self) -> str:
@@ -156,32 +167,31 @@ class EvaluationResult(EvaluationScores):
 
         LLM engines (and any result with failures) also write ``failures.jsonl``, one line per
         pair that was not scored, empty when every pair was; a ``failures.jsonl`` left by an
-        earlier run of another engine is removed. Each file is written to a temporary file and
-        renamed; the previous ``scores.json`` is removed first and the new one is written last,
-        so a folder holding a ``scores.json`` always holds that run's other files.
+        earlier run of another engine is removed. The files are written beside the earlier
+        run's and replace them together once all are written (:class:`~cxreval.outputs.OutputRun`),
+        so an interrupted save leaves the earlier results whole.
         """
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {
-            "judgements": out / "judgements.jsonl",
-            "errors": out / "errors.csv",
-            "scores": out / "scores.json",
-        }
-        remove_stale(out, ["scores.json"])
+        with OutputRun() as run:
+            paths = self.write_to(run.folder(out_dir))
+        return paths
+
+    def write_to(self, folder: OutputManifest) -> dict[str, Path]:
+        """Write this result's files into ``folder`` under their partial names (see :meth:`save`);
+        they are put in place when the run that owns ``folder`` commits. Returns their final paths."""
+        out = folder.folder
+        paths = {name: out / f"{name}.{ext}" for name, ext in
+                 (("judgements", "jsonl"), ("errors", "csv"), ("scores", "json"))}
         if self.usage is not None or self.failures:
             paths["failures"] = out / "failures.jsonl"
-            with atomic_writer(paths["failures"]) as fh:
+            with folder.writer("failures.jsonl") as fh:
                 for failure in self.failures:
                     fh.write(failure.model_dump_json() + "\n")
-        else:
-            remove_stale(out, ["failures.jsonl"])
-        with atomic_writer(paths["judgements"]) as fh:
+        with folder.writer("judgements.jsonl") as fh:
             for row in self.judgements:
                 fh.write(row.model_dump_json() + "\n")
-        with atomic_writer(paths["errors"], newline="") as fh:
-            self.errors_table().to_csv(fh)
-        with atomic_writer(paths["scores"]) as fh:
-            fh.write(self.scores_json())
+        with folder.writer("errors.csv", newline="") as fh:
+            write_csv(fh, frame_rows(self.errors_table()))
+        folder.write_text("scores.json", self.scores_json(), last=True)
         return paths
 
 
@@ -209,9 +219,9 @@ class Evaluator:
         *,
         uncertain: UncertainPolicy = "positive",
         engine: EngineName = "rules",
-        llm: "LLMConfig | None" = None,
+        llm: LLMConfig | None = None,
         retry_failed: bool = False,
-        cache: "AnswerCache | None" = None,
+        cache: AnswerCache | None = None,
         spec_compat: bool = False,
         workers: int | None = None,
     ) -> None:
@@ -277,7 +287,7 @@ class Evaluator:
                                    "or use the rules engine")
         return read.extractions
 
-    def _runner(self) -> "AbstractAsyncContextManager[LLMRunner]":
+    def _runner(self) -> AbstractAsyncContextManager[LLMRunner]:
         """The LLM runner of one evaluation (on the given answer store, else the config's)."""
         assert self.llm is not None
         return open_runner(self.llm, cache=self._answer_cache, retry_failed=self.retry_failed)
@@ -332,9 +342,10 @@ class Evaluator:
 
     def _result(self, out: EngineOutput, pairs: Sequence[ReportPair], run: int) -> EvaluationResult:
         """Scores of one run's engine output, with its failures, usage and the scored pairs' kept columns."""
-        result = score_table(out.table, self.ontology, self.signature)
+        result = score_table(out.table, self.ontology, with_format_used(self.signature, out.usage))
         result.failures = list(out.failures)
         result.usage = out.usage
+        result.flags = list(out.flags)
         result.run = run + 1
         done = set(out.table.pair_ids)
         scored = [p for p in pairs if p.pair_id in done]
@@ -347,6 +358,23 @@ class Evaluator:
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
         """Scores from an existing judgement table (any engine's)."""
         return score_judgements(rows, pair_ids, self.ontology, self.signature)
+
+
+class FormatFallbackWarning(UserWarning):
+    """The server refused the json_schema response format; answers were asked in a weaker one."""
+
+
+def with_format_used(signature: Signature, usage: Usage | None) -> Signature:
+    """``signature`` with ``format:auto>USED`` where an ``auto`` run's server refused json_schema
+    and the answers were asked as json_object or with no format (warned once): a weaker check of
+    the answers' shape, so numbers of the two are not the same measurement."""
+    used = usage.response_format if usage is not None else None
+    if signature.options.get("format") != "auto" or used not in ("json_object", "none"):
+        return signature  # json_schema as asked, or Anthropic's forced tool (its only format)
+    warnings.warn(FormatFallbackWarning(
+        f"the server refused the json_schema response format: answers were asked as {used}, which it checks "
+        f"less strictly (the signature says format:auto>{used}; --response-format fixes one)"), stacklevel=3)
+    return signature.model_copy(update={"options": {**signature.options, "format": f"auto>{used}"}})
 
 
 class LookalikeWarning(UserWarning):
@@ -441,7 +469,7 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
             except ValueError as exc:
                 raise ResultsError(f"{paths['judgements.jsonl']}, line {lineno}: not a judgement ({exc})") from None
     pair_ids = pd.read_csv(paths["errors.csv"], usecols=["pair_id"], dtype=str, keep_default_na=False)["pair_id"]
-    result = score_judgements(rows, list(pair_ids), onto, signature)
+    result = score_judgements(rows, [csv_value(p) for p in pair_ids], onto, signature)  # ids as given
     result.references_sha256 = scores.get("references_sha256")
     return result
 
@@ -458,7 +486,7 @@ def evaluate(
     uncertain: UncertainPolicy = "positive",
     progress: bool | None = None,
     engine: EngineName = "rules",
-    llm: "LLMConfig | None" = None,
+    llm: LLMConfig | None = None,
     spec_compat: bool = False,
     workers: int | None = None,
 ) -> EvaluationResult:

@@ -30,7 +30,9 @@ input and needs the format named):
 JSON values keep their types (the :mod:`json` module is used rather than pandas, which would
 coerce numbers and dates), so a number, null or list where a report is expected is reported.
 Text files must be UTF-8; a UTF-8 byte order mark is accepted. Ids are compared as strings,
-stripped of surrounding whitespace (integer ids in JSON/Parquet become their decimal string).
+stripped of surrounding whitespace (integer ids in JSON/Parquet become their decimal string),
+except leading whitespace before ``=``, ``+``, ``-`` or ``@``, which is kept: stripping it would
+turn text into a spreadsheet formula.
 Report text is kept as is except that surrounding whitespace is stripped.
 """
 
@@ -54,6 +56,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cxreval.outputs import csv_value, formula_like
 
 __all__ = [
     "FORMATS",
@@ -610,12 +614,16 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
     return RecordTable(file=file, unit="row", columns=columns, records=records)
 
 
-def load_table(path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool) -> RecordTable:
+def load_table(path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool, *,
+               formula_guards: bool = False) -> RecordTable:
     """Read any supported file into records, collecting (not raising) every problem found.
 
     ``keyed_ok`` accepts the ReXrank layout (a JSON object keyed by id). ``-`` is standard input.
     Public for readers of other tables (``cxreval agree`` reads label files with it) so that
-    every input error in cxreval looks the same.
+    every input error in cxreval looks the same. ``formula_guards``: a table cxreval may have
+    written (``human_ratings.csv``, a perturbation suite): in CSV / TSV, the ``'`` that
+    :func:`cxreval.outputs.write_csv` puts before a cell that would start a spreadsheet formula
+    is removed, so ids and reports read back as they were.
     """
     file = os.fspath(path)
     p = Path(path)
@@ -625,13 +633,20 @@ def load_table(path: PathLike, format: str | None, wanted: Sequence[str], keyed_
             raise _file_error(file, "file not found")
         return _read_parquet(p, file, wanted)
     text = _decode(_read_bytes(p, file), file)
-    if fmt == "csv":
-        return _read_delimited(text, file, ",")
-    if fmt == "tsv":
-        return _read_delimited(text, file, "\t")
+    if fmt in ("csv", "tsv"):
+        table = _read_delimited(text, file, "," if fmt == "csv" else "\t")
+        return _without_formula_guards(table) if formula_guards else table
     if fmt == "jsonl":
         return _read_jsonl(text, file)
     return _read_json(text, file, keyed_ok)
+
+
+def _without_formula_guards(table: RecordTable) -> RecordTable:
+    """The table with :func:`cxreval.outputs.csv_value` applied to its header and every cell."""
+    table.columns = [csv_value(c) for c in table.columns]
+    for rec in table.records:
+        rec.values = {csv_value(k): csv_value(v) if isinstance(v, str) else v for k, v in rec.values.items()}
+    return table
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,10 +719,19 @@ def record_id(table: RecordTable, rec: _Record, id_col: str, present: set[str]) 
     if not isinstance(raw, str):
         table.problems.append(table.problem(f"id must be text or an integer, got {_json_type(raw)}", rec, field_name))
         return None
-    ident = raw.strip()
+    ident = _stripped_id(raw)
     if not ident:
         table.problems.append(table.problem("empty id", rec, field_name))
         return None
+    return ident
+
+
+def _stripped_id(raw: str) -> str:
+    """An id stripped of surrounding whitespace, except leading whitespace that keeps it from
+    starting a spreadsheet formula: ``"\\t=2+2"`` stays as given (stripped, it would be ``=2+2``)."""
+    ident = raw.strip()
+    if formula_like(ident) and raw[:1].isspace():
+        return raw.rstrip()
     return ident
 
 
@@ -1367,7 +1391,7 @@ def table_format(path: str | os.PathLike[str], format: str | None = None, defaul
 
 
 def load_whole_table(path: str | os.PathLike[str], format: str | None = None, *, default: str | None = "csv",
-                     keyed_ok: bool = False) -> RecordTable:
+                     keyed_ok: bool = False, formula_guards: bool = False) -> RecordTable:
     """:func:`~cxreval.io.load_table` with every column read (Parquet converts only the columns named).
 
     For tables whose columns are found from the header (rater columns, label columns).
@@ -1381,7 +1405,7 @@ def load_whole_table(path: str | os.PathLike[str], format: str | None = None, *,
             wanted = list(pq.ParquetFile(path).schema_arrow.names)
         except Exception:  # noqa: BLE001 - load_table reports an unreadable file with its position
             wanted = []
-    return load_table(path, fmt, wanted, keyed_ok=keyed_ok)
+    return load_table(path, fmt, wanted, keyed_ok=keyed_ok, formula_guards=formula_guards)
 
 
 def _field(table: RecordTable, rec: Record, col: str, present: set[str]) -> Any:

@@ -1,24 +1,33 @@
-"""Writing results safely: the output folder is checked before any work, files appear whole.
+"""Writing results safely: the output folder is checked before any work, files appear whole,
+a folder holds one whole run, and CSV cells never start a spreadsheet formula.
 
 Every file cxreval writes goes through :func:`atomic_writer` (a temporary file in the same
-folder, renamed over the target only once it is complete), so Ctrl-C or a crash never leaves a
-truncated ``judgements.jsonl`` beside a previous run's ``scores.json``.
+folder, renamed over the target only once it is complete) or an :class:`OutputRun`: a run's
+files are written beside the earlier run's under partial names (``errors.csv.partial``) and each
+replaces its twin only when the whole run is complete, so Ctrl-C, SIGTERM or a crash leaves the
+earlier run whole. Every CSV is written by :func:`write_csv` (OWASP's defence against CSV
+injection), and :func:`csv_value` undoes it for cxreval's own readers.
 """
 
 from __future__ import annotations
 
 import contextlib
-from glob import escape as glob_escape
+import csv
+import io
 import json
 import os
 import re
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from glob import escape as glob_escape
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Self
 
-__all__ = ["AtomicFile", "OutputError", "OutputManifest", "atomic_writer", "atomic_write_text", "check_out_dir", "remove_stale"]
+__all__ = ["AtomicFile", "OutputError", "OutputManifest", "OutputRun", "atomic_write_text", "atomic_writer",
+           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "remove_stale", "write_csv"]
 
 
 class OutputError(ValueError):
@@ -58,10 +67,19 @@ class AtomicFile:
     chunks arrive, and commits them together at the end.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, newline: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, newline: str | None = None,
+                 tmp: str | os.PathLike[str] | None = None) -> None:
+        """``tmp``: the name to write under (an :class:`OutputRun`'s partial name); default a hidden
+        temporary name."""
         self.path = Path(path)
         self.newline = newline
-        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        if tmp is None:
+            fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        else:  # a partial file an earlier run left is replaced, never written through (a link)
+            self.tmp = os.fspath(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
         try:
             self.fh: IO[str] = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
@@ -88,6 +106,11 @@ class AtomicFile:
             os.fsync(self.fh.fileno())
             self.fh.close()
         os.replace(self.tmp, self.path)
+
+    def close(self) -> None:
+        """Close the file, keeping what was written under its temporary name."""
+        if not self.fh.closed:
+            self.fh.close()
 
     def discard(self) -> None:
         """Forget the content; ``path`` keeps what it held."""
@@ -144,19 +167,101 @@ def remove_stale(folder: str | os.PathLike[str], names: Iterable[str]) -> list[P
     return removed
 
 
+# -- CSV: one writer, cells that never start a formula ------------------------------------------
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = frozenset("=+-@\t\r")
+#: A genuine number, written as it is even when it starts with ``-`` or ``+``.
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)", re.IGNORECASE)
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet would run ``text`` as a formula: it starts with one of
+    :data:`FORMULA_STARTS` and is not a number (``-0.5`` is a number, ``-2+3`` a formula)."""
+    return text[:1] in FORMULA_STARTS and not _NUMBER.fullmatch(text)
+
+
+def csv_cell(value: object) -> object:
+    """A cell as cxreval writes it (OWASP): text that would start a formula gets a leading ``'``.
+
+    The test looks past leading quotes, so a text that itself begins ``'=`` gets one more and
+    :func:`csv_value` gives it back whole. Numbers, and text that is a number, are left as they
+    are; None is an empty cell.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str) and formula_like(value.lstrip("'")) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def csv_value(cell: str) -> str:
+    """A text cell of a CSV cxreval wrote, as it was before :func:`csv_cell` (its ``'`` removed)."""
+    if cell[:1] == "'" and formula_like(cell.lstrip("'")):
+        return cell[1:]
+    return cell
+
+
+def write_csv(fh: IO[str], rows: Iterable[Sequence[object]]) -> None:
+    """Write ``rows`` (the header is the first) to ``fh`` as CSV, every cell through :func:`csv_cell`,
+    lines ending in ``\\n``: the one CSV writer of cxreval (evaluate, bench, review, meta).
+
+    A row with a carriage return in a text has its texts quoted (the csv module quotes only the
+    line terminator's characters, and a bare ``\\r`` would end the record for a reader)."""
+    plain = csv.writer(fh, lineterminator="\n")
+    quoted = csv.writer(fh, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
+    for row in rows:
+        cells = [csv_cell(v) for v in row]
+        (quoted if any(isinstance(c, str) and "\r" in c for c in cells) else plain).writerow(cells)
+
+
+def csv_text(rows: Iterable[Sequence[object]]) -> str:
+    """:func:`write_csv`'s text, for a CSV printed or assembled in parts."""
+    buf = io.StringIO()
+    write_csv(buf, rows)
+    return buf.getvalue()
+
+
+def frame_rows(frame: Any, *, header: bool = True) -> Iterator[list[object]]:
+    """A pandas DataFrame's rows for :func:`write_csv`, laid out as ``DataFrame.to_csv`` lays them
+    (the index first, its name heading it); missing values are empty cells."""
+    if header:
+        yield [frame.index.name or "", *frame.columns]
+    for key, *values in frame.itertuples(name=None):
+        yield [_plain(key), *(_plain(v) for v in values)]
+
+
+def _plain(value: object) -> object:
+    """A DataFrame value as a Python scalar (numpy's repr is not a number); NaN / NA as None."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+        return None
+    item = getattr(value, "item", None)
+    return item() if callable(item) and not isinstance(value, str) else value
+
+
+# -- One run's files: written beside the earlier run's, put in place together --------------------
+
+#: The suffix of a file an unfinished run wrote (it replaces its twin once the run is complete).
+PARTIAL = ".partial"
+
 #: Names an output folder of ``cxreval evaluate`` may hold, for folders written before manifests.
 KNOWN_OUTPUTS = re.compile(r"(scores\.json|judgements\.jsonl|errors\.csv|failures\.jsonl|runs\.json|systems\.csv"
                            r"|run-\d+|systems)")
 
 
 class OutputManifest:
-    """What one run wrote into an output folder, so the next run removes what it does not rewrite.
+    """What one run writes into one output folder, so that it replaces the earlier run's as a whole.
 
-    A folder holds ``.cxreval-outputs.json``, the entries (files or folders, relative) the last run
-    wrote there. :meth:`finish` deletes the previous run's entries this run did not write (a
-    ``run-2/`` after ``--runs 1``, a top-level ``scores.json`` after ``--system-col``) and records
-    this run's; only entries cxreval itself wrote are ever deleted. A folder written before
-    manifests existed is treated as holding the names :data:`KNOWN_OUTPUTS` matches.
+    A folder holds ``.cxreval-outputs.json``: ``entries``, the names (files or folders) the last
+    complete run wrote there, and ``partial``, those of runs that did not complete. A run writes
+    each file under its partial name (``errors.csv.partial``: :meth:`open`, :meth:`writer`,
+    :meth:`write_text`); :class:`OutputRun` renames them over their twins once the whole run is
+    complete and deletes the earlier run's entries this run did not write (a ``run-2/`` after
+    ``--runs 1``). Only entries cxreval itself wrote are ever deleted: the folder may hold the
+    user's own files (or be ``.``). A folder written before manifests existed is treated as
+    holding the names :data:`KNOWN_OUTPUTS` matches.
     """
 
     NAME = ".cxreval-outputs.json"
@@ -164,30 +269,235 @@ class OutputManifest:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.written: list[str] = []
-        path = self.folder / self.NAME
+        self.files: dict[str, AtomicFile] = {}
+        self.last: str | None = None
+        self.previous, self.unfinished = self._read()
+
+    def _read(self) -> tuple[list[str], list[str]]:
+        """(entries of the last complete run, names of unfinished runs) from the folder's manifest."""
         try:
-            self.previous: list[str] = list(json.loads(path.read_text(encoding="utf-8"))["entries"])
-        except (OSError, ValueError, KeyError, TypeError):
-            self.previous = ([p.name for p in self.folder.iterdir() if KNOWN_OUTPUTS.fullmatch(p.name)]
-                             if self.folder.is_dir() else [])
+            doc = json.loads((self.folder / self.NAME).read_text(encoding="utf-8"))
+            return [str(n) for n in doc["entries"]], [str(n) for n in doc.get("partial", [])]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return _legacy_entries(self.folder), []
 
     def add(self, *names: str) -> None:
-        """Record entries (names relative to the folder) this run writes."""
+        """Record entries (names in the folder) this run writes."""
+        for name in names:
+            _check_name(name)
         self.written.extend(n for n in names if n not in self.written)
 
+    def partial(self, name: str) -> Path:
+        """Where this run writes ``name`` until the run is complete."""
+        return self.folder / (name + PARTIAL)
+
+    def open(self, name: str, *, newline: str | None = None, last: bool = False) -> AtomicFile:
+        """Start writing ``name`` under its partial name; it replaces ``name`` when the run commits.
+
+        ``last``: the file that says the folder's run is complete (``scores.json``): the earlier
+        one is removed first and this one put in place last, so a commit cut short by SIGKILL
+        leaves a folder without it, which readers refuse.
+        """
+        self.add(name)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        AtomicFile.remove_leftovers(self.folder / name)  # hidden temporary files of older releases
+        if name in self.files:
+            self.files[name].close()
+        self.files[name] = AtomicFile(self.folder / name, newline=newline, tmp=self.partial(name))
+        if last:
+            self.last = name
+        return self.files[name]
+
+    @contextlib.contextmanager
+    def writer(self, name: str, *, newline: str | None = None, last: bool = False) -> Iterator[IO[str]]:
+        """:meth:`open` as a block: the file is closed when it ends (on an error too, kept partial)."""
+        file = self.open(name, newline=newline, last=last)
+        try:
+            yield file.fh
+        finally:
+            file.close()
+
+    def write_text(self, name: str, text: str, *, last: bool = False) -> None:
+        """Write ``name`` (UTF-8) under its partial name."""
+        with self.writer(name, last=last) as fh:
+            fh.write(text)
+
     def finish(self) -> list[Path]:
-        """Delete the previous run's entries that this run did not write; save the manifest."""
-        removed = []
-        for name in self.previous:
-            if name in self.written or "/" in name or name in ("", ".", ".."):
+        """Commit this folder alone (see :meth:`OutputRun.commit`)."""
+        run = OutputRun()
+        run.folders[self.folder] = self
+        return run.commit()
+
+    # -- the steps of OutputRun.commit / abandon, for every folder of a run -------------------
+
+    def _drop_last(self) -> None:
+        """Remove the earlier run's completion mark (see :meth:`open`)."""
+        if self.last is not None and (self.folder / self.last).is_file():
+            (self.folder / self.last).unlink()
+
+    def _replace(self) -> None:
+        """Rename every partial file over its twin, the completion mark last."""
+        names = [n for n in self.files if n != self.last] + ([self.last] if self.last is not None else [])
+        for name in names:
+            self.files[name].commit()
+
+    def _remove_stale(self) -> list[Path]:
+        """Delete the earlier run's entries this run did not write, and unfinished runs' partial files."""
+        removed: list[Path] = []
+        for name in dict.fromkeys([*self.previous, *self.unfinished]):
+            if not _valid_name(name):
                 continue
-            target = self.folder / name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-                removed.append(target)
-            elif target.is_file():
-                target.unlink()
-                removed.append(target)
+            if name not in self.written:
+                removed += _remove_entry(self.folder / name, committed=name in self.previous)
+            removed += _remove_entry(self.partial(name), committed=True) if name not in self.files else []
+        return removed
+
+    def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.folder / self.NAME, json.dumps({"entries": self.written}, indent=1) + "\n")
+
+    def _abandon(self) -> None:
+        """Close this run's files, keep them under their partial names (but empty ones), and record
+        those names (the earlier run's entries stay as they are) so that a later run removes them."""
+        for file in self.files.values():
+            file.close()
+            with contextlib.suppress(OSError):
+                if os.path.getsize(file.tmp) == 0:
+                    os.unlink(file.tmp)
+        if not self.written or not self.folder.is_dir():
+            return
+        partial = list(dict.fromkeys([*self.unfinished, *self.written]))
+        atomic_write_text(self.folder / self.NAME,
+                          json.dumps({"entries": self.previous, "partial": partial}, indent=1) + "\n")
+
+
+class OutputRun:
+    """The files one run writes, in one or more folders: they replace the earlier run's only when
+    the whole run is complete, so a folder always holds one whole run.
+
+    As a context manager, a clean end commits (:meth:`commit`); an exception (Ctrl-C, SIGTERM, a
+    crash) leaves the earlier run whole and this run's files under their partial names, recorded
+    in each folder's manifest so that the next run removes them. ``committed`` tells which.
+    """
+
+    def __init__(self) -> None:
+        self.folders: dict[Path, OutputManifest] = {}
+        self.committed = False
+
+    def folder(self, path: str | os.PathLike[str]) -> OutputManifest:
+        """The manifest of a folder this run writes into (made on first use)."""
+        key = Path(path)
+        if key not in self.folders:
+            self.folders[key] = OutputManifest(key)
+        return self.folders[key]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        try:
+            if kind is None:
+                self.commit()
+        finally:
+            if not self.committed:  # an error, or a commit cut short (a full disk)
+                self.abandon()
+
+    def commit(self) -> list[Path]:
+        """Put every partial file in place and save each folder's manifest; returns what was removed.
+
+        A folder inside another of the run is recorded as an entry of it. SIGINT and SIGTERM wait
+        until this ends (a few renames), so they cannot leave a folder half replaced; the deepest
+        folders go first, so a parent's completion mark (``systems.csv``) comes last.
+        """
+        self._link()
+        manifests = sorted(self.folders.values(), key=lambda m: -len(m.folder.parts))
+        with _signals_deferred():
+            for m in manifests:
+                m._drop_last()
+            for m in manifests:
+                m._replace()
+            removed = [p for m in manifests for p in m._remove_stale()]
+            for m in manifests:
+                m._save()
+            self.committed = True
         return removed
+
+    def abandon(self) -> None:
+        """Leave the earlier run as it is and this run's files under their partial names."""
+        self._link()
+        for m in self.folders.values():
+            m._abandon()
+
+    def _link(self) -> None:
+        """Record each folder of the run as an entry of its parent, when the parent is in the run too."""
+        for m in self.folders.values():
+            parent = self.folders.get(m.folder.parent)
+            if parent is not None and parent is not m:
+                parent.add(m.folder.name)
+
+
+def _check_name(name: str) -> None:
+    if not _valid_name(name):
+        raise ValueError(f"not a name in an output folder: {name!r}")
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+
+
+def _legacy_entries(folder: Path) -> list[str]:
+    """The entries of a folder written before manifests: files :data:`KNOWN_OUTPUTS` names, and
+    folders it names that hold cxreval's results (a user's own ``systems/`` is left alone)."""
+    if not folder.is_dir():
+        return []
+    return [p.name for p in folder.iterdir() if KNOWN_OUTPUTS.fullmatch(p.name)
+            and (p.is_file() or (p.is_dir() and any((p / n).is_file() for n in (OutputManifest.NAME, "scores.json"))))]
+
+
+def _remove_entry(path: Path, *, committed: bool) -> list[Path]:
+    """Delete an entry cxreval wrote; a folder an unfinished run made (``committed`` False) loses
+    only what that run's manifest lists, and goes only if nothing else is left in it."""
+    if path.is_symlink() or path.is_file():
+        if committed:
+            path.unlink()
+            return [path]
+        return []
+    if not path.is_dir():
+        return []
+    if committed:
+        shutil.rmtree(path)
+        return [path]
+    inner = OutputManifest(path)
+    removed = [p for name in inner.unfinished if _valid_name(name)
+               for p in _remove_entry(inner.partial(name), committed=True)
+               + _remove_entry(path / name, committed=False)]
+    if not inner.previous and (path / OutputManifest.NAME).is_file():
+        (path / OutputManifest.NAME).unlink()
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only when empty
+        removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then act as they would have (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    kept = {s: h for s, h in previous.items() if h is not None}  # None: a handler not set from Python
+    for s in kept:
+        signal.signal(s, note)
+    try:
+        yield
+    finally:
+        for s, handler in kept.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])

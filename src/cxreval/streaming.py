@@ -8,21 +8,27 @@ fingerprint are kept. So memory does not grow with the number of pairs, and the 
 scores are those :meth:`cxreval.evaluate.EvaluationResult.save` writes for the whole input
 (``tests/test_streaming.py`` compares them byte for byte).
 
-The files are written to temporary files and renamed when the last chunk is in; the previous
-``scores.json`` is removed first and the new one is written last, so a folder holding a
-``scores.json`` always holds that run's other files, and an interrupted run leaves the previous
-files whole.
+The files are written beside the earlier run's under partial names (``errors.csv.partial``) and
+replace them only when the whole run is complete (:class:`~cxreval.outputs.OutputRun`), so an
+interrupted run leaves the earlier results whole.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, init_rules_worker, progress_iter, rules_worker
+from cxreval.engines import (
+    PARALLEL_MIN_PAIRS,
+    RulesEngine,
+    init_rules_worker,
+    progress_iter,
+    rules_worker,
+)
 from cxreval.evaluate import (
     PROGRESS_MIN_PAIRS,
     EvaluationScores,
@@ -33,7 +39,7 @@ from cxreval.evaluate import (
 )
 from cxreval.io import ReportPair, fingerprint_hex, reference_digest
 from cxreval.judge.table import JudgementTable
-from cxreval.outputs import AtomicFile, atomic_write_text, remove_stale
+from cxreval.outputs import OutputManifest, OutputRun, csv_text, frame_rows
 from cxreval.scores.report import pair_errors
 from cxreval.scores.spec import SpecTotals
 
@@ -86,8 +92,8 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
     return JudgedChunk(
         n_pairs=len(pairs),
         judgements="".join(row.model_dump_json() + "\n" for row in table.rows()),
-        errors_header=kept.iloc[:0].to_csv(),
-        errors=kept.to_csv(header=False),
+        errors_header=csv_text(frame_rows(kept.iloc[:0])),
+        errors=csv_text(frame_rows(kept, header=False)),
         totals=totals,
         reference_digests=sum(reference_digest(p.pair_id, p.reference) for p in pairs),
         lookalike_pairs=len(lookalikes),
@@ -95,27 +101,21 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
 
 
 class ResultWriter:
-    """One results folder, filled chunk by chunk (:data:`FILES`); :meth:`commit` makes it whole."""
+    """One results folder, filled chunk by chunk (:data:`FILES`) under partial names; :meth:`finish`
+    completes it, and the commit of the run that owns ``folder`` puts it in place."""
 
-    def __init__(self, folder: str | Path, ontology: "Ontology", signature: "Signature") -> None:
-        self.folder = Path(folder)
+    def __init__(self, folder: OutputManifest, ontology: Ontology, signature: Signature) -> None:
+        self.manifest = folder
+        self.folder = folder.folder
         self.ontology = ontology
         self.signature = signature
-        self.folder.mkdir(parents=True, exist_ok=True)
-        remove_stale(self.folder, ["scores.json"])  # until this run's is written, the folder holds no result
-        for name in FILES:
-            AtomicFile.remove_leftovers(self.folder / name)
         self.totals = SpecTotals.empty(ontology)
         self.reference_digests = 0
         self.lookalike_pairs = 0
-        self._judgements = AtomicFile(self.folder / "judgements.jsonl")
-        try:
-            self._errors = AtomicFile(self.folder / "errors.csv", newline="")
-        except BaseException:
-            self._judgements.discard()
-            raise
-        self._judgements.fh.close()  # opened per chunk (AtomicFile.append): no descriptor held per folder
-        self._errors.fh.close()
+        self._judgements = folder.open("judgements.jsonl")
+        self._errors = folder.open("errors.csv", newline="")
+        self._judgements.close()  # opened per chunk (AtomicFile.append): no descriptor held per folder
+        self._errors.close()
         self._header_written = False
 
     def add(self, chunk: JudgedChunk) -> None:
@@ -139,23 +139,17 @@ class ResultWriter:
             references_sha256=fingerprint_hex(self.reference_digests),
         )
 
-    def commit(self) -> EvaluationScores:
-        """Rename the files into place, then write ``scores.json``; return the scores."""
+    def finish(self) -> EvaluationScores:
+        """Write ``scores.json`` (under its partial name, like the others); return the scores.
+        A ``failures.jsonl`` of an earlier run goes when the run commits (the rule engine fails no pair)."""
         if not self._header_written:  # no pair at all: the header of an empty table
-            self._errors.append(pair_errors(JudgementTable.empty().frame, []).to_csv())
+            empty = errors_table(pair_errors(JudgementTable.empty().frame, []), {})
+            self._errors.append(csv_text(frame_rows(empty)))
             self._header_written = True
-        self._judgements.commit()
-        self._errors.commit()
         warn_lookalikes(self.lookalike_pairs)
-        remove_stale(self.folder, ["failures.jsonl"])  # the rule engine fails no pair
         scores = self.scores()
-        atomic_write_text(self.folder / "scores.json", scores.scores_json())
+        self.manifest.write_text("scores.json", scores.scores_json(), last=True)
         return scores
-
-    def discard(self) -> None:
-        """Drop what was written; the folder keeps its previous files (but no ``scores.json``)."""
-        self._judgements.discard()
-        self._errors.discard()
 
 
 def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[ReportPair], *,
@@ -184,12 +178,12 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
                         total: int | None = None, progress: bool | None = None,
                         by_system: bool = True, executor: str = "local",
                         ray_address: str | None = None, expected: Mapping[str | None, int] | None = None,
-                        check_unique: bool = True) -> dict[str | None, EvaluationScores]:
+                        check_unique: bool = True, outputs: OutputRun | None = None) -> dict[str | None, EvaluationScores]:
     """:func:`evaluate_to` for long-format input: each pair's results go to the folder of its
     :attr:`ReportPair.system` (every system needs one); returns each system's scores, in order
     of first appearance. ``by_system=False``: ``folders`` holds one folder, for every pair.
-    ``executor``, ``ray_address``, ``expected`` and ``check_unique``: see :func:`evaluate_stream`
-    (the rule engine only)."""
+    ``executor``, ``ray_address``, ``expected``, ``check_unique`` and ``outputs``: see
+    :func:`evaluate_stream` (the first four apply to the rule engine only)."""
     if progress is None:
         progress = (total or 0) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
     engine = evaluator.judge_engine
@@ -201,7 +195,7 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
             to = Path(only)
         return evaluate_stream(engine, pairs, to, workers=engine.workers, total=total, progress=progress,
                                executor=executor, ray_address=ray_address, expected=expected,
-                               check_unique=check_unique)
+                               check_unique=check_unique, outputs=outputs)
     if executor != "local" or ray_address is not None:
         raise ValueError(f"executor {executor!r} and ray_address apply to the rule engine; "
                          f"engine {engine.name!r} judges in this process")
@@ -209,13 +203,19 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
     for p in pairs:
         groups.setdefault(p.system if by_system else None, []).append(p)
     out: dict[str | None, EvaluationScores] = {}
-    for system, group in groups.items():
-        if system not in folders:
-            raise ValueError(f"no output folder for system {system!r}")
-        result = evaluator.evaluate(group, progress=progress)
-        result.save(folders[system])
-        out[system] = result
+    with _run_of(outputs) as run:
+        for system, group in groups.items():
+            if system not in folders:
+                raise ValueError(f"no output folder for system {system!r}")
+            result = evaluator.evaluate(group, progress=progress)
+            result.write_to(run.folder(folders[system]))
+            out[system] = result
     return out
+
+
+def _run_of(outputs: OutputRun | None) -> AbstractContextManager[OutputRun]:
+    """The run the caller owns (it commits), or a new one that commits when the block ends cleanly."""
+    return OutputRun() if outputs is None else nullcontext(outputs)
 
 
 def evaluate_stream(
@@ -231,6 +231,7 @@ def evaluate_stream(
     ray_address: str | None = None,
     expected: Mapping[str | None, int] | None = None,
     check_unique: bool = True,
+    outputs: OutputRun | None = None,
 ) -> dict[str | None, EvaluationScores]:
     """Judge ``pairs`` chunk by chunk and write each system's results folder as they come.
 
@@ -239,8 +240,11 @@ def evaluate_stream(
     must keep the same columns (:attr:`ReportPair.meta` keys). ``expected``: the number of
     pairs of each system, when known; a system's folder is then complete, and committed, as soon
     as its last pair is in, so an interrupted long-format run keeps the systems it finished.
-    While this runs in the main thread, SIGTERM (a scheduler's stop) removes the temporary files
-    as Ctrl-C does, unless the program has its own SIGTERM handler.
+    The files are written under partial names and put in place together, every system's, when
+    the last pair is in (:class:`~cxreval.outputs.OutputRun`): an interrupted run leaves the
+    earlier results whole. ``outputs``: a run the caller commits (with files of its own, such as
+    ``systems.csv``); None: this call commits its own. While this runs in the main thread,
+    SIGTERM (a scheduler's stop) ends it as Ctrl-C does, unless the program has its own handler.
 
     ``folders`` is one folder for every pair, or a folder per :attr:`ReportPair.system` (long
     format); a pair of a system with no folder is an error. ``workers`` > 1 judges in that many
@@ -254,60 +258,75 @@ def evaluate_stream(
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if ray_address is not None and executor != "ray":
         raise ValueError("ray_address applies to executor 'ray'")
-    writers: dict[str | None, ResultWriter] = {}
-    done: dict[str | None, EvaluationScores | None] = {}  # order of first appearance
-
-    def writer(system: str | None) -> ResultWriter:
-        if system not in writers:
-            if isinstance(folders, Path):
-                folder = folders
-            elif system in folders:
-                folder = folders[system]
-            else:
-                raise ValueError(f"no output folder for system {system!r}")
-            writers[system] = ResultWriter(folder, engine.ontology, engine.signature)
-            done[system] = None
-        return writers[system]
-
     judged: Iterator[tuple[str | None, JudgedChunk]] | None = None
     restore = _terminate_as_exit()
     try:
-        if isinstance(folders, Path):
-            writer(None)  # one folder: written even when no pair comes
-        parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
-        if executor == "ray":
-            from cxreval.ray_executor import judge_in_ray
+        with _run_of(outputs) as run:
+            writers = _Writers(run, folders, engine)
+            parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
+            if executor == "ray":
+                from cxreval.ray_executor import judge_in_ray
 
-            judged = judge_in_ray(engine, parts, workers=workers, address=ray_address, judge=judge_chunk)
-        elif workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS):
-            judged = _judge_in_workers(engine, parts, workers)
-        else:
-            judged = ((system, judge_chunk(engine, items)) for system, items in parts)
-        steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
-        for system, chunk in steps:
-            w = writer(system)
-            w.add(chunk)
-            if expected is not None and w.totals.n_pairs == expected.get(system):
-                done[system] = writers.pop(system).commit()
-        for system, w in list(writers.items()):
-            done[system] = writers.pop(system).commit()
-        return {system: scores for system, scores in done.items() if scores is not None}
+                judged = judge_in_ray(engine, parts, workers=workers, address=ray_address, judge=judge_chunk)
+            elif workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS):
+                judged = _judge_in_workers(engine, parts, workers)
+            else:
+                judged = ((system, judge_chunk(engine, items)) for system, items in parts)
+            steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
+            for system, chunk in steps:
+                writers.add(system, chunk, expected)
+            return writers.finish()
     except BaseException:
         if judged is not None and hasattr(judged, "close"):
-            try:  # stop the workers / Ray actors now, not when the traceback is freed
+            with suppress(Exception):  # stop the workers / Ray actors now; the first error is the one to report
                 judged.close()
-            except Exception:  # pragma: no cover - the first error is the one to report
-                pass
-        for w in writers.values():
-            w.discard()
         raise
     finally:
         restore()
 
 
+class _Writers:
+    """The results folders of one stream, each made when its system's first chunk comes."""
+
+    def __init__(self, run: OutputRun, folders: Path | Mapping[str | None, Path], engine: RulesEngine) -> None:
+        self.run = run
+        self.folders = folders
+        self.engine = engine
+        self.open: dict[str | None, ResultWriter] = {}
+        self.done: dict[str | None, EvaluationScores | None] = {}  # order of first appearance
+        if isinstance(folders, Path):
+            self.writer(None)  # one folder: written even when no pair comes
+
+    def writer(self, system: str | None) -> ResultWriter:
+        if system not in self.open:
+            if isinstance(self.folders, Path):
+                folder = self.folders
+            elif system in self.folders:
+                folder = self.folders[system]
+            else:
+                raise ValueError(f"no output folder for system {system!r}")
+            self.open[system] = ResultWriter(self.run.folder(folder), self.engine.ontology, self.engine.signature)
+            self.done[system] = None
+        return self.open[system]
+
+    def add(self, system: str | None, chunk: JudgedChunk, expected: Mapping[str | None, int] | None) -> None:
+        """Add a chunk; a system whose ``expected`` count of pairs is in is finished at once."""
+        w = self.writer(system)
+        w.add(chunk)
+        if expected is not None and w.totals.n_pairs == expected.get(system):
+            self.done[system] = self.open.pop(system).finish()
+
+    def finish(self) -> dict[str | None, EvaluationScores]:
+        """Finish every folder still open; each system's scores, in order of first appearance."""
+        for system in list(self.open):
+            self.done[system] = self.open.pop(system).finish()
+        return {system: scores for system, scores in self.done.items() if scores is not None}
+
+
 def _terminate_as_exit() -> Any:
-    """Make SIGTERM raise SystemExit(143) while a stream runs, so its temporary files are removed
-    (Python's default for SIGTERM is to die at once); returns what puts the handler back. Only in
+    """Make SIGTERM raise SystemExit(143) while a stream runs, so that it ends as Ctrl-C does, the
+    earlier results whole and this run's files recorded as partial (Python's default for SIGTERM
+    is to die at once); returns what puts the handler back. Only in
     the main thread, and only where SIGTERM still has its default handler."""
     import signal
     import threading

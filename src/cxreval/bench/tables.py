@@ -1,18 +1,19 @@
 """Tables from a :class:`BenchmarkResult`: JSON, CSV (long form), LaTeX and Markdown leaderboards.
 
-Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero). Every file
-is written atomically (``cxreval.outputs``), so Ctrl-C never leaves a truncated table.
+Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero). The files
+of one run replace the earlier run's together (:class:`cxreval.outputs.OutputRun`), so Ctrl-C never
+leaves a truncated table nor a folder mixing two runs; CSV cells never start a spreadsheet formula
+(:func:`cxreval.outputs.write_csv`).
 """
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
-from cxreval.outputs import atomic_write_text, atomic_writer
+from cxreval.outputs import OutputManifest, OutputRun, atomic_write_text, write_csv
 from cxreval.render import latex_escape as _latex_escape
 from cxreval.render import number
 
@@ -33,12 +34,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
-def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
-    with atomic_writer(path, newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
+def _write_csv(folder: OutputManifest, name: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Path:
+    with folder.writer(name, newline="") as fh:
+        write_csv(fh, [header, *rows])
+    return folder.folder / name
 
 
 def _rank_text(row_rank: int, low: int, high: int) -> str:
@@ -100,11 +99,19 @@ def write_json(result: BenchmarkResult, path: str | Path) -> Path:
     return p
 
 
-def write_tables(result: BenchmarkResult, out_dir: str | Path) -> dict[str, Path]:
-    """``result.json``, long-form CSVs and one LaTeX file per leaderboard, in ``out_dir``."""
+def write_tables(result: BenchmarkResult, out_dir: str | Path, run: OutputRun | None = None) -> dict[str, Path]:
+    """``result.json``, long-form CSVs and one LaTeX file per leaderboard, in ``out_dir``.
+
+    ``run``: the run they belong to (committed by the caller, with files of its own such as
+    ``report.html``); None: they are put in place when this returns.
+    """
+    if run is None:
+        with OutputRun() as own:
+            return write_tables(result, out_dir, own)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {"json": write_json(result, out / "result.json")}
+    folder = run.folder(out)
+    folder.write_text("result.json", result.model_dump_json(indent=1) + "\n", last=True)
+    paths: dict[str, Path] = {"json": out / "result.json"}
     lb_rows = []
     for lb in result.leaderboards:
         for r in lb.rows:
@@ -112,10 +119,10 @@ def write_tables(result: BenchmarkResult, out_dir: str | Path) -> dict[str, Path
                 lb_rows.append([lb.dataset, lb.stratum, lb.rank_by, r.system, int(r.baseline), r.rank, r.rank_low,
                                 r.rank_high, r.n_pairs, r.n_failed, m, _num(iv.value, 6), _num(iv.low, 6),
                                 _num(iv.high, 6)])
-    paths["leaderboards"] = _write_csv(out / "leaderboards.csv", [
+    paths["leaderboards"] = _write_csv(folder, "leaderboards.csv", [
         "dataset", "stratum", "rank_by", "system", "baseline", "rank", "rank_low", "rank_high", "n_pairs",
         "n_failed", "metric", "value", "low", "high"], lb_rows)
-    paths["entities"] = _write_csv(out / "entities.csv", [
+    paths["entities"] = _write_csv(folder, "entities.csv", [
         "dataset", "system", "entity", "name", "group", "critical", "tp", "fp", "fn", "precision", "recall", "f1",
         "location_acc", "severity_acc", "comparison_acc", "location_errors", "severity_errors", "comparison_errors",
         "example_pairs"], [
@@ -123,26 +130,24 @@ def write_tables(result: BenchmarkResult, out_dir: str | Path) -> dict[str, Path
          _num(e.recall), _num(e.f1), _num(e.location_acc), _num(e.severity_acc), _num(e.comparison_acc),
          e.location_errors, e.severity_errors, e.comparison_errors,
          " ".join(f"{x.kind}:{x.pair_id}" for x in e.examples)] for e in result.entities])
-    paths["groups"] = _write_csv(out / "groups.csv", [
+    paths["groups"] = _write_csv(folder, "groups.csv", [
         "dataset", "system", "group", "name", "support", "precision", "recall", "f1", "location_acc",
         "severity_acc", "comparison_acc"], [
         [g.dataset, g.system, g.group, g.name, g.support, _num(g.precision), _num(g.recall), _num(g.f1),
          _num(g.location_acc), _num(g.severity_acc), _num(g.comparison_acc)] for g in result.groups])
-    paths["sites"] = _write_csv(out / "sites.csv", ["dataset", "site", "system", "metric", "value", "rank", "n_pairs"], [
+    paths["sites"] = _write_csv(folder, "sites.csv", ["dataset", "site", "system", "metric", "value", "rank", "n_pairs"], [
         [s.dataset, s.site, s.system, s.metric, _num(s.value, 6), "" if s.rank is None else s.rank, s.n_pairs]
         for s in result.sites])
-    paths["correlations"] = _write_csv(out / "correlations.csv", ["dataset", "method", "n", "metric_a", "metric_b", "value"], [
+    paths["correlations"] = _write_csv(folder, "correlations.csv", ["dataset", "method", "n", "metric_a", "metric_b", "value"], [
         [c.dataset, c.method, c.n, a, b, _num(c.matrix[i][j])]
         for c in result.correlations for i, a in enumerate(c.metrics) for j, b in enumerate(c.metrics)])
-    tex = out / "latex"
-    tex.mkdir(exist_ok=True)
+    tex = run.folder(out / "latex")
     md = []
     for lb in result.leaderboards:
-        p = tex / f"leaderboard_{_slug(lb.dataset)}_{_slug(lb.stratum)}.tex"
-        atomic_write_text(p, leaderboard_latex(result, lb))
+        tex.write_text(f"leaderboard_{_slug(lb.dataset)}_{_slug(lb.stratum)}.tex", leaderboard_latex(result, lb))
         md.append(f"### {lb.dataset}: {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}\n\n"
                   + leaderboard_markdown(result, lb) + "\n")
-    paths["latex"] = tex
+    paths["latex"] = tex.folder
     paths["markdown"] = out / "leaderboards.md"
-    atomic_write_text(paths["markdown"], "\n".join(md))
+    folder.write_text("leaderboards.md", "\n".join(md))
     return paths

@@ -2,8 +2,8 @@
 
 Exit codes (docs/cli.md): 0 done; 2 bad input or settings; 3 an LLM run stopped early
 (``--max-cost`` reached, or the endpoint refused the run); 4 more pairs left unscored (listed in
-``failures.jsonl``) than ``--allow-failures`` accepts; 130 interrupted. What was finished is
-saved and cached, and rerunning resumes.
+``failures.jsonl``) than ``--allow-failures`` accepts; 130 interrupted (Ctrl-C), 143 stopped by
+SIGTERM. What was finished is cached, the earlier results are left whole, and rerunning resumes.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from cxreval._version import __version__
 from cxreval.cli.agree import agree
 from cxreval.cli.common import (
     EXIT_INPUT,  # noqa: F401  (re-exported: the exit codes are part of cxreval.cli)
-    EXIT_INTERRUPTED,
+    EXIT_INTERRUPTED,  # noqa: F401  (re-exported)
     EXIT_STOPPED,
     EXIT_UNSCORED,
     EXIT_WRITE,
@@ -41,6 +41,8 @@ from cxreval.cli.common import (
     TemperatureOption,
     err_console,
     fail,
+    interrupt_code,
+    sigterm_as_interrupt,
 )
 from cxreval.cli.bench import bench
 from cxreval.cli.meta import meta_app
@@ -52,6 +54,7 @@ from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, EvaluationScores
+    from cxreval.outputs import OutputRun
 
 app = typer.Typer(
     help="Entity-level evaluation of generated chest X-ray reports (offline rule engine by default).",
@@ -162,23 +165,25 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
     err_console.print(f"[bold yellow]WARNING:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
 
-def _interrupt_exits_130(command: Callable[P, None]) -> Callable[P, None]:
-    """Ctrl-C anywhere in ``command`` (outside its own, more precise handler) ends in one line and exit 130."""
+def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
+    """Ctrl-C or SIGTERM anywhere in ``command`` (outside its own, more precise handler) ends in
+    one line and exit 130 (143 for SIGTERM)."""
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
-            command(*args, **kwargs)
-        except KeyboardInterrupt:
+            with sigterm_as_interrupt():
+                command(*args, **kwargs)
+        except KeyboardInterrupt as exc:
             err_console.print("[bold yellow]interrupted:[/] before any result was written; rerun the same command",
                               highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            raise typer.Exit(interrupt_code(exc)) from None
 
     return wrapper
 
 
 @app.command()
-@_interrupt_exits_130
+@_interruptible
 def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl, errors.csv, scores.json (checked before any work).")],
     pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
@@ -211,8 +216,8 @@ def evaluate(
     model: ModelOption = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
     temperature: TemperatureOption = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call.", rich_help_panel=LLM)] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request.", rich_help_panel=LLM)] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].", rich_help_panel=LLM)] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM)] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
     retries: Annotated[Optional[int], typer.Option("--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM)] = None,
     rate_limit: Annotated[Optional[float], typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)] = None,
@@ -230,11 +235,11 @@ def evaluate(
 
     Exit codes: 0 every pair scored; 2 bad input or settings; 3 an LLM run stopped early
     (--max-cost, or the endpoint refused); 4 more pairs unscored than --allow-failures lets
-    through; 130 interrupted (what was finished is kept; rerun to resume).
+    through; 130 interrupted, 143 SIGTERM (the earlier results are left whole; rerun to resume).
     """
     from cxreval.evaluate import Evaluator
     from cxreval.llm.config import LLMConfig, LLMConfigError
-    from cxreval.outputs import OutputError, check_out_dir
+    from cxreval.outputs import OutputError, OutputRun, check_out_dir
 
     sources = sum([pairs is not None, refs is not None or cands is not None, example])
     if sources != 1:
@@ -337,38 +342,40 @@ def evaluate(
         _fail(str(exc))
         return
     outcomes: list[tuple[str | None, Sequence[EvaluationScores]]] = []
+    run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
+    if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
+        run.folder(out).add(SYSTEMS_DIR)
+        run.folder(out / SYSTEMS_DIR)
     try:
-        if engine is Engine.rules and runs == 1:
-            # streamed: each pair is judged and written as it comes (cxreval.streaming)
-            from cxreval.streaming import FILES, evaluate_systems_to
+        with run:
+            if engine is Engine.rules and runs == 1:
+                # streamed: each pair is judged and written as it comes (cxreval.streaming)
+                from cxreval.ray_executor import RayUnavailable
+                from cxreval.streaming import evaluate_systems_to
 
-            from cxreval.ray_executor import RayUnavailable
-
-            try:
-                scores = evaluate_systems_to(evaluator, folders, stream if stream is not None else loaded,
-                                             total=sum(counts.values()), progress=progress,
-                                             by_system=system_col is not None,
-                                             executor="ray" if on_ray else "local", ray_address=ray_address,
-                                             expected=counts, check_unique=False)  # the readers checked ids
-            except RayUnavailable as exc:  # the cluster could not be started or joined
-                _fail(str(exc))
-
-            for system in counts:
-                _record_outputs(folders[system], FILES)
-                outcomes.append((system, [scores[system]]))
-        else:
-            for system, group in _by_system(loaded).items():
-                results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
-                _save_runs(results, folders[system])
-                outcomes.append((system, results))
-        if system_col:
-            _save_systems(outcomes, out, folders)
-    except KeyboardInterrupt:
-        done = f"results of {len(outcomes)} of {len(counts)} systems are in {out}; " if system_col and outcomes else ""
+                try:
+                    scores = evaluate_systems_to(evaluator, folders, stream if stream is not None else loaded,
+                                                 total=sum(counts.values()), progress=progress,
+                                                 by_system=system_col is not None,
+                                                 executor="ray" if on_ray else "local", ray_address=ray_address,
+                                                 expected=counts, check_unique=False,  # the readers checked ids
+                                                 outputs=run)
+                except RayUnavailable as exc:  # the cluster could not be started or joined
+                    _fail(str(exc))
+                outcomes += [(system, [scores[system]]) for system in counts]
+            else:
+                for system, group in _by_system(loaded).items():
+                    results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
+                    _stage_runs(results, run, folders[system])
+                    outcomes.append((system, results))
+            if system_col:
+                _stage_systems(outcomes, out, run)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
                 if llm is not None else "rerun the same command to score again")
-        err_console.print(f"[bold yellow]interrupted:[/] {escape(done + kept)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        err_console.print(f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(interrupt_code(exc)) from None
     except InputError as exc:  # the input changed between its check and its reading
         _fail(str(exc))
     except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
@@ -378,6 +385,7 @@ def evaluate(
     else:
         _print_results(outcomes[0][1], out, as_json, top)
     all_results = [r for _, results in outcomes for r in results]
+    _warn_flagged(all_results)
     stopped = next((r.usage.stopped for r in all_results if r.usage is not None and r.usage.stopped), None)
     if stopped:
         err_console.print(
@@ -393,6 +401,19 @@ def evaluate(
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
         err_console.print("failures.jsonl lists why; rerun with --retry-failed to ask again.", highlight=False)
         raise typer.Exit(EXIT_UNSCORED)
+
+
+def _warn_flagged(results: Sequence[EvaluationScores]) -> None:
+    """Say on stderr how many pairs read like instructions to the judge, and how many of them were
+    left unscored because the LLM's answer and the rule engine disagree (:mod:`cxreval.judge.crosscheck`)."""
+    flagged = {f.pair_id for r in results for f in r.flags}
+    if not flagged:
+        return
+    listed = {f.pair_id for r in results for f in r.flags if f.listed}
+    err_console.print(
+        f"[bold yellow]flagged:[/] {len(flagged)} pairs hold text that reads like instructions to the judge "
+        f"(scores.json, injection_check); {len(listed)} of them disagree with the rule engine and are not scored "
+        "(failures.jsonl, reason injection).", highlight=False, soft_wrap=True)
 
 
 def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: int, allow: float) -> str | None:
@@ -413,20 +434,27 @@ def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: 
             f"{min(limit, n_total - 1)}")
 
 
-def _save_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path,
-                  folders: dict[str | None, Path]) -> None:
-    """``systems.csv`` and the record of what this run wrote under ``out`` (stale entries go)."""
+def _stage_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path,
+                   run: OutputRun) -> None:
+    """``systems.csv``, put in place last when the run commits (``out/systems``, in the run from its
+    start, records the systems' folders then)."""
     from cxreval.evaluate import systems_frame
-    from cxreval.outputs import OutputManifest, atomic_writer
+    from cxreval.outputs import frame_rows, write_csv
 
-    systems = OutputManifest(out / SYSTEMS_DIR)
-    systems.add(*(folders[s].name for s, _ in outcomes))
-    systems.finish()
-    with atomic_writer(out / "systems.csv", newline="") as fh:
-        systems_frame({str(s): results for s, results in outcomes}).to_csv(fh)
-    top = OutputManifest(out)
-    top.add(SYSTEMS_DIR, "systems.csv")
-    top.finish()
+    with run.folder(out).writer("systems.csv", newline="", last=True) as fh:
+        write_csv(fh, frame_rows(systems_frame({str(s): results for s, results in outcomes})))
+
+
+def _what_was_kept(run: OutputRun, out: Path) -> str:
+    """The start of the line an interrupted evaluate prints: what its folder now holds."""
+    from cxreval.outputs import PARTIAL
+
+    if run.committed:
+        return f"the results were written to {out} just before; "
+    if any(m.files for m in run.folders.values()):
+        return (f"nothing in {out} was replaced (this run's unfinished files end in {PARTIAL}; the next run "
+                "removes them); ")
+    return ""
 
 
 def _formats_of(fmt: str | None, *files: Path) -> list[str | None]:
@@ -473,33 +501,18 @@ def _system_folders(out: Path, groups: Mapping[str | None, object]) -> dict[str 
     return folders
 
 
-def _record_outputs(folder: Path, names: Sequence[str]) -> None:
-    """Record what this run wrote into ``folder``; what an earlier run left there and this one did
-    not write is removed (see OutputManifest)."""
-    from cxreval.outputs import OutputManifest
-
-    manifest = OutputManifest(folder)
-    manifest.add(*names)
-    manifest.finish()
-
-
-def _save_runs(results: list[EvaluationResult], folder: Path) -> None:
-    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. What an
-    earlier run left there and this one does not rewrite is removed (see OutputManifest)."""
+def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path) -> None:
+    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. They replace
+    the earlier run's when ``run`` commits, which removes what that one wrote and this one does not."""
     from cxreval.evaluate import summarize_runs
-    from cxreval.outputs import OutputManifest, atomic_write_text
 
-    manifest = OutputManifest(folder)
+    top = run.folder(folder)
     if len(results) == 1:
-        manifest.add(*(p.name for p in results[0].save(folder).values()))
-    else:
-        folder.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            r.save(folder / f"run-{r.run}")
-            manifest.add(f"run-{r.run}")
-        atomic_write_text(folder / "runs.json", json.dumps(summarize_runs(results), indent=2) + "\n")
-        manifest.add("runs.json")
-    manifest.finish()
+        results[0].write_to(top)
+        return
+    for r in results:
+        r.write_to(run.folder(folder / f"run-{r.run}"))
+    top.write_text("runs.json", json.dumps(summarize_runs(results), indent=2) + "\n", last=True)
 
 
 def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool, top: int) -> None:
@@ -544,7 +557,7 @@ class CIMethodChoice(str, Enum):
 
 
 @app.command()
-@_interrupt_exits_130
+@_interruptible
 def compare(
     a_dir: Annotated[Path, typer.Argument(metavar="A_DIR", help="Results folder of system A (from cxreval evaluate).")],
     b_dir: Annotated[Path, typer.Argument(metavar="B_DIR", help="Results folder of system B, same pairs, same signature.")],

@@ -3,14 +3,14 @@
 Register with ``app.command("bench")(bench)`` in ``cxreval.cli``. Exit codes: 0 done, 2 bad
 input or settings (every problem listed, before any judging), 4 pairs left unjudged by an LLM
 engine (results written; those systems are scored on fewer studies), 130 interrupted (Ctrl-C;
-what was judged is cached and a rerun resumes).
+what was judged is cached and a rerun resumes), 143 the same for SIGTERM.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -27,7 +27,13 @@ from rich.progress import (
 from rich.table import Table
 
 from cxreval.bench.models import BenchmarkResult, Leaderboard
-from cxreval.cli.common import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_UNSCORED, err_console
+from cxreval.cli.common import (
+    EXIT_INPUT,
+    EXIT_UNSCORED,
+    err_console,
+    interrupt_code,
+    sigterm_as_interrupt,
+)
 from cxreval.render import number as _fmt
 
 if TYPE_CHECKING:
@@ -110,7 +116,7 @@ def _interrupted(exc: KeyboardInterrupt, cache: Path | None, answers: Path | Non
                "rerun the same command to resume", soft_wrap=True)
 
 
-def _answer_store(cfg: "BenchConfig") -> Path | None:
+def _answer_store(cfg: BenchConfig) -> Path | None:
     """The LLM answer store of an LLM engine's settings (None for the rule engine or bad settings)."""
     if cfg.engine.name == "rules" or cfg.engine.llm is None:
         return None
@@ -124,45 +130,22 @@ def _answer_store(cfg: "BenchConfig") -> Path | None:
 
 def bench(
     config: Annotated[Path, typer.Argument(metavar="CONFIG", help="benchmark YAML (datasets, systems, metrics, engine)")],
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="output folder (default: the config's out)")] = None,
-    resamples: Annotated[Optional[int], typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="DIR", help="output folder (default: the config's out)")] = None,
+    resamples: Annotated[int | None, typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="write report.html")] = True,
-    progress: Annotated[Optional[bool], typer.Option(
+    progress: Annotated[bool | None, typer.Option(
         "--progress/--no-progress", help="progress bars on stderr (default: when stderr is a terminal)")] = None,
 ) -> None:
     """Score systems on datasets, rank them with bootstrap intervals, and write the report."""
-    from cxreval.bench.config import load_config
-    from cxreval.bench.runner import SetupError, run_benchmark
-    from cxreval.io import InputError
-    from cxreval.metrics import MetricUnavailable, UnknownMetric
-
     bars = _Bars(_err.is_terminal if progress is None else progress)
-    cache: Path | None = None
-    answers: Path | None = None
+    stores: dict[str, Path | None] = {"cache": None, "answers": None}  # what an interruption names
     try:
-        try:
-            cfg = load_config(config)
-            if resamples is not None:
-                cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": resamples})})
-            out_dir = Path(out if out is not None else cfg.out)
-            cache = out_dir / "cache.sqlite"
-            answers = _answer_store(cfg)
-            with bars.bar:
-                result, stats = run_benchmark(cfg, out, log=bars.log, warn=bars.warn, progress=bars)
-        except InputError as exc:
-            _err.print(escape(str(exc)), soft_wrap=True)
-            raise typer.Exit(EXIT_INPUT) from None
-        except SetupError as exc:
-            for line in exc.problems:
-                _err.print(f"[bold red]error:[/] {escape(line)}", soft_wrap=True)
-            raise typer.Exit(EXIT_INPUT) from None
-        except (UnknownMetric, MetricUnavailable, ValueError) as exc:
-            _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
-            raise typer.Exit(EXIT_INPUT) from None
-        _write_outputs(result, stats, out_dir, html)
-    except KeyboardInterrupt as exc:
-        _interrupted(exc, cache, answers)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        with sigterm_as_interrupt():
+            result, stats, out_dir = _run(config, out, resamples, bars, stores)
+            _write_outputs(result, stats, out_dir, html)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        _interrupted(exc, stores["cache"], stores["answers"])
+        raise typer.Exit(interrupt_code(exc)) from None
     if stats.failed:
         # an LLM engine left pairs unjudged: each system is scored on the pairs it got, so systems
         # with failures are ranked on fewer studies than the others (their n shows it); like
@@ -173,27 +156,62 @@ def bench(
         raise typer.Exit(EXIT_UNSCORED)
 
 
-def _write_outputs(result: BenchmarkResult, stats: "RunStats", out_dir: Path, html: bool) -> None:
-    """Tables, the terminal leaderboards and the page; every file is written atomically."""
-    from cxreval.bench.tables import write_tables
-    from cxreval.outputs import atomic_write_text
+def _run(config: Path, out: Path | None, resamples: int | None, bars: _Bars,
+         stores: dict[str, Path | None]) -> tuple[BenchmarkResult, RunStats, Path]:
+    """Load the config and run the benchmark; bad input or settings end the command (exit 2).
+    ``stores`` gets the judgement cache and LLM answer store as soon as they are known."""
+    from cxreval.bench.config import load_config
+    from cxreval.bench.runner import SetupError, run_benchmark
+    from cxreval.io import InputError
+    from cxreval.metrics import MetricUnavailable, UnknownMetric
 
-    paths = write_tables(result, out_dir)
+    try:
+        cfg = load_config(config)
+        if resamples is not None:
+            cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": resamples})})
+        out_dir = Path(out if out is not None else cfg.out)
+        stores["cache"] = out_dir / "cache.sqlite"
+        stores["answers"] = _answer_store(cfg)
+        with bars.bar:
+            result, stats = run_benchmark(cfg, out, log=bars.log, warn=bars.warn, progress=bars)
+    except InputError as exc:
+        _err.print(escape(str(exc)), soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT) from None
+    except SetupError as exc:
+        for line in exc.problems:
+            _err.print(f"[bold red]error:[/] {escape(line)}", soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT) from None
+    except (UnknownMetric, MetricUnavailable, ValueError) as exc:
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT) from None
+    return result, stats, out_dir
+
+
+def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html: bool) -> None:
+    """Tables and the page, put in place together (an interruption leaves the earlier ones whole),
+    then the terminal leaderboards."""
+    from cxreval.bench.tables import write_tables
+    from cxreval.outputs import OutputRun
+
+    page_s: float | None = None
+    with OutputRun() as run:
+        paths = write_tables(result, out_dir, run)
+        if html:
+            t = time.perf_counter()
+            try:
+                from cxreval.report import render_html
+            except ImportError:
+                _err.print("report.html skipped: cxreval.report is not available")
+            else:
+                run.folder(out_dir).write_text("report.html", render_html(result))
+                page_s = time.perf_counter() - t
     for d in result.datasets:
         try:
             print_leaderboard(result, result.leaderboard(d, "all"))
         except KeyError:
             continue
-    if html:
-        t = time.perf_counter()
-        try:
-            from cxreval.report import render_html
-        except ImportError:
-            _err.print("report.html skipped: cxreval.report is not available")
-        else:
-            page = out_dir / "report.html"
-            atomic_write_text(page, render_html(result))
-            _out.print(f"page: {page} ({time.perf_counter() - t:.1f} s)")
+    if page_s is not None:
+        _out.print(f"page: {out_dir / 'report.html'} ({page_s:.1f} s)")
     _out.print(
         f"{stats.pairs:,} pairs: {stats.judged:,} judged now, {stats.judgement_hits:,} from the cache"
         + (f", {stats.failed:,} failed" if stats.failed else "")

@@ -7,8 +7,12 @@ reads its LLM settings from its YAML (``engine.llm``), which takes the same fiel
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -19,7 +23,8 @@ EXIT_WRITE = 1  # results could not be written
 EXIT_INPUT = 2  # bad input or settings
 EXIT_STOPPED = 3  # an LLM run stopped early
 EXIT_UNSCORED = 4  # more pairs unscored than allowed
-EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (a scheduler's, `timeout`'s or `kill`'s stop): handled as Ctrl-C is
 
 LLM_PANEL = "LLM engines"
 err_console = Console(stderr=True)
@@ -35,23 +40,57 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that it ends as Ctrl-C does (what was finished is
+    kept, one line says so) rather than dying at once with no word and no cleanup."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM raises :class:`Terminated`; in the main thread, and only where
+    SIGTERM still has its default handler (a program embedding cxreval keeps its own)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def interrupt_code(exc: BaseException) -> int:
+    """The exit code of an interruption: 143 for SIGTERM (also when re-raised as another
+    KeyboardInterrupt, such as the bench's ``Interrupted``), 130 for Ctrl-C."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, Terminated):
+            return EXIT_TERMINATED
+        seen = seen.__context__
+    return EXIT_INTERRUPTED
+
+
 SpecCompatOption = Annotated[bool, typer.Option(
     "--spec-compat", help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "
     "increased) counts as other, not as an error.")]
 
 
 # The LLM option group ------------------------------------------------------------------------
-LLMConfigOption = Annotated[Optional[Path], typer.Option(
+LLMConfigOption = Annotated[Path | None, typer.Option(
     "--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).",
     rich_help_panel=LLM_PANEL)]
-BaseURLOption = Annotated[Optional[str], typer.Option(
+BaseURLOption = Annotated[str | None, typer.Option(
     "--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).",
     rich_help_panel=LLM_PANEL)]
-ModelOption = Annotated[Optional[str], typer.Option(
+ModelOption = Annotated[str | None, typer.Option(
     "--model", help="Model name as the server knows it.", rich_help_panel=LLM_PANEL)]
-TemperatureOption = Annotated[Optional[float], typer.Option(
+TemperatureOption = Annotated[float | None, typer.Option(
     "--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM_PANEL)]
-LocalOnlyOption = Annotated[Optional[bool], typer.Option(
+LocalOnlyOption = Annotated[bool | None, typer.Option(
     "--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM_PANEL)]
-CacheOption = Annotated[Optional[Path], typer.Option(
+CacheOption = Annotated[Path | None, typer.Option(
     "--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM_PANEL)]

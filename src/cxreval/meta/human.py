@@ -39,14 +39,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as sps
 
-from cxreval.io import InputError, InputProblem, RecordTable, check_columns, load_table, record_id
 from cxreval.io import (
+    InputError,
+    InputProblem,
     Record,
+    RecordTable,
     Uniqueness,
     bool_value,
+    check_columns,
+    load_table,
     load_whole_table,
     number_value,
     raise_problems,
+    record_id,
     require_records,
     table_format,
     text_value,
@@ -105,10 +110,11 @@ def read_plain_ratings(
     """Read ``id, reference, candidate, rater_1..rater_k[, rater_i_<category>]``.
 
     Ids must be unique and reports non-empty; a rater's count must be a number or empty (no
-    count: NaN). Reports are kept exactly as written. Raises :class:`RatingsFormatError`
-    listing every problem (file, line, field).
+    count: NaN). Reports are kept exactly as written (in CSV, but for the ``'`` a spreadsheet-safe
+    writer such as ``cxreval review export`` puts before a cell that would start a formula).
+    Raises :class:`RatingsFormatError` listing every problem (file, line, field).
     """
-    table = load_whole_table(path, format)
+    table = load_whole_table(path, format, formula_guards=True)  # human_ratings.csv of cxreval review export
     present = check_columns(table, [id_col, reference_col, candidate_col])
     pat = re.compile(rf"^{re.escape(rater_prefix)}(\d+)(?:_(.+))?$")
     totals: dict[str, str] = {}

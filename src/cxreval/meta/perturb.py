@@ -32,7 +32,6 @@ leaves any name of the target in the candidate.
 
 from __future__ import annotations
 
-import csv
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -59,6 +58,7 @@ from cxreval.io import (
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.ontology.mesh import MeshMapper
+from cxreval.outputs import atomic_writer, write_csv
 
 SUITE_VERSION = "2"
 
@@ -1020,7 +1020,8 @@ def _apply_raw(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 def write_suite(pairs: Sequence[PerturbedPair], path: str | Path) -> Path:
-    """Write a suite as JSONL (``.jsonl``) or CSV (anything else)."""
+    """Write a suite as JSONL (``.jsonl``) or CSV (anything else; cells never start a spreadsheet
+    formula, see :func:`cxreval.outputs.write_csv`)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".jsonl":
@@ -1029,11 +1030,8 @@ def write_suite(pairs: Sequence[PerturbedPair], path: str | Path) -> Path:
                 fh.write(p.model_dump_json() + "\n")
         return out
     fields = list(PerturbedPair.model_fields)
-    with out.open("w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        for p in pairs:
-            w.writerow({k: ("" if v is None else v) for k, v in p.model_dump().items()})
+    with atomic_writer(out, newline="") as fh:
+        write_csv(fh, [fields, *(list(p.model_dump().values()) for p in pairs)])
     return out
 
 
@@ -1058,7 +1056,7 @@ def read_suite(path: str | Path, *, format: str | None = None) -> list[Perturbed
     """
     p = Path(path)
     fields = list(PerturbedPair.model_fields)
-    table = load_table(p, _suite_format(p, format), fields, keyed_ok=False)
+    table = load_table(p, _suite_format(p, format), fields, keyed_ok=False, formula_guards=True)
     if not table.records:  # an empty suite (nothing to perturb) is written as an empty file
         raise_problems(table)
         return []

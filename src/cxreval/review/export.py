@@ -29,6 +29,7 @@ from cxreval.scores.signature import Signature
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult
+    from cxreval.outputs import OutputManifest
 
 
 def gold_rows(db: ReviewDB, prefer: Sequence[str] = ()) -> tuple[list[str], list[EntityJudgement]]:
@@ -76,7 +77,7 @@ def gold_signature(db: ReviewDB, reviewers: Sequence[str]) -> Signature:
 
 
 def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
-                ontology_path: str | Path | None = None) -> "EvaluationResult":
+                ontology_path: str | Path | None = None) -> EvaluationResult:
     """Score the gold table and write judgements.jsonl, errors.csv and scores.json to ``out_dir``."""
     from cxreval.evaluate import references_fingerprint, score_judgements
     from cxreval.io import ReportPair
@@ -95,8 +96,12 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
     texts = {p.pair_id: p for p in db.pairs()}
     result.references_sha256 = references_fingerprint(
         [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids])
-    result.save(out_dir)
-    write_human_ratings(db, Path(out_dir), pair_ids)
+    from cxreval.outputs import OutputRun
+
+    with OutputRun() as run:  # the export replaces an earlier one in out_dir whole, or not at all
+        folder = run.folder(out_dir)
+        result.write_to(folder)
+        write_human_ratings(db, Path(out_dir), pair_ids, folder)
     return result
 
 
@@ -104,12 +109,17 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
 RATINGS_FILES = ("human_ratings.csv", "human_ratings.json")
 
 
-def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str]) -> Path:
-    """``human_ratings.csv`` (and the names of its raters in ``human_ratings.json``)."""
-    import csv
+def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
+                        folder: OutputManifest | None = None) -> Path:
+    """``human_ratings.csv`` (and the names of its raters in ``human_ratings.json``); ``folder``:
+    the manifest of ``out_dir`` in the run that writes them (None: written on their own)."""
     import json
 
-    from cxreval.outputs import atomic_write_text, atomic_writer
+    from cxreval.outputs import OutputRun, write_csv
+
+    if folder is None:
+        with OutputRun() as run:
+            return write_human_ratings(db, out_dir, pair_ids, run.folder(out_dir))
 
     reviewers = sorted({r for r, _ in db.checked()})
     checked = db.checked()
@@ -125,17 +135,16 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str]) ->
     header = ["id", "reference", "candidate"]
     for i, _ in enumerate(reviewers, start=1):
         header += [f"rater_{i}", *(f"rater_{i}_{kind}" for kind in ERROR_KINDS)]
-    path = out_dir / RATINGS_FILES[0]
-    with atomic_writer(path, newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for pid in pair_ids:
-            row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
-            for r in reviewers:
-                tally = counts.get((r, pid)) if (r, pid) in checked else None
-                row += ["" if tally is None else tally["errors"],
-                        *("" if tally is None else tally[kind] for kind in ERROR_KINDS)]
-            w.writerow(row)
+    rows: list[list[str | int]] = [header]
+    for pid in pair_ids:
+        row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
+        for r in reviewers:
+            tally = counts.get((r, pid)) if (r, pid) in checked else None
+            row += ["" if tally is None else tally["errors"],
+                    *("" if tally is None else tally[kind] for kind in ERROR_KINDS)]
+        rows.append(row)
+    with folder.writer(RATINGS_FILES[0], newline="") as fh:
+        write_csv(fh, rows)
     names = {f"rater_{i}": r for i, r in enumerate(reviewers, start=1)}
-    atomic_write_text(out_dir / RATINGS_FILES[1], json.dumps({"raters": names}, indent=2) + "\n")
-    return path
+    folder.write_text(RATINGS_FILES[1], json.dumps({"raters": names}, indent=2) + "\n")
+    return out_dir / RATINGS_FILES[0]

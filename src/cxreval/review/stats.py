@@ -22,8 +22,6 @@ reviewed pairs (seeded; settings in each signature).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -397,16 +395,12 @@ def _ci(value: float | None, low: float | None, high: float | None) -> str:
     return pct if low is None or high is None else f"{pct} [{100 * low:.1f}, {100 * high:.1f}]"
 
 
-def _cell(value: float | int | str | None) -> str | float | int:
-    return "" if value is None else value
-
-
 def to_csv(stats: ReviewStats) -> str:
     """One row per number: section, field or entity, value, interval, counts, method, signature."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["section", "name", "value", "low", "high", "n", "k", "method", "signature"])
-    rows: list[list[float | int | str | None]] = []
+    from cxreval.outputs import csv_text
+
+    rows: list[list[float | int | str | None]] = [
+        ["section", "name", "value", "low", "high", "n", "k", "method", "signature"]]
     for a in stats.fields:
         rows.append(["accuracy", a.field, a.accuracy, a.low, a.high, a.observations, a.correct, "clopper-pearson",
                      a.signature])
@@ -417,8 +411,7 @@ def to_csv(stats: ReviewStats) -> str:
     for e in stats.worst_entities:
         rows.append(["entity_errors", e.entity, e.weighted_errors, None, None, e.observations, e.errors,
                      "horvitz-thompson", e.signature])
-    w.writerows([[_cell(v) for v in row] for row in rows])
-    return buf.getvalue()
+    return csv_text(rows)
 
 
 def to_latex(stats: ReviewStats) -> str:
@@ -487,6 +480,21 @@ def to_html(stats: ReviewStats) -> str:
     return env.from_string(_HTML).render(s=stats, ci=_ci, num=lambda v: "n/a" if v is None else f"{v:.3f}")
 
 
-__all__ = ["Agreement", "EntityErrors", "FieldAccuracy", "Observation", "ReviewStats", "SPEC_CXR_REPORTED",
-           "agreement", "clopper_pearson", "cohen_kappa", "fleiss_kappa", "observations",
-           "review_stats", "to_csv", "to_html", "to_latex", "weighted_accuracy"]
+__all__ = [
+    "SPEC_CXR_REPORTED",
+    "Agreement",
+    "EntityErrors",
+    "FieldAccuracy",
+    "Observation",
+    "ReviewStats",
+    "agreement",
+    "clopper_pearson",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "observations",
+    "review_stats",
+    "to_csv",
+    "to_html",
+    "to_latex",
+    "weighted_accuracy",
+]
