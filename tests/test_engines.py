@@ -95,7 +95,7 @@ def test_every_engine_implements_the_protocol(name, onto, server, tmp_path):
         assert out.usage.tasks >= len(PAIRS)
     # the loopback server answers with the rule engine's reading: the same judgements (TN rows aside)
     rules = asyncio.run(get_engine("rules", onto).judge(PAIRS))
-    non_tn = lambda t: {tuple(r) for r in t.frame.drop(columns=["reference", "candidate"])  # noqa: E731
+    non_tn = lambda t: {tuple(r) for r in t.frame.drop(columns=["reference", "candidate"])
                         .itertuples(index=False, name=None) if r[2] != "TN"}
     assert non_tn(out.table) == non_tn(rules.table)
 
@@ -128,7 +128,7 @@ def test_extract_all_uses_the_engines_extractions(onto, server, tmp_path):
     before = len(server.log)
     got = llm.extract_all(texts)
     assert len(server.log) - before == len(set(texts))  # the LLM read every distinct report
-    assert {t: x.engine for t, x in got.items()} == {t: "llm-extract@2" for t in texts}
+    assert {t: x.engine for t, x in got.items()} == {t: "llm-extract@3" for t in texts}
     for name in ("llm-pairwise", "llm-pairwise-2pass"):
         ev = Evaluator(onto, engine=name, llm=loop_config(server.base_url, tmp_path / "a.sqlite"))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="makes no extraction"):

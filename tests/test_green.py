@@ -146,7 +146,7 @@ def test_hand_computed_scores_and_rates_per_stratum(tmp_path: Path) -> None:
             for name, value in want.items():
                 assert row.metrics[name].value == pytest.approx(value), (stratum, name)
         info = {m.name: m for m in result.metrics}
-        assert Signature.parse(info["green"].signature).engine == "green-judge@1"
+        assert Signature.parse(info["green"].signature).engine == "green-judge@2"
         assert info["fineradscore"].higher_is_better is False
         # a rerun asks nothing (bench's value cache; then the answer store for a fresh metric)
         n = len(srv.log)

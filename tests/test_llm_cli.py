@@ -12,7 +12,8 @@ from cxreval.testing.loopback import LoopbackServer
 
 def _cli(*args: str, key: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENAI_API_KEY": key, "CXREVAL_CACHE_DIR": ""}
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "cxreval", *args], check=False, capture_output=True, text=True,
+                          env=env, timeout=300)
 
 
 def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
@@ -43,7 +44,7 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         assert (tmp_path / "runs" / "run-2" / "judgements.jsonl").exists()
         assert "mean +- sd" in runs.stdout
     shown = _cli("cache", "--path", str(cache))
-    assert shown.returncode == 0 and "llm-pairwise@2" in shown.stdout and "llm-extract@2" in shown.stdout
+    assert shown.returncode == 0 and "llm-pairwise@3" in shown.stdout and "llm-extract@3" in shown.stdout
     cleared = _cli("cache", "--path", str(cache), "--clear", "--model", "loopback")
     assert cleared.returncode == 0 and "deleted" in cleared.stdout
     assert "no cache yet" in _cli("cache", "--path", str(tmp_path / "none.sqlite")).stdout

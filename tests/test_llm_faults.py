@@ -22,7 +22,7 @@ KEY = "sk-test-0123456789abcdef"
 
 RECOVERS = ["timeout", "429", "500", "drop", "truncate", "schema", "unknown", "duplicate", "duplicate-tie"]
 FAILS = {  # fault -> reason it must be listed with
-    "timeout-always": "transport", "500-always": "transport", "truncate-always": "answer",
+    "timeout-always": "deadline", "500-always": "transport", "truncate-always": "answer",
     "schema-always": "answer", "unknown-always": "answer", "echo-key-always": "transport",
 }
 
@@ -130,7 +130,7 @@ def test_whole_example_matches_rule_engine_on_both_providers(server, tmp_path):
         got = llm_rows(result.judgements)
         assert all(got.get(p.pair_id, set()) == expected[p.pair_id] for p in pairs), provider
         sig = str(result.signature)
-        assert f"model:{provider}:loopback" in sig and "engine:llm-pairwise@2" in sig and "prompt:pairwise@2" in sig
+        assert f"model:{provider}:loopback" in sig and "engine:llm-pairwise@3" in sig and "prompt:pairwise@2" in sig
         assert "schema:sparse" in sig and "temperature:0" in sig
 
 

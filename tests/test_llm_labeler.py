@@ -13,10 +13,10 @@ from cxreval.labelers import (
     llm_label_metrics,
     load_exemplars,
 )
-from cxreval.testing.loopback import LoopbackServer
 from cxreval.llm.schemas import AnswerError
 from cxreval.ontology import load_ontology
 from cxreval.scores.labels import binarize, label_metrics, project_states
+from cxreval.testing.loopback import LoopbackServer
 
 from .llm_support import loop_config
 
@@ -102,7 +102,7 @@ def test_pair_metrics_leave_failed_pairs_out(onto, tmp_path):
     m = out.metrics
     assert m.n_reports == 4
     sig = m.signature
-    assert sig.engine == "llm-labels@1" and sig.prompt == "labels@2+ran21-exemplars@1" and sig.model == "loopback"
+    assert sig.engine == "llm-labels@2" and sig.prompt == "labels@2+ran21-exemplars@1" and sig.model == "loopback"
     assert "metric:ran-score" in str(sig)
     # the same numbers as label_metrics on the labels the server gave
     run = out.run

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from cxreval import Evaluator, ReportPair
-from cxreval.llm import AnswerCache, LLMConfig
 from cxreval.judge.llm_answers import parse_answer
+from cxreval.llm import AnswerCache, LLMConfig
 
 pytest.importorskip("llama_cpp")
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] extras are not installed")
@@ -99,7 +99,7 @@ def test_smollm2_produces_schema_valid_judgements(llama_server, tiny, tmp_path, 
     for r in result.judgements:
         assert r.entity in ids and r.presence in ("TP", "FP", "FN", "TN")
     assert result.n_pairs >= 1
-    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@2|model:openai:smollm2-135m")
+    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@3|model:openai:smollm2-135m")
 
 
 @pytest.mark.parametrize("metric_name", ["green", "fineradscore"])

@@ -41,6 +41,7 @@ from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor
 from cxreval.io import ReportPair
 from cxreval.judge.compare import UncertainPolicy, compare_extractions
+from cxreval.judge.crosscheck import REASON, STAGE, CrossCheck, InjectionFlag
 from cxreval.judge.models import EntityJudgement
 from cxreval.judge.table import JudgementTable
 from cxreval.ontology import Ontology
@@ -60,10 +61,13 @@ class Failure(BaseModel):
     """A pair that could not be judged, and why; it is left out of every score.
 
     ``stage``: which call failed (``pairwise``, ``verify``, ``extract-reference``,
-    ``extract-candidate``; ``extract`` for a report read on its own, whose ``pair_id`` is empty).
+    ``extract-candidate``; ``extract`` for a report read on its own, whose ``pair_id`` is empty;
+    ``injection-check`` for a pair the cross-check of :mod:`cxreval.judge.crosscheck` listed).
     ``reason``: ``answer`` (invalid after the re-ask), ``transport`` (no answer after all
-    retries), ``budget`` (not run: ``--max-cost`` reached) or ``stopped`` (not run: the endpoint
-    refused the run). ``raw`` holds the model's answers, if any.
+    retries), ``deadline`` (the last attempt had no whole answer within ``--timeout``),
+    ``budget`` (not run: ``--max-cost`` reached), ``stopped`` (not run: the endpoint
+    refused the run) or ``injection`` (its text reads like instructions to the judge and the
+    answer disagrees with the rule engine). ``raw`` holds the model's answers, if any.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -83,13 +87,15 @@ class EngineOutput:
     ``table``: the judgement rows of the pairs it scored (``table.pair_ids``), signed with the
     engine's signature. ``extractions``: text -> :class:`Extraction` for every report text it read
     (``None``: the engine makes no extraction). ``failures``: the pairs it could not score.
-    ``usage``: calls, tokens and cost (``None`` for an offline engine).
+    ``usage``: calls, tokens and cost (``None`` for an offline engine). ``flags``: the pairs
+    whose text reads like instructions to the judge (LLM engines; :mod:`cxreval.judge.crosscheck`).
     """
 
     table: JudgementTable
     extractions: dict[str, Extraction] | None
     failures: list[Failure] = field(default_factory=list)
-    usage: "Usage | None" = None
+    usage: Usage | None = None
+    flags: list[InjectionFlag] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ class ExtractOutput:
 
     extractions: dict[str, Extraction]
     failures: dict[str, Failure] = field(default_factory=dict)
-    usage: "Usage | None" = None
+    usage: Usage | None = None
 
 
 @runtime_checkable
@@ -118,12 +124,12 @@ class Engine(Protocol):
     @property
     def signature(self) -> Signature: ...
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "LLM calls") -> EngineOutput:
         """Judge ``pairs`` for run ``run`` (0-based: repeated runs have their own cache keys)."""
         ...
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
         """Extractions of report texts; an engine that makes none raises :class:`NoExtraction`."""
         ...
@@ -149,8 +155,8 @@ def run_offline(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def open_runner(config: "LLMConfig", runner: "LLMRunner | None" = None, *, cache: "AnswerCache | None" = None,
-                      retry_failed: bool = False) -> AsyncIterator["LLMRunner"]:
+async def open_runner(config: LLMConfig, runner: LLMRunner | None = None, *, cache: AnswerCache | None = None,
+                      retry_failed: bool = False) -> AsyncIterator[LLMRunner]:
     """``runner`` when given (the caller closes it), else a runner on ``cache`` (or the answer
     store of ``config``, closed afterwards) that is closed on exit."""
     if runner is not None:
@@ -169,7 +175,7 @@ async def open_runner(config: "LLMConfig", runner: "LLMRunner | None" = None, *,
             store.close()
 
 
-def _failure(pair_id: str, stage: str, out: "Outcome", run: int) -> Failure:
+def _failure(pair_id: str, stage: str, out: Outcome, run: int) -> Failure:
     return Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer", error=out.error, raw=out.raw,
                    run=run + 1)
 
@@ -213,7 +219,7 @@ class RulesEngine:
             out[text] = hit
         return out
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "judging pairs") -> EngineOutput:
         if self.workers > 1 and len(pairs) >= PARALLEL_MIN_PAIRS:
             return self._judge_in_workers(pairs, progress, label)
@@ -245,7 +251,7 @@ class RulesEngine:
         return compare_extractions(pair_id, got[reference], got[candidate], self.ontology, self.uncertain,
                                    self.spec_compat)
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "") -> ExtractOutput:
         return ExtractOutput(extractions=self.read(texts))
 
@@ -304,7 +310,13 @@ def progress_iter(pairs: Iterable[Any], show: bool, label: str, *, total: int | 
         yield from pairs
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
@@ -320,9 +332,10 @@ class _LLMEngine:
 
     name: str
     offline = False
-    calls: "LLMExtractor | LLMPairwiseJudge"
+    calls: LLMExtractor | LLMPairwiseJudge
+    answers_spec = False  # the model answers SPEC-CXR's three comparison values only (pairwise)
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
                  spec_compat: bool = False) -> None:
         llm.check_endpoint()  # --local-only, before anything is sent
         llm.api_key()  # a missing key fails now, naming the variable (never the value)
@@ -330,6 +343,7 @@ class _LLMEngine:
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
         self.llm = llm
+        self._checker: CrossCheck | None = None
 
     @property
     def prompt_signature(self) -> str:
@@ -337,8 +351,30 @@ class _LLMEngine:
 
     def signature_options(self) -> dict[str, str]:
         cfg = self.llm
-        return {"uncertain": self.uncertain, "schema": cfg.schema_style, "temperature": f"{cfg.temperature:g}",
+        return {"uncertain": self.uncertain, "schema": cfg.schema_style, "temperature": cfg.temperature_label(),
                 "format": cfg.response_format}
+
+    def cross_check(self, judged: Sequence[tuple[ReportPair, list[EntityJudgement]]], run: int
+                    ) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], list[InjectionFlag]]:
+        """The judged pairs to score, the ones listed as failures, and the flags: a pair whose text
+        reads like instructions to the judge is flagged, and listed when this engine and the rule
+        engine disagree on it (:mod:`cxreval.judge.crosscheck`). The pairwise engines' model
+        answers SPEC-CXR's comparison values, so they are compared with the rule engine's."""
+        if self._checker is None:
+            self._checker = CrossCheck(self.ontology, self.uncertain, self.spec_compat or self.answers_spec)
+        kept: list[tuple[ReportPair, list[EntityJudgement]]] = []
+        failures: list[Failure] = []
+        flags: list[InjectionFlag] = []
+        for pair, rows in judged:
+            flag = self._checker.check(pair, rows, run + 1)
+            if flag is not None:
+                flags.append(flag)
+            if flag is not None and flag.listed:
+                failures.append(Failure(pair_id=pair.pair_id, stage=STAGE, reason=REASON, run=run + 1,
+                                        error=flag.error(self.calls.signature)))
+            else:
+                kept.append((pair, rows))
+        return kept, failures, flags
 
     @property
     def signature(self) -> Signature:
@@ -346,7 +382,7 @@ class _LLMEngine:
                          model=f"{self.llm.provider}:{self.llm.model}", prompt=self.prompt_signature,
                          options=self.signature_options())
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
         raise no_extraction(self.name)
 
@@ -356,7 +392,7 @@ class LLMExtractEngine(_LLMEngine):
 
     name = "llm-extract"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
                  spec_compat: bool = False) -> None:
         from cxreval.extract.llm import LLMExtractor
 
@@ -366,7 +402,7 @@ class LLMExtractEngine(_LLMEngine):
     def signature_options(self) -> dict[str, str]:
         return {**super().signature_options(), "comparison": comparison_option(self.spec_compat)}
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
         tasks = {t: self.calls.task(t, run) for t in texts}
         async with open_runner(self.llm, runner) as r:
@@ -381,14 +417,13 @@ class LLMExtractEngine(_LLMEngine):
                 failed[text] = _failure("", "extract", out, run)
         return ExtractOutput(extractions=done, failures=failed, usage=usage)
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "LLM calls") -> EngineOutput:
         read = await self.extract([t for p in pairs for t in (p.reference, p.candidate)], run, runner=runner,
                                   progress=progress, label=label)
         done = read.extractions
-        rows: list[EntityJudgement] = []
+        judged: list[tuple[ReportPair, list[EntityJudgement]]] = []
         failures: list[Failure] = []
-        scored: list[str] = []
         for p in pairs:
             ok = True
             for stage, text in (("extract-reference", p.reference), ("extract-candidate", p.candidate)):
@@ -396,27 +431,29 @@ class LLMExtractEngine(_LLMEngine):
                     failures.append(read.failures[text].model_copy(update={"pair_id": p.pair_id, "stage": stage}))
                     ok = False
             if ok:
-                rows.extend(compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
-                                                self.uncertain, self.spec_compat))
-                scored.append(p.pair_id)
-        table = JudgementTable.from_rows(rows, scored, str(self.signature))
-        return EngineOutput(table=table, extractions=done, failures=failures, usage=read.usage)
+                judged.append((p, compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
+                                                      self.uncertain, self.spec_compat)))
+        judged, listed, flags = self.cross_check(judged, run)
+        table = JudgementTable.from_rows([r for _, rows in judged for r in rows], [p.pair_id for p, _ in judged],
+                                         str(self.signature))
+        return EngineOutput(table=table, extractions=done, failures=failures + listed, usage=read.usage, flags=flags)
 
 
 class LLMPairwiseEngine(_LLMEngine):
     """``llm-pairwise``: SPEC-CXR's judge, one LLM call per (reference, candidate) pair."""
 
     name = "llm-pairwise"
+    answers_spec = True
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
                  spec_compat: bool = False) -> None:
         from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
         super().__init__(ontology, uncertain, llm, spec_compat)
         self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
 
-    async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: "LLMRunner", progress: bool,
-                         label: str) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], "Usage"]:
+    async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: LLMRunner, progress: bool,
+                         label: str) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], Usage]:
         """Each pair the pairwise call judged with its rows (in pair order), the failures, usage."""
         tasks = {p.pair_id: self.calls.task(p, run) for p in pairs}
         outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
@@ -431,13 +468,14 @@ class LLMPairwiseEngine(_LLMEngine):
                 failures.append(_failure(p.pair_id, "pairwise", out, run))
         return judged, failures, usage
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "LLM calls") -> EngineOutput:
         async with open_runner(self.llm, runner) as r:
             judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
+        judged, listed, flags = self.cross_check(judged, run)
         table = JudgementTable.from_rows([row for _, rows in judged for row in rows], [p.pair_id for p, _ in judged],
                                          str(self.signature))
-        return EngineOutput(table=table, extractions=None, failures=failures, usage=usage)
+        return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
 
 
 class TwoPassEngine(LLMPairwiseEngine):
@@ -446,7 +484,7 @@ class TwoPassEngine(LLMPairwiseEngine):
 
     name = "llm-pairwise-2pass"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig",
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
                  spec_compat: bool = False) -> None:
         from cxreval.judge.twopass import TwoPassJudge
 
@@ -460,24 +498,24 @@ class TwoPassEngine(LLMPairwiseEngine):
     def signature_options(self) -> dict[str, str]:
         return {**super().signature_options(), "passes": "2"}
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: "LLMRunner | None" = None,
+    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "LLM calls") -> EngineOutput:
         async with open_runner(self.llm, runner) as r:
             judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
             checks = [(p, self.verifier.verify_task(p.reference, p.candidate, rows, run)) for p, rows in judged]
             outcomes, verify_usage = await r.run([t for _, t in checks], progress=progress, label="verification calls")
         usage.add(verify_usage)
-        rows: list[EntityJudgement] = []
-        scored: list[str] = []
+        verified: list[tuple[ReportPair, list[EntityJudgement]]] = []
         for p, task in checks:
             out = outcomes[task.key]
             if out.ok and out.value is not None:
-                rows.extend(self.calls.rows(p.pair_id, out.value))
-                scored.append(p.pair_id)
+                verified.append((p, self.calls.rows(p.pair_id, out.value)))
             else:
                 failures.append(_failure(p.pair_id, "verify", out, run))
-        table = JudgementTable.from_rows(rows, scored, str(self.signature))
-        return EngineOutput(table=table, extractions=None, failures=failures, usage=usage)
+        verified, listed, flags = self.cross_check(verified, run)
+        table = JudgementTable.from_rows([r for _, rows in verified for r in rows], [p.pair_id for p, _ in verified],
+                                         str(self.signature))
+        return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -487,15 +525,15 @@ class EngineInfo:
     makes extractions (what label metrics such as the Ran Score are computed from)."""
 
     name: str
-    build: Callable[[Ontology, UncertainPolicy, "LLMConfig | None", bool], Engine]
+    build: Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool], Engine]
     needs_llm: bool
     extracts: bool
     help: str
 
 
-def _llm(cls: Callable[[Ontology, UncertainPolicy, "LLMConfig", bool], Engine]
-         ) -> Callable[[Ontology, UncertainPolicy, "LLMConfig | None", bool], Engine]:
-    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: "LLMConfig | None", spec_compat: bool) -> Engine:
+def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool], Engine]
+         ) -> Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool], Engine]:
+    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig | None, spec_compat: bool) -> Engine:
         assert llm is not None
         return cls(ontology, uncertain, llm, spec_compat)
 
@@ -531,7 +569,7 @@ def engine_info(name: str) -> EngineInfo:
 
 
 def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
-               llm: "LLMConfig | None" = None, spec_compat: bool = False) -> Engine:
+               llm: LLMConfig | None = None, spec_compat: bool = False) -> Engine:
     """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
     three comparison values only); LLM engines need ``llm`` and check its endpoint
     (``--local-only``) and API key now, before anything is sent."""

@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -26,12 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cxreval.llm.cache import AnswerCache, cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import fence_code, load_prompt
+from cxreval.llm.prompts import load_prompt, report_blocks
 from cxreval.llm.runner import LLMRunner, Outcome, Task, Usage
 from cxreval.llm.schemas import AnswerError, ParsedAnswer, load_json
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"  # 2: chat-template tokens in report text neutralised before sending
 
 
 class LabelExemplars(BaseModel):
@@ -66,7 +66,7 @@ class ExemplarLibrary(BaseModel):
         return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_exemplars(labelset: str) -> ExemplarLibrary:
     """The packaged exemplar library of ``labelset`` (e.g. ``ran21``)."""
     ref = resources.files("cxreval.llm") / "exemplars" / f"{labelset}.yaml"
@@ -123,8 +123,8 @@ class LLMLabeler:
         return f"{self.prompt.signature}+{self.library.signature}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", labels=self._labels_block, report=text, keys=", ".join(self.keys),
-                                  fence=fence_code(text))
+        user = self.prompt.render("user", labels=self._labels_block, keys=", ".join(self.keys),
+                                  **report_blocks(report=text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:
@@ -159,7 +159,8 @@ class LLMLabeler:
 
     def task(self, text: str, run: int = 0) -> Task:
         return Task(key=self.key(text, run), kind="labels", engine=self.signature, messages=self.messages(text),
-                    schema=self.schema, schema_name=f"{self.labelset}_labels", parse=self.parse)
+                    schema=self.schema, schema_name=f"{self.labelset}_labels", parse=self.parse,
+                    reask_hint="with every label key of the list, each 0 or 1, and no other key")
 
 
 class LabelFailure(BaseModel):

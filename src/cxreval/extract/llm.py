@@ -14,16 +14,28 @@ import hashlib
 from functools import partial
 from typing import Any
 
-from cxreval.extract.llm_answers import EmptyAnswerCheck, mention_format, mention_schema, parse_mentions
+from cxreval.extract.llm_answers import (
+    EmptyAnswerCheck,
+    mention_format,
+    mention_schema,
+    parse_mentions,
+)
 from cxreval.extract.models import Extraction, Mention
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import entity_list, fence_code, load_prompt, ontology_fingerprint
+from cxreval.llm.prompts import (
+    entity_list,
+    load_prompt,
+    ontology_fingerprint,
+    report_blocks,
+)
 from cxreval.llm.runner import Task
 from cxreval.llm.schemas import ParsedAnswer, schema_name
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "2"  # 2: fenced report, empty answers for reports with findings refused
+# 2: fenced report, empty answers for reports with findings refused
+# 3: chat-template tokens in report text neutralised before sending (what the model reads changed)
+ENGINE_VERSION = "3"
 
 
 class LLMExtractor:
@@ -49,8 +61,7 @@ class LLMExtractor:
         return f"{self.name}@{ENGINE_VERSION}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", entities=self._entities, report=text, format=self._format,
-                                  fence=fence_code(text))
+        user = self.prompt.render("user", entities=self._entities, format=self._format, **report_blocks(report=text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:

@@ -26,12 +26,20 @@ from cxreval.judge.llm_answers import pairwise_format, pairwise_schema, parse_pa
 from cxreval.judge.models import EntityJudgement
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
-from cxreval.llm.prompts import entity_list, fence_code, load_prompt, ontology_fingerprint, uncertain_rule
+from cxreval.llm.prompts import (
+    entity_list,
+    load_prompt,
+    ontology_fingerprint,
+    report_blocks,
+    uncertain_rule,
+)
 from cxreval.llm.runner import Task
 from cxreval.llm.schemas import ParsedAnswer, schema_name
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "2"  # 2: fenced reports, empty answers for pairs with findings refused
+# 2: fenced reports, empty answers for pairs with findings refused
+# 3: chat-template tokens in report text neutralised before sending (what the model reads changed)
+ENGINE_VERSION = "3"
 
 
 class LLMPairwiseJudge:
@@ -59,13 +67,13 @@ class LLMPairwiseJudge:
 
     def messages(self, reference: str, candidate: str) -> list[dict[str, str]]:
         user = self.prompt.render(
-            "user", entities=self._entities, reference=reference, candidate=candidate,
-            format=self._format, uncertain_rule=uncertain_rule(self.uncertain), fence=fence_code(reference, candidate),
+            "user", entities=self._entities, format=self._format, uncertain_rule=uncertain_rule(self.uncertain),
+            **report_blocks(reference=reference, candidate=candidate),
         )
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, reference: str, candidate: str, run: int = 0) -> str:
-        sha = lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()  # noqa: E731
+        sha = lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()
         return cache_key({
             "engine": self.signature, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
             "ontology": self._fingerprint, "params": self.config.answer_params(), "run": run,

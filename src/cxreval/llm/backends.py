@@ -3,7 +3,10 @@
 A backend makes one HTTP request per :meth:`complete` and classifies what went wrong:
 :class:`TransientError` (timeouts, dropped connections, 408/409/429/5xx: the runner retries,
 honouring ``Retry-After``) or :class:`FatalError` (bad key, unknown model, refused request: the
-run stops). Retries live in the runner, so the SDKs' own retries are switched off.
+run stops). Retries live in the runner, so the SDKs' own retries are switched off. ``timeout``
+is a deadline for the whole request (connect, send, every byte of the answer): the SDKs' own
+timeout bounds each read only, so :func:`post_within` cancels a request at its deadline
+(:class:`DeadlineExceeded`).
 
 Structured output on OpenAI-compatible servers comes in three variants:
 ``json_schema`` (OpenAI, vLLM, SGLang, llama.cpp's C++ server, Ollama),
@@ -12,9 +15,10 @@ Structured output on OpenAI-compatible servers comes in three variants:
 when the server says it does not understand the variant. Anthropic gets the schema as the input
 schema of a forced tool.
 
-Error text that leaves a backend passes through :meth:`redact` (the key as sent, and as JSON
-or a URL would escape it, is replaced first; only then is the text cut), so the key never
-reaches logs, caches or outputs, whatever a server echoes back.
+Error text that leaves a backend passes through :meth:`redact`, the one redactor of
+:mod:`cxreval.llm.redact` (any run of 8 or more characters of the key, found in the text with its
+JSON, URL and HTML escapes decoded, is replaced first; only then is the text cut), so the key
+never reaches logs, caches or outputs, whatever a server echoes back.
 
 Answers are read as raw text and validated here, not trusted to the SDKs' models: an HTTP 200
 whose body is cut off, nested too deeply, has no message, a non-string content or nonsensical
@@ -30,17 +34,18 @@ a loopback endpoint or ``--local-only`` ignores proxy settings from the environm
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import logging
-import re
 import time
 from typing import Any, Protocol
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from .config import LLMConfig, require_backend
+from .config import LLMConfig, is_reasoning_model, require_backend
+from .redact import Redactor
 
 log = logging.getLogger("cxreval.llm")
 
@@ -116,8 +121,31 @@ class MalformedResponse(TransientError):
         self.body_bytes = body_bytes
 
 
+class DeadlineExceeded(TransientError):
+    """No whole answer within the request's deadline (``--timeout``: connect, send and the whole
+    response together, however slowly a server drips its bytes): retried, then listed as
+    ``deadline``."""
+
+
 class FatalError(Exception):
     """Retrying cannot help (authentication, unknown model, malformed request): stop the run."""
+
+
+async def post_within(client: Any, path: str, body: dict[str, Any], deadline: float, timeout: float) -> str:
+    """``client.post`` of ``body``, cancelled when the event loop's clock passes ``deadline``.
+
+    The SDKs' ``timeout`` bounds each phase of a request (each read, for one): a server that
+    sends one byte at a time keeps a request alive for ever. This bounds the whole request.
+    """
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await client.post(path, body=body, cast_to=str)
+    except TimeoutError:
+        raise DeadlineExceeded(_deadline_message(timeout)) from None
+
+
+def _deadline_message(timeout: float) -> str:
+    return f"deadline: no whole answer within {timeout:g} s (--timeout covers connect and the whole response)"
 
 
 class Backend(Protocol):
@@ -157,36 +185,18 @@ def _status_transient(status: int) -> bool:
     return status in (408, 409, 425, 429) or status >= 500
 
 
-def key_forms(key: str) -> list[str]:
-    """The ways a key may come back inside text: as sent, JSON-escaped (``"``, ``\\``, non-ASCII,
-    ``/`` as ``\\/``), JSON-escaped twice, as a Python repr and URL-encoded; longest first."""
-    once = json.dumps(key)[1:-1]
-    forms = {key, once, once.replace("/", "\\/"), json.dumps(key, ensure_ascii=False)[1:-1],
-             json.dumps(once)[1:-1], json.dumps(once)[1:-1].replace("/", "\\/"), repr(key)[1:-1],
-             quote(key, safe="")}
-    return sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
-
-
-def _redactor(key: str) -> re.Pattern[str] | None:
-    forms = key_forms(key) if key and len(key) >= 4 else []
-    return re.compile("|".join(map(re.escape, forms))) if forms else None
-
-
 class _Base:
     def __init__(self, config: LLMConfig) -> None:
         config.check_endpoint()
         self.config = config
         self._key = config.api_key()
-        self._key_pattern = _redactor(self._key)
+        self._redactor = Redactor(self._key)
 
     def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
-        """``text`` with the key replaced in every form it may take (see :func:`key_forms`), then
-        cut to ``limit`` characters (None keeps it whole): redacted first, so a key straddling the
-        cut cannot survive in part."""
-        text = str(text)
-        if self._key_pattern is not None:
-            text = self._key_pattern.sub("[redacted]", text)
-        return text if limit is None else text[:limit]
+        """``text`` with every long piece of the key replaced, in whatever escapes it stands
+        (:class:`~cxreval.llm.redact.Redactor`), then cut to ``limit`` characters (None keeps it
+        whole): redacted first, so a key straddling the cut cannot survive in part."""
+        return self._redactor(text, limit)
 
     def _status_error(self, status: int, body: str, headers: Any) -> Exception:
         if 300 <= status < 400:
@@ -199,6 +209,14 @@ class _Base:
         if _status_transient(status):
             return TransientError(message, parse_retry_after(headers))
         return FatalError(message)
+
+
+def _refuses_classic_params(status: int, body: str) -> bool:
+    """A 400 that names ``max_tokens`` / ``max_completion_tokens`` or an unsupported
+    ``temperature``: how OpenAI answers the classic parameters for a reasoning model."""
+    low = body.lower()
+    return status == 400 and ("max_completion_tokens" in low
+                              or ("temperature" in low and ("unsupported" in low or "not support" in low)))
 
 
 class OpenAIBackend(_Base):
@@ -217,6 +235,15 @@ class OpenAIBackend(_Base):
         )
         self.format = "json_schema" if config.response_format == "auto" else config.response_format
         self._auto = config.response_format == "auto"
+        #: Send ``max_completion_tokens`` and no ``temperature``: a reasoning model by name, or a
+        #: server that refused the classic parameters once (then for the rest of the run).
+        self.reasoning = is_reasoning_model(config.model)
+
+    def _params(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """The sampling and length parameters this model accepts (the length sized for ``schema``)."""
+        if self.reasoning:
+            return {"max_completion_tokens": self.config.max_tokens_for(schema)}
+        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens_for(schema)}
 
     def _response_format(self, schema: dict[str, Any], name: str) -> dict[str, Any] | None:
         if self.format == "json_schema":
@@ -232,14 +259,10 @@ class OpenAIBackend(_Base):
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str) -> ChatResponse:
         oa = self._openai
+        deadline = asyncio.get_running_loop().time() + self.config.timeout  # format step-downs included
         while True:
-            used = self.format
-            kwargs: dict[str, Any] = {
-                "model": self.config.model,
-                "messages": messages,
-                "temperature": self.config.temperature,
-                "max_tokens": self.config.max_tokens,
-            }
+            used, classic = self.format, not self.reasoning
+            kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages, **self._params(schema)}
             if self.config.seed is not None:
                 kwargs["seed"] = self.config.seed
             fmt = self._response_format(schema, name)
@@ -249,17 +272,23 @@ class OpenAIBackend(_Base):
                 # The SDK's documented request method for bodies sent as is: ``create`` would walk
                 # the whole schema and messages on every call (about 3 ms of CPU with 170 entity
                 # ids, the bottleneck at high concurrency), and json_object + schema is not OpenAI's.
-                body_text = await self.client.post("/chat/completions", body=kwargs, cast_to=str)
+                body_text = await post_within(self.client, "/chat/completions", kwargs, deadline, self.config.timeout)
             except oa.APIStatusError as exc:
                 body = _body_text(exc)
+                if classic and _refuses_classic_params(exc.status_code, body):
+                    if not self.reasoning:  # concurrent calls may have learned it already
+                        self.reasoning = True
+                        log.warning("%s refused max_tokens / temperature: sending max_completion_tokens and no "
+                                    "temperature, as to a reasoning model", self.config.model)
+                    continue
                 if self._auto and self._mentions_format(exc.status_code, body) and used != "none":
                     if self.format == used:  # concurrent calls may have stepped down already
                         self.format = FORMAT_ORDER[FORMAT_ORDER.index(used) + 1]
                         log.warning("server refused response_format %s; using %s", used, self.format)
                     continue
                 raise self._status_error(exc.status_code, body, exc.response.headers) from None
-            except oa.APITimeoutError:
-                raise TransientError(f"timed out after {self.config.timeout:g} s") from None
+            except oa.APITimeoutError:  # one phase took the whole --timeout: the deadline has passed too
+                raise DeadlineExceeded(_deadline_message(self.config.timeout)) from None
             except oa.APIConnectionError as exc:
                 raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
             except oa.APIError as exc:
@@ -313,7 +342,7 @@ class AnthropicBackend(_Base):
         convo = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
         kwargs: dict[str, Any] = {
             "model": self.config.model,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": self.config.max_tokens_for(schema),
             "messages": convo,
             "tools": [{"name": name, "description": "Record the structured answer.", "input_schema": schema}],
             "tool_choice": {"type": "tool", "name": name},
@@ -324,11 +353,12 @@ class AnthropicBackend(_Base):
         try:
             # the body as is, read back as text: the Messages API fields are stable, the SDK's
             # keyword arguments are not (recent SDKs dropped ``temperature``)
-            body_text = await self.client.post("/v1/messages", body=kwargs, cast_to=str)
+            deadline = asyncio.get_running_loop().time() + self.config.timeout
+            body_text = await post_within(self.client, "/v1/messages", kwargs, deadline, self.config.timeout)
         except an.APIStatusError as exc:
             raise self._status_error(exc.status_code, _body_text(exc), exc.response.headers) from None
-        except an.APITimeoutError:
-            raise TransientError(f"timed out after {self.config.timeout:g} s") from None
+        except an.APITimeoutError:  # one phase took the whole --timeout: the deadline has passed too
+            raise DeadlineExceeded(_deadline_message(self.config.timeout)) from None
         except an.APIConnectionError as exc:
             raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
         except an.APIError as exc:

@@ -20,24 +20,48 @@ reused PID cannot keep it alive). An expired lease, or one whose process is gone
 checked at once), is taken over.
 
 The *ledger* records the cost of every answered request (cache hits cost nothing), so
-``--max-cost`` is a budget per store across reruns until ``reset_budget``.
+``--max-cost`` is a budget per store across reruns until ``reset_budget``. The worst case of each
+request in flight is a *reservation*, a row in the store (``reserve``): it is taken only if the
+ledger, every process's reservations and it fit under the cap, in one write transaction, and it
+is released in the transaction that writes the request's real cost to the ledger
+(``record_spend``), so the cap holds for every process that shares the file. A reservation
+lasts one request's deadline plus 30 s; one whose owner died is dropped (same host: at once).
+
+All of this needs SQLite's locks and WAL shared memory, which hold only for processes on one
+host: a store on a network file system (NFS, SMB, ...) is opened with a warning, and must not be
+shared between machines. A store of an older schema is migrated in place when it is opened; one
+written by a newer cxreval is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import re
 import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = 1
+log = logging.getLogger("cxreval.llm")
+
+#: 1: answers, leases, ledger. 2: + reservations (the budget of requests in flight, per store).
+SCHEMA_VERSION = 2
+#: File systems on which SQLite's locks and WAL do not hold between machines (``/proc`` names).
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
+    "gpfs", "beegfs", "orangefs", "pvfs2", "davfs", "fuse.sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs",
+    "fuse.rclone", "fuse.gcsfuse", "fuse.davfs2", "fuse.juicefs", "fuse.beegfs",
+})
+_warned_network: set[Path] = set()
 
 
 def _alive(owner: str) -> bool:
@@ -85,6 +109,52 @@ class NotAnAnswerStore(ValueError):
     """A file that is not cxreval's LLM answer store; it is never opened for writing."""
 
 
+class NewerAnswerStore(NotAnAnswerStore):
+    """An answer store of a schema newer than this cxreval reads; it is never opened for writing."""
+
+
+class Budget(NamedTuple):
+    """What :meth:`AnswerCache.reserve` found: the reservation taken (None: it did not fit), what
+    the store has spent, and the requests in flight (every process's) holding the rest."""
+
+    reservation: int | None
+    spent: float
+    reserved: float
+    in_flight: int
+
+
+def _unescape_mount(field: str) -> str:
+    """A mountinfo path field with its octal escapes (``\\040`` for a space) undone."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def filesystem_type(path: str | Path, mountinfo: str | None = None) -> str | None:
+    """The type of the file system ``path`` lies on (``ext4``, ``nfs4``, ...), from the longest
+    matching mount point of ``/proc/self/mountinfo`` (Linux; None where it cannot be read)."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    target = Path(path).resolve()
+    best, fstype = -1, None
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        mount = Path(_unescape_mount(parts[4]))
+        if (mount == target or mount in target.parents) and len(mount.parts) > best:
+            best, fstype = len(mount.parts), rest.split()[0]
+    return fstype
+
+
+def network_filesystem(path: str | Path, mountinfo: str | None = None) -> str | None:
+    """The network file system type ``path`` lies on (see :data:`NETWORK_FILESYSTEMS`), or None."""
+    fstype = filesystem_type(path, mountinfo)
+    return fstype if fstype in NETWORK_FILESYSTEMS else None
+
+
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -115,6 +185,17 @@ def check_answer_store(path: str | Path) -> None:
     if "answers" not in tables or version is None:
         found = ", ".join(sorted(tables)) or "none"
         raise NotAnAnswerStore(f"{p}: an SQLite file, but not a cxreval LLM answer store (tables: {found})")
+    _check_version(p, version[0])
+
+
+def _check_version(path: Path, value: Any) -> None:
+    """Refuse a store whose schema version is not a number, or newer than :data:`SCHEMA_VERSION`."""
+    if not str(value).isdigit():
+        raise NotAnAnswerStore(f"{path}: an answer store with an unreadable schema version ({value!r})")
+    if int(value) > SCHEMA_VERSION:
+        raise NewerAnswerStore(
+            f"{path}: answer store schema {value}, written by a newer cxreval (this one reads up to schema "
+            f"{SCHEMA_VERSION}); upgrade cxreval (pip install -U cxreval) or give another --cache")
 
 
 class AnswerCache:
@@ -127,28 +208,68 @@ class AnswerCache:
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            """CREATE TABLE IF NOT EXISTS answers (
-                key TEXT PRIMARY KEY, kind TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL,
-                status TEXT NOT NULL, value TEXT, raw TEXT NOT NULL, error TEXT NOT NULL,
-                input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, calls INTEGER NOT NULL,
-                cost REAL NOT NULL, created REAL NOT NULL)"""
-        )
-        self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        self._db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)")
-        self._db.execute(
-            """CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
-                input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
-                cost REAL NOT NULL, created REAL NOT NULL)"""
-        )
+        try:
+            self._create_or_migrate()
+        except NotAnAnswerStore:
+            self._db.close()
+            raise
+        self._warn_if_network()
         #: this process's lease owner id: host, pid (to tell a dead owner) and a random part
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (taken at once, so a read-check-write cannot race another process)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _create_or_migrate(self) -> None:
+        """Create a new store's tables, or bring an older store up to :data:`SCHEMA_VERSION`
+        (schema 1 gains the ``reservations`` table; nothing is lost), in one transaction."""
+        with self._write() as db:
+            db.execute(
+                """CREATE TABLE IF NOT EXISTS answers (
+                    key TEXT PRIMARY KEY, kind TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL,
+                    status TEXT NOT NULL, value TEXT, raw TEXT NOT NULL, error TEXT NOT NULL,
+                    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, calls INTEGER NOT NULL,
+                    cost REAL NOT NULL, created REAL NOT NULL)"""
+            )
+            db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+            found = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            if found is not None:
+                _check_version(self.path, found[0])
+            db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)")
+            db.execute(
+                """CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
+                    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
+                    cost REAL NOT NULL, created REAL NOT NULL)"""
+            )
+            db.execute(
+                """CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, key TEXT NOT NULL,
+                    owner TEXT NOT NULL, cost REAL NOT NULL, expires REAL NOT NULL)"""
+            )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _warn_if_network(self) -> None:
+        """Say once per store when it lies on a network file system (see the module doc)."""
+        fstype = network_filesystem(self.path)
+        if fstype is None or self.path in _warned_network:
+            return
+        _warned_network.add(self.path)
+        log.warning("%s is on a network file system (%s): SQLite's WAL and locks hold only between processes "
+                    "on one host, so never share this answer store between machines (its leases and the "
+                    "--max-cost budget would not hold, and the file may be corrupted); to be safe, give --cache "
+                    "a path on a local disk", self.path, fstype)
 
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "AnswerCache":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -201,35 +322,70 @@ class AnswerCache:
         finally:
             self._db.execute("COMMIT")
 
-    def renew(self, key: str | None, ttl: float) -> bool:
-        """Extend this process's lease on ``key`` (or all of its leases) to ``ttl`` seconds from now.
+    def renew(self, key: str | None, ttl: float, *, skip: Collection[str] = ()) -> bool:
+        """Extend this process's lease on ``key`` (or all of its leases but those in ``skip``) to
+        ``ttl`` seconds from now.
 
         A lease of ``key`` that lapsed and is free again is taken back; one another owner took
         over stays theirs. Returns whether ``key`` (or any lease, for None) is now this process's.
         """
         expires = time.time() + ttl
         if key is None:
-            return self._db.execute("UPDATE leases SET expires = ? WHERE owner = ?",
-                                    (expires, self.owner)).rowcount > 0
+            marks = ",".join("?" * len(skip))
+            return self._db.execute(f"UPDATE leases SET expires = ? WHERE owner = ? AND key NOT IN ({marks})",
+                                    (expires, self.owner, *skip)).rowcount > 0
         if self._db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ?",
                             (expires, key, self.owner)).rowcount > 0:
             return True
         return self._db.execute("INSERT OR IGNORE INTO leases VALUES (?,?,?)", (key, self.owner, expires)).rowcount > 0
 
     def release(self, key: str | None = None) -> None:
-        """Give back one lease of this process (or all of them)."""
+        """Give back one lease of this process (or all of them, and all of its reservations)."""
         if key is None:
-            self._db.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+            with self._write() as db:
+                db.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+                db.execute("DELETE FROM reservations WHERE owner = ?", (self.owner,))
         else:
             self._db.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, self.owner))
 
-    # -- ledger: what was spent, for the budget -------------------------------------------
+    # -- ledger and reservations: the --max-cost budget, shared by every process -------------
+    def reserve(self, key: str, cost: float, cap: float, ttl: float) -> Budget:
+        """Reserve ``cost`` (a request's worst case) for ``ttl`` seconds if the ledger, every
+        process's live reservations and it stay within ``cap``; checked and taken in one write
+        transaction, so two processes cannot both take the last of the budget."""
+        with self._write() as db:
+            self._drop_stale_reservations(time.time())
+            spent = float(db.execute("SELECT COALESCE(SUM(cost), 0) FROM ledger").fetchone()[0])
+            reserved, n = db.execute("SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM reservations").fetchone()
+            if spent + reserved + cost > cap:
+                return Budget(None, spent, float(reserved), int(n))
+            cur = db.execute("INSERT INTO reservations (key, owner, cost, expires) VALUES (?,?,?,?)",
+                             (key, self.owner, cost, time.time() + ttl))
+            return Budget(cur.lastrowid, spent, float(reserved) + cost, int(n) + 1)
+
+    def _drop_stale_reservations(self, now: float) -> None:
+        """Delete reservations past their expiry, or whose owner is gone (same host: checked at once)."""
+        owners = [r[0] for r in self._db.execute("SELECT DISTINCT owner FROM reservations WHERE owner != ?",
+                                                 (self.owner,))]
+        dead = [o for o in owners if not _alive(o)]
+        self._db.execute("DELETE FROM reservations WHERE expires <= ?", (now,))
+        self._db.executemany("DELETE FROM reservations WHERE owner = ?", [(o,) for o in dead])
+
+    def unreserve(self, reservation: int | None) -> None:
+        """Give back a reservation whose request cost nothing (no answer came)."""
+        if reservation is not None:
+            self._db.execute("DELETE FROM reservations WHERE id = ? AND owner = ?", (reservation, self.owner))
+
     def record_spend(self, key: str, model: str, input_tokens: int, output_tokens: int, estimated: bool,
-                     cost: float) -> None:
-        """Append one answered request's cost to the ledger (committed at once)."""
-        self._db.execute("INSERT INTO ledger (key, model, input_tokens, output_tokens, estimated, cost, created) "
-                         "VALUES (?,?,?,?,?,?,?)", (key, model, input_tokens, output_tokens, int(estimated), cost,
-                                                    time.time()))
+                     cost: float, reservation: int | None = None) -> None:
+        """Append one answered request's cost to the ledger and give back its reservation, in one
+        transaction (committed at once): no other process sees the cost twice or not at all."""
+        with self._write() as db:
+            db.execute("INSERT INTO ledger (key, model, input_tokens, output_tokens, estimated, cost, created) "
+                       "VALUES (?,?,?,?,?,?,?)", (key, model, input_tokens, output_tokens, int(estimated), cost,
+                                                  time.time()))
+            if reservation is not None:
+                db.execute("DELETE FROM reservations WHERE id = ? AND owner = ?", (reservation, self.owner))
 
     def spent(self) -> float:
         """USD spent through this store since the budget was last reset (every process's calls)."""

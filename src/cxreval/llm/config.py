@@ -5,7 +5,9 @@ Precedence, lowest to highest: defaults < YAML file (``--llm-config``) < environ
 The API key itself is never a setting: ``api_key_env`` names the environment variable that
 holds it, so keys stay out of files, caches, logs and outputs. That name is printed only when it
 looks like a conventional variable name (:data:`SHOWN_ENV_NAME`: capitals, digits and ``_``, at
-most 64 characters): anything else (``gsk_...``, ``hf_...``) may be a key pasted by mistake.
+most 64 characters): anything else (``gsk_...``, ``hf_...``) may be a key pasted by mistake. For
+the same reason a file that cannot be read is reported by file, line and column, never by its
+lines (:func:`read_config_file`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Provider = Literal["openai", "anthropic"]
 ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
@@ -33,6 +42,17 @@ ENV_PREFIX = "CXREVAL_LLM_"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 #: Names that may be printed: conventional variable names. Any other accepted name is never shown.
 SHOWN_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+#: OpenAI's reasoning models (o1, o3, o4-mini, GPT-5 and their dated or provider-prefixed names):
+#: they refuse ``max_tokens`` (it is ``max_completion_tokens``) and any ``temperature`` but the
+#: default with a 400, so the OpenAI backend sends neither.
+_REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+|gpt-5)(?:$|[-.:_])", re.IGNORECASE)
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether ``model`` names one of OpenAI's reasoning models (see ``_REASONING_MODEL``)."""
+    return _REASONING_MODEL.search(model) is not None
 
 
 class LLMConfigError(ValueError):
@@ -68,8 +88,10 @@ class LLMConfig(BaseModel):
     model: str = Field(..., min_length=1)
     api_key_env: str | None = Field(None, repr=False, description="name of the env variable holding the key")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(4096, ge=16, le=200_000)
-    timeout: float = Field(120.0, gt=0, description="seconds per HTTP request")
+    max_tokens: int | None = Field(None, ge=16, le=200_000, description=(
+        "output tokens per call; unset: sized from each call's answer schema, so the longest answer "
+        "the schema allows fits (a dense answer too)"))
+    timeout: float = Field(120.0, gt=0, description="deadline per HTTP request (connect and the whole answer), seconds")
     concurrency: int = Field(8, ge=1, le=1024)
     retries: int = Field(4, ge=0, le=20, description="transport retries per call (429, 5xx, timeouts)")
     rate_limit: float | None = Field(None, gt=0, description="max requests per second")
@@ -102,7 +124,7 @@ class LLMConfig(BaseModel):
         return [v for v in (cls._url(v) for v in value) if v is not None]
 
     @model_validator(mode="after")
-    def _replicas_need_base_url(self) -> "LLMConfig":
+    def _replicas_need_base_url(self) -> LLMConfig:
         if self.replicas and self.base_url is None:
             raise ValueError("replicas need base_url: replicas serve the model at base_url (without it the first "
                              "endpoint would be the provider's public API)")
@@ -189,13 +211,29 @@ class LLMConfig(BaseModel):
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.price_input + output_tokens * self.price_output) / 1e6
 
+    @property
+    def sends_temperature(self) -> bool:
+        """False for OpenAI's reasoning models: they sample at their own default temperature."""
+        return not (self.provider == "openai" and is_reasoning_model(self.model))
+
+    def temperature_label(self) -> str:
+        """The temperature as signatures show it (``default`` where none is sent)."""
+        return f"{self.temperature:g}" if self.sends_temperature else "default"
+
+    def max_tokens_for(self, schema: dict[str, Any]) -> int:
+        """Output tokens a call with this answer ``schema`` may use: ``max_tokens`` where set, else
+        the bound of :func:`~cxreval.llm.schemas.answer_token_bound`."""
+        from .schemas import answer_token_bound
+
+        return self.max_tokens if self.max_tokens is not None else answer_token_bound(schema)
+
     def answer_params(self) -> dict[str, Any]:
         """The settings that can change an answer: part of every cache key and signature."""
         return {
             "provider": self.provider,
             "model": self.model,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "temperature": self.temperature if self.sends_temperature else "default",
+            "max_tokens": self.max_tokens if self.max_tokens is not None else "auto",
             "schema": self.schema_style,
             "max_items": self.max_items,
             "max_evidence_chars": self.max_evidence_chars,
@@ -215,20 +253,17 @@ class LLMConfig(BaseModel):
         *,
         env: dict[str, str] | None = None,
         **overrides: Any,
-    ) -> "LLMConfig":
+    ) -> LLMConfig:
         """Merge YAML file, ``CXREVAL_LLM_*`` environment and explicit overrides (``None`` = unset)."""
         data: dict[str, Any] = {}
+        where: dict[str, str] = {}
         if file is not None:
             path = Path(file)
-            try:
-                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                raise LLMConfigError(f"{path}: cannot read LLM config: {exc}") from None
-            if not isinstance(loaded, dict):
-                raise LLMConfigError(f"{path}: an LLM config must be a mapping of settings")
+            loaded, where = read_config_file(path)
             if "api_key" in loaded:
                 raise LLMConfigError(
-                    f"{path}: keys do not belong in files; set api_key_env to the name of an environment variable"
+                    f"{where['api_key']}: keys do not belong in files; set api_key_env to the name of an "
+                    "environment variable"
                 )
             data.update(loaded)
         environ = os.environ if env is None else env
@@ -236,20 +271,94 @@ class LLMConfig(BaseModel):
             raw = environ.get(ENV_PREFIX + name.upper())
             if raw is not None and raw != "":
                 data[name] = raw
+                where.pop(name, None)
         data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.from_settings(data)
+        return cls.from_settings(data, {k: v for k, v in where.items() if overrides.get(k) is None})
 
     @classmethod
-    def from_settings(cls, data: dict[str, Any]) -> "LLMConfig":
-        """Validate settings; the error names each bad field and why, never the value given
-        (a value may be a key or a URL with a password)."""
+    def from_settings(cls, data: dict[str, Any], where: dict[str, str] | None = None) -> LLMConfig:
+        """Validate settings; the error names each bad field, where the file holds it (``where``:
+        setting -> ``file line L, column C``) and why, never the value given (a value may be a
+        key or a URL with a password), nor an unknown setting's name unless it looks like one."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(_setting_problem(e, where or {}) for e in exc.errors())
             raise LLMConfigError(f"invalid LLM settings: {problems}") from None
+
+
+#: Unknown setting names that may be printed (lower-case words): anything else may be a key.
+SHOWN_SETTING = re.compile(r"[a-z_]{1,40}")
+#: Quoted text in a YAML error that may be printed: one (escaped) character or a token such as '<stream end>'.
+_SHOWN_QUOTE = re.compile(r"\\?.|<[a-z ]{1,20}>")
+
+
+def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings of a YAML file, and where each stands (setting -> ``file line L, column C``).
+
+    A file that is not UTF-8 or not YAML is an :class:`LLMConfigError` that gives the file, line
+    and column and what is wrong, never the line itself: PyYAML's own message quotes it, and the
+    line may hold a key pasted by mistake.
+    """
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise LLMConfigError(f"{path}: cannot read LLM config: {exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError as exc:
+        before = raw[:exc.start].decode("utf-8", "replace")
+        line, column = _line_column(before, len(before))
+        raise LLMConfigError(f"{path}, line {line}, column {column}: not UTF-8 text") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise LLMConfigError(f"{path}, {_yaml_problem(exc, text)}") from None
+    if node is None:  # an empty file: no settings
+        return {}, {}
+    if not isinstance(loaded, dict) or not isinstance(node, yaml.MappingNode):
+        raise LLMConfigError(f"{path}: an LLM config must be a mapping of settings")
+    where = {k.value: f"{path}, line {k.start_mark.line + 1}, column {k.start_mark.column + 1}"
+             for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    return loaded, where
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """``line L, column C: not valid YAML: <what PyYAML found>``, without the snippet of the line
+    PyYAML quotes, and with any longer quoted text of the file (a tag, an alias) left out."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        line, column = mark.line + 1, mark.column + 1
+    else:  # a ReaderError: a character YAML does not allow, at a position
+        line, column = _line_column(text, int(getattr(exc, "position", 0)))
+    problem = _unquoted(getattr(exc, "problem", None) or getattr(exc, "reason", None) or "cannot be read")
+    context, started = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and started is not None:
+        problem += f" ({_unquoted(context)}, started at line {started.line + 1}, column {started.column + 1})"
+    return f"line {line}, column {column}: not valid YAML: {problem} (the line is not shown: it may hold a key)"
+
+
+def _unquoted(message: object) -> str:
+    """A PyYAML message with quoted text of the file left out, but for one character or a token."""
+    return re.sub(r"'([^']*)'", lambda m: m.group(0) if _SHOWN_QUOTE.fullmatch(m.group(1)) else "(not shown)",
+                  str(message))
+
+
+def _setting_problem(error: Any, where: dict[str, str]) -> str:
+    """One validation error as ``setting (file, line, column): why``; an unknown setting is named
+    only when its name looks like a setting's (:data:`SHOWN_SETTING`)."""
+    loc = [str(p) for p in error["loc"]]
+    head = loc[0] if loc else ""
+    label = ".".join(loc) or "config"
+    if error["type"] == "extra_forbidden" and not SHOWN_SETTING.fullmatch(head):
+        label = "a setting whose name is not shown (it may be a key)"
+    at = f" ({where[head]})" if head in where else ""
+    return f"{label}{at}: {error['msg']}"
 
 
 def shown_env_name(name: str) -> str:

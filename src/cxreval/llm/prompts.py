@@ -9,7 +9,9 @@ a code (``<candidate-3f9a0c…>`` … ``</candidate-3f9a0c…>``, see :func:`fen
 nowhere in the text, so no report can close its block or open a fake one, and the system prompts
 say that any instruction inside a block is report text to ignore. The code is derived from the
 texts, so the same input always renders the same prompt (cache keys and resume hold).
-:func:`read_fenced` is the exact inverse, for the loopback server.
+:func:`read_fenced` is the exact inverse, for the loopback server. Before it is fenced, a report's
+chat-template tokens (``<|im_start|>``, ``[INST]``) are neutralised
+(:func:`cxreval.llm.injection.neutralise`): :func:`report_blocks` does both, for every engine.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from string import Template
 
@@ -26,6 +28,7 @@ import yaml
 
 from cxreval.ontology import Ontology
 
+from .injection import neutralise
 from .schemas import Mode
 
 MAX_SYNONYMS_SHOWN = 4
@@ -53,7 +56,7 @@ class PromptTemplate:
         return Template(self.sections[role]).substitute(values).strip()
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str) -> PromptTemplate:
     """Read ``prompts/<name>.md`` from the package."""
     text = (resources.files("cxreval.llm") / "prompts" / f"{name}.md").read_text(encoding="utf-8")
@@ -103,10 +106,17 @@ def fence_code(*texts: str, size: int = FENCE_SIZE) -> str:
     lowered = [t.lower() for t in texts]
     payload = json.dumps(texts)
     for i in range(MAX_FENCE_TRIES):
-        code = hashlib.sha256(f"{i}:{payload}".encode("utf-8")).hexdigest()[:size]
+        code = hashlib.sha256(f"{i}:{payload}".encode()).hexdigest()[:size]
         if not any(code in t for t in lowered):
             return code
     raise ValueError(f"no fence code of {size} characters is free in these texts")
+
+
+def report_blocks(**texts: str) -> dict[str, str]:
+    """Template values for fenced report blocks: each text as it is sent (chat-template tokens
+    neutralised, :func:`~cxreval.llm.injection.neutralise`) and the ``fence`` code of them all."""
+    sent = {name: neutralise(text) for name, text in texts.items()}
+    return {**sent, "fence": fence_code(*sent.values())}
 
 
 def read_fenced(prompt: str) -> dict[str, str] | None:

@@ -10,41 +10,58 @@ task, ends that task as a listed failure, never the run (Ctrl-C and cancellation
 is redacted from every answer before it is parsed, stored or shown.
 
 The budget (``--max-cost``) is a hard cap per answer store: a request starts only if what the
-store has spent (every run, every process: the ledger), plus what is reserved by this runner's
-requests in flight, plus this request's worst case (its prompt estimated at one token per 3
-bytes, and ``max_tokens`` of output) stays within the cap. A request that does not fit only
-because of reservations waits for requests in flight to finish (their real cost is usually far
-below their worst case) and checks again; the run stops only when nothing is in flight and it
-still does not fit. Spending therefore never passes the cap unless a server reports more tokens
-than that worst case. Every HTTP 200 is charged: where a server reports no usable usage (none,
-not a non-negative integer, or zero tokens for a non-empty prompt or answer), and for a 200
-whose body is unusable (retried, but billed by a real provider), the tokens are estimated the
-same way, output at most ``max_tokens`` (``Usage.estimated`` counts those).
+store has spent (every run, every process: the ledger), plus the reservations of every request
+in flight (every process's: rows in the store), plus this request's worst case (its prompt
+estimated at one token per 3 bytes, and ``max_tokens`` of output) stays within the cap; the check
+and the reservation are one write transaction, and the reservation is given back in the one that
+writes the real cost to the ledger. A request that does not fit only because of reservations
+waits for requests in flight to finish (their real cost is usually far below their worst case)
+and checks again; the run stops only when nothing is in flight, in any process, and it still
+does not fit. Spending therefore never passes the cap, however many processes share the store,
+unless a server reports more tokens than that worst case (then by at most that excess). Every
+HTTP 200 is charged: where a server reports no usable usage (none, not a non-negative integer,
+or zero tokens for a non-empty prompt or answer), and for a 200 whose body is unusable (retried,
+but billed by a real provider), the tokens are estimated the same way, output at most
+``max_tokens`` (``Usage.estimated`` counts those).
 
-Leases (see :mod:`cxreval.llm.cache`) last ``timeout + LEASE_MARGIN`` seconds and are renewed at
-the start of every HTTP attempt, before every wait between attempts (to cover it) and by a
-heartbeat while the runner runs, so a live owner keeps its leases and a dead one's expire within
-about ``timeout + 30`` seconds, on any host.
+Every HTTP attempt has a deadline, ``timeout`` seconds for the whole request (see
+:func:`cxreval.llm.backends.post_within`); a call whose last attempt passed it is listed as a
+``deadline`` failure. Leases (see :mod:`cxreval.llm.cache`) last ``timeout + LEASE_MARGIN``
+seconds and are renewed at the start of every HTTP attempt, before every wait between attempts
+(to cover it) and by a heartbeat while the runner runs, but never for an attempt past its
+deadline, so a live owner keeps its leases, a stuck request's lease lapses, and a dead owner's
+expire within about ``timeout + 30`` seconds, on any host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
-from .backends import Backend, ChatResponse, FatalError, MalformedResponse, TransientError, make_backend
+from .backends import (
+    Backend,
+    ChatResponse,
+    DeadlineExceeded,
+    FatalError,
+    MalformedResponse,
+    TransientError,
+    make_backend,
+)
 from .cache import AnswerCache, CachedAnswer
 from .config import LLMConfig
 from .prompts import load_prompt
+from .redact import config_redactor, map_strings
 from .schemas import AnswerError, ParsedAnswer
 
 MAX_BACKOFF = 30.0
@@ -61,7 +78,11 @@ LEASE_POLL_SECONDS = 0.2
 LEASE_MARGIN = 30.0
 #: The heartbeat renews a runner's leases at least this often (and at least 3 times per lease life).
 HEARTBEAT_SECONDS = 10.0
-Stage = Literal["answer", "transport", "budget", "stopped"]
+Stage = Literal["answer", "transport", "deadline", "budget", "stopped"]
+
+
+#: The re-ask's reminder for tasks that answer with entity ids (extract, pairwise, verify).
+ENTITY_REASK = "using only entity ids from the list and only the allowed values"
 
 
 @dataclass(frozen=True)
@@ -75,6 +96,8 @@ class Task:
     schema: dict[str, Any]
     schema_name: str
     parse: Callable[[str], ParsedAnswer]
+    reask_hint: str = ENTITY_REASK
+    """What the re-ask reminds the model of: what this task's answer is made of."""
 
 
 @dataclass
@@ -111,7 +134,7 @@ class Usage(BaseModel):
     stopped: str | None = None
     seconds: float = 0.0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         for name in ("tasks", "cache_hits", "requests", "answers", "retries", "reasks", "input_tokens",
                      "output_tokens", "failed", "not_run", "estimated"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -158,8 +181,8 @@ class LLMRunner:
         self.limiter = RateLimiter(config.rate_limit)
         self.reask = load_prompt("reask")
         self.spent_here = 0.0  # by this runner, across its batches
-        self.reserved = 0.0  # worst cases of the requests in flight, for --max-cost
-        self.in_flight = 0  # requests holding a reservation
+        self.in_flight = 0  # this runner's requests holding a reservation (rows in the store)
+        self._deadlines: dict[str, float] = {}  # key -> loop time its HTTP attempt in flight must end by
         self._released = asyncio.Event()  # set (and replaced) whenever a reservation is given back
         self.stop_reason: str | None = None
 
@@ -185,7 +208,10 @@ class LLMRunner:
         return self.cache.spent()
 
     def redact(self, text: str, limit: int | None = 500) -> str:
-        return self._backend.redact(text, limit) if self._backend is not None else text[:limit]
+        """``text`` through the one key redactor (:mod:`cxreval.llm.redact`), then cut to ``limit``."""
+        if self._backend is not None:
+            return self._backend.redact(text, limit)
+        return config_redactor(self.config)(text, limit)  # no backend yet: the same redactor, on the config's key
 
     # -- one batch ------------------------------------------------------------------------
     async def run(self, tasks: Sequence[Task], *, progress: bool = False, label: str = "LLM calls") -> tuple[dict[str, Outcome], Usage]:
@@ -250,12 +276,15 @@ class LLMRunner:
                        stage=None if hit.status == "ok" else "answer", cached=True)
 
     async def _heartbeat(self) -> None:
-        """Renew every lease of this runner's store owner while calls run."""
+        """Renew the leases of this runner's store owner while calls run, except those of HTTP
+        attempts past their deadline: a request that cannot end must not keep others waiting."""
         every = min(HEARTBEAT_SECONDS, self.lease_ttl / 3)
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(every)
+            overdue = [k for k, end in self._deadlines.items() if end <= loop.time()]
             with contextlib.suppress(sqlite3.Error):  # a busy store: the next beat or attempt renews
-                self.cache.renew(None, self.lease_ttl)
+                self.cache.renew(None, self.lease_ttl, skip=overdue)
 
     async def _wait_for_lease(self, task: Task, usage: Usage) -> Outcome | None:
         """Take the task's lease; while another process holds it, wait and use its answer."""
@@ -298,7 +327,8 @@ class LLMRunner:
         calls = 0
         messages = list(task.messages)
         error = ""
-        bound = cfg.max_tokens * CHARS_PER_TOKEN_BOUND
+        max_out = cfg.max_tokens_for(task.schema)
+        bound = max_out * CHARS_PER_TOKEN_BOUND
         for attempt in range(2):  # the answer, then at most one re-ask
             try:
                 resp = await self._call(messages, task, usage)
@@ -306,7 +336,8 @@ class LLMRunner:
                 return self._not_run(task, usage)
             except TransientError as exc:
                 usage.failed += 1
-                return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage="transport")
+                stage: Stage = "deadline" if isinstance(exc, DeadlineExceeded) else "transport"
+                return Outcome(key=task.key, ok=False, raw=raws, error=self.redact(str(exc)), stage=stage)
             except FatalError as exc:
                 self.stop_reason = self.stop_reason or f"endpoint refused the request: {self.redact(str(exc))}"
                 usage.failed += 1
@@ -319,7 +350,7 @@ class LLMRunner:
             try:
                 if len(text) > bound:
                     raise AnswerError(f"the answer is {len(text):,} characters, over the bound of {bound:,} "
-                                      f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={cfg.max_tokens}); "
+                                      f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={max_out}); "
                                       "answer with the JSON object only")
                 try:
                     parsed = task.parse(text)
@@ -331,16 +362,16 @@ class LLMRunner:
             except AnswerError as exc:
                 error = str(exc)
                 if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
-                    error += f" (the answer was cut off at max_tokens={cfg.max_tokens})"
+                    error += f" (the answer was cut off at max_tokens={max_out})"
                 if attempt == 0:
                     usage.reasks += 1
                     messages = [
                         *task.messages,
                         {"role": "assistant", "content": _excerpt(text, REASK_EXCERPT_CHARS) or "(empty answer)"},
-                        {"role": "user", "content": self.reask.render("user", error=error)},
+                        {"role": "user", "content": self.reask.render("user", error=error, hint=task.reask_hint)},
                     ]
                 continue
-            value = {"items": parsed.items, "notes": parsed.notes}
+            value = map_strings({"items": parsed.items, "notes": parsed.notes}, partial(self.redact, limit=None))
             return self._store(task, "ok", value, raws, "", tokens, calls)
         usage.failed += 1
         error = f"invalid answer after one re-ask: {error}"
@@ -364,40 +395,49 @@ class LLMRunner:
             return Outcome(key=task.key, ok=True, value=value, raw=raws)
         return Outcome(key=task.key, ok=False, raw=raws, error=error, stage="answer")
 
-    async def _reserve(self, messages: list[dict[str, str]]) -> float | None:
-        """Reserve this request's worst-case cost (None: no cap), waiting while requests in flight
-        hold the budget it needs; raise BudgetReached when it cannot fit (see the module doc)."""
+    async def _reserve(self, task: Task, messages: list[dict[str, str]]) -> int | None:
+        """Reserve this request's worst-case cost in the store, waiting while requests in flight
+        (any process's) hold the budget it needs; raise BudgetReached when it cannot fit (see the
+        module doc). Returns the reservation's id (None: nothing to reserve, no prices). A run
+        without a cap reserves too (always granted), so capped processes on the store count it."""
         cfg = self.config
-        if cfg.max_cost is None:
+        if cfg.max_cost is None and not (cfg.price_input or cfg.price_output):
             return None
-        worst = cfg.cost(estimate_tokens(messages), cfg.max_tokens)
+        cap = cfg.max_cost if cfg.max_cost is not None else math.inf
+        worst = cfg.cost(estimate_tokens(messages), cfg.max_tokens_for(task.schema))
         while True:
-            spent = self.spent
-            if spent + self.reserved + worst <= cfg.max_cost:
-                self.reserved += worst
+            budget = self.cache.reserve(task.key, worst, cap, self.lease_ttl)
+            if budget.reservation is not None:
                 self.in_flight += 1
-                return worst
-            if self.in_flight == 0:  # only what is really spent is in the way: stop
+                return budget.reservation
+            if budget.in_flight == 0:  # only what is really spent is in the way: stop
                 self.stop_reason = self.stop_reason or (
                     f"--max-cost {cfg.max_cost:g} USD reached (a request may cost up to {worst:.4f} USD, "
-                    f"{max(cfg.max_cost - spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a new budget)")
+                    f"{max(cfg.max_cost - budget.spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a "
+                    "new budget)")
                 self._signal()  # the others waiting stop too
                 raise BudgetReached(self.stop_reason)
-            await self._released.wait()  # a request in flight finishes: its real cost is known, check again
+            # a request in flight finishes (here: signalled; another process's: seen at the next look)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), LEASE_POLL_SECONDS)
 
-    def _unreserve(self, reserved: float | None) -> None:
-        if reserved is None:
+    def _unreserve(self, reservation: int | None, *, charged: bool = False) -> None:
+        """Give back a reservation (``charged``: the ledger write already did, in its transaction)."""
+        if reservation is None:
             return
         self.in_flight -= 1
-        self.reserved = self.reserved - reserved if self.in_flight else 0.0  # no float residue when idle
+        if not charged:
+            self.cache.unreserve(reservation)
         self._signal()
 
     def _signal(self) -> None:
         released, self._released = self._released, asyncio.Event()
         released.set()
 
-    def _charge(self, task: Task, usage: Usage, input_tokens: int, output_tokens: int, estimated: bool) -> None:
-        """Count one HTTP 200's tokens and cost in ``usage`` and the store's ledger (the budget)."""
+    def _charge(self, task: Task, usage: Usage, input_tokens: int, output_tokens: int, estimated: bool,
+                reservation: int | None = None) -> None:
+        """Count one HTTP 200's tokens and cost in ``usage`` and the store's ledger (the budget),
+        giving back its reservation in the same transaction."""
         cfg = self.config
         usage.estimated += estimated
         usage.input_tokens += input_tokens
@@ -405,56 +445,83 @@ class LLMRunner:
         cost = cfg.cost(input_tokens, output_tokens)
         usage.cost += cost
         self.spent_here += cost
-        self.cache.record_spend(task.key, cfg.model, input_tokens, output_tokens, estimated, cost)
+        self.cache.record_spend(task.key, cfg.model, input_tokens, output_tokens, estimated, cost, reservation)
 
     async def _call(self, messages: list[dict[str, str]], task: Task, usage: Usage) -> ChatResponse:
+        """The answer to ``messages``, retrying transient failures (FatalError and BudgetReached pass)."""
         cfg = self.config
         attempts = cfg.retries + 1
         for attempt in range(attempts):
             await self.limiter.wait()
-            reserved = await self._reserve(messages)
-            usage.requests += 1
-            failure: TransientError | None = None
-            try:
-                self.cache.renew(task.key, self.lease_ttl)
-                resp = await self.backend.complete(messages, task.schema, task.schema_name)
-            except FatalError:
-                raise
-            except TransientError as exc:
-                failure = exc
-            except Exception as exc:  # noqa: BLE001 - a surprise in the client: a transport error, retried
-                failure = TransientError(self.redact(f"{type(exc).__name__}: {exc}"))
-            finally:
-                self._unreserve(reserved)
-            if failure is not None:
-                if isinstance(failure, MalformedResponse):  # an HTTP 200 all the same: a provider bills it
-                    self._charge(task, usage, estimate_tokens(messages),
-                                 min(-(-failure.body_bytes // BYTES_PER_TOKEN), cfg.max_tokens), True)
-                if attempt + 1 >= attempts:
-                    raise TransientError(f"{failure} (gave up after {attempts} attempts)") from None
-                usage.retries += 1
-                if failure.retry_after is not None:
-                    delay = min(failure.retry_after, MAX_RETRY_AFTER)
-                    usage.retry_after_waits.append(delay)
-                else:
-                    delay = min(MAX_BACKOFF, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
-                with contextlib.suppress(sqlite3.Error):  # a busy store: the heartbeat renews
-                    self.cache.renew(task.key, delay + self.lease_ttl)  # the wait and the next attempt
-                await asyncio.sleep(delay)
-                continue
-            usage.answers += 1
-            # a count that is missing, or zero for a non-empty prompt / answer, is not believed
-            tokens_in = resp.input_tokens if resp.input_tokens or not any(m.get("content") for m in messages) else None
-            tokens_out = resp.output_tokens if resp.output_tokens or not resp.text else None
-            estimated = tokens_in is None or tokens_out is None
-            resp = resp.model_copy(update={
-                "input_tokens": tokens_in if tokens_in is not None else estimate_tokens(messages),
-                "output_tokens": tokens_out if tokens_out is not None else min(_estimate(resp.text), cfg.max_tokens),
-            })
-            assert resp.input_tokens is not None and resp.output_tokens is not None
-            self._charge(task, usage, resp.input_tokens, resp.output_tokens, estimated)
-            return resp
+            result = await self._attempt(messages, task, usage)
+            if isinstance(result, ChatResponse):
+                return result
+            if attempt + 1 >= attempts:
+                gave_up = DeadlineExceeded if isinstance(result, DeadlineExceeded) else TransientError
+                raise gave_up(f"{result} (gave up after {attempts} attempts)") from None
+            usage.retries += 1
+            if result.retry_after is not None:
+                delay = min(result.retry_after, MAX_RETRY_AFTER)
+                usage.retry_after_waits.append(delay)
+            else:
+                delay = min(MAX_BACKOFF, 0.5 * 2**attempt) * random.uniform(0.5, 1.0)
+            with contextlib.suppress(sqlite3.Error):  # a busy store: the heartbeat renews
+                self.cache.renew(task.key, delay + self.lease_ttl)  # the wait and the next attempt
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
+
+    async def _attempt(self, messages: list[dict[str, str]], task: Task, usage: Usage) -> ChatResponse | TransientError:
+        """One HTTP attempt inside its reservation: the answer or the transient failure. An HTTP 200
+        (a malformed one too: a provider bills it) is charged, which gives the reservation back in
+        the same transaction; otherwise it is given back as the attempt ends, however it ends."""
+        cfg = self.config
+        reservation = await self._reserve(task, messages)
+        usage.requests += 1
+        charged = False
+        try:
+            result = await self._request(messages, task)
+            if isinstance(result, MalformedResponse):
+                out_tokens = min(-(-result.body_bytes // BYTES_PER_TOKEN), cfg.max_tokens_for(task.schema))
+                self._charge(task, usage, estimate_tokens(messages), out_tokens, True, reservation)
+                charged = True
+            elif isinstance(result, ChatResponse):
+                usage.answers += 1
+                result, estimated = self._believed(result, messages, cfg.max_tokens_for(task.schema))
+                assert result.input_tokens is not None and result.output_tokens is not None
+                self._charge(task, usage, result.input_tokens, result.output_tokens, estimated, reservation)
+                charged = True
+            return result
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # a busy store: the reservation expires by itself
+                self._unreserve(reservation, charged=charged)
+
+    async def _request(self, messages: list[dict[str, str]], task: Task) -> ChatResponse | TransientError:
+        """The backend's answer or transient failure (FatalError passes). The lease is renewed first;
+        the heartbeat renews it until the attempt's deadline, not after."""
+        self._deadlines[task.key] = asyncio.get_running_loop().time() + self.config.timeout
+        try:
+            self.cache.renew(task.key, self.lease_ttl)
+            return await self.backend.complete(messages, task.schema, task.schema_name)
+        except FatalError:
+            raise
+        except TransientError as exc:
+            return exc
+        except Exception as exc:  # noqa: BLE001 - a surprise in the client: a transport error, retried
+            return TransientError(self.redact(f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._deadlines.pop(task.key, None)
+
+    def _believed(self, resp: ChatResponse, messages: list[dict[str, str]], max_out: int
+                  ) -> tuple[ChatResponse, bool]:
+        """``resp`` with the token counts to charge, and whether they are estimated: a count that is
+        missing, or zero for a non-empty prompt / answer, is not believed."""
+        tokens_in = resp.input_tokens if resp.input_tokens or not any(m.get("content") for m in messages) else None
+        tokens_out = resp.output_tokens if resp.output_tokens or not resp.text else None
+        estimated = tokens_in is None or tokens_out is None
+        return resp.model_copy(update={
+            "input_tokens": tokens_in if tokens_in is not None else estimate_tokens(messages),
+            "output_tokens": tokens_out if tokens_out is not None else min(_estimate(resp.text), max_out),
+        }), estimated
 
 
 class BudgetReached(Exception):
@@ -485,7 +552,13 @@ class _Bar:
         self.failed = 0
         if show:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
             self.progress = Progress(
                 TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -493,7 +566,7 @@ class _Bar:
             )
             self.task = self.progress.add_task(label, total=total, completed=done, info="")
 
-    def __enter__(self) -> "_Bar":
+    def __enter__(self) -> Self:
         if self.show:
             self.progress.start()
         return self

@@ -258,3 +258,41 @@ def vote(items: list[tuple[str, dict[str, Any]]], key_fields: tuple[str, ...]) -
         out.append(group[winner])
         notes.append(f"{entity}: {len(group)} answers, kept answer {winner + 1} ({best} vote{'s' if best > 1 else ''})")
     return out, notes
+
+
+#: Characters per token when sizing an answer: JSON of ids and enum words runs 3-4 characters a
+#: token in current tokenizers; 3 errs towards room.
+CHARS_PER_ANSWER_TOKEN = 3
+#: An array with no ``maxItems`` is sized as if it held this many items.
+UNBOUNDED_ITEMS = 50
+#: The least and the most ``answer_token_bound`` asks for: never less than the 4,096 every call
+#: had before sizing, never more than the 32k output tokens most APIs accept.
+MIN_ANSWER_TOKENS, MAX_ANSWER_TOKENS = 4096, 32_768
+
+
+def _json_chars(schema: Any) -> int:
+    """The most characters a JSON value valid under ``schema`` needs (compact, with quotes)."""
+    if not isinstance(schema, dict):
+        return 20
+    if "enum" in schema:
+        return max((len(json.dumps(v)) for v in schema["enum"]), default=4)
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        return max(_json_chars(o) for o in options)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return 2 + sum(len(json.dumps(k)) + 1 + _json_chars(v) + 1 for k, v in props.items())
+    if kind == "array":
+        return 2 + int(schema.get("maxItems", UNBOUNDED_ITEMS)) * (_json_chars(schema.get("items")) + 1)
+    if kind == "string":
+        return 2 + int(schema.get("maxLength", 200))
+    return {"integer": 12, "number": 24, "boolean": 5, "null": 4}.get(str(kind), 20)
+
+
+def answer_token_bound(schema: dict[str, Any]) -> int:
+    """Output tokens that hold the longest answer ``schema`` allows, twice over for the indentation
+    and line breaks a model may add: a dense SPEC-CXR answer (one field per entity, about 6.4k
+    tokens) fits, where a fixed 4,096 cut every dense answer off."""
+    tokens = -(-_json_chars(schema) * 2 // CHARS_PER_ANSWER_TOKEN)
+    return max(MIN_ANSWER_TOKENS, min(MAX_ANSWER_TOKENS, tokens))

@@ -78,8 +78,12 @@ class FineRadJudge(PairJudge):
     """One call per pair: a bounded list of graded line corrections."""
 
     name = "fineradscore-judge"
-    version = "2"  # 2: list numbers stay with their sentence; an empty list for differing reports refused
+    # 2: list numbers stay with their sentence; an empty list for differing reports refused
+    # 3: chat-template tokens in report text neutralised before sending
+    version = "3"
     prompt_name = "fineradscore"
+    reask_hint = ("with corrections whose type is delete, replace or insert, whose line is a number of the "
+                  "candidate's numbered lines (0 for an insert at the top) and whose severity is 1, 2, 3 or 4")
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"corrections": {"type": "array", "maxItems": MAX_CORRECTIONS, "items": {

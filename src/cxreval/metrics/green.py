@@ -43,8 +43,10 @@ class GreenJudge(PairJudge):
     """One call per pair: significant / insignificant error counts per category, matched findings."""
 
     name = "green-judge"
-    version = "1"
+    version = "2"  # 2: chat-template tokens in report text neutralised before sending
     prompt_name = "green"
+    reask_hint = ("with a whole-number count (0-50) for every category of significant and insignificant "
+                  "errors and the number of matched findings")
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"significant": _counts_schema(), "insignificant": _counts_schema(),

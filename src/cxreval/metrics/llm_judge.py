@@ -47,6 +47,9 @@ class PairJudge:
     version: str
     prompt_name: str
     schema: dict[str, Any]
+    #: What the one re-ask reminds the model of (the runner's default names entity ids, which
+    #: a pair judge's answer does not have).
+    reask_hint: str = "with every field the format requires and only the allowed values"
 
     def __init__(self, config: Any) -> None:
         from cxreval.llm.config import LLMConfig
@@ -97,7 +100,8 @@ class PairJudge:
         messages = [{"role": "system", "content": self.prompt.render("system")},
                     {"role": "user", "content": self.prompt.render("user", **self.render(reference, candidate))}]
         return Task(key=self.key(reference, candidate), kind=self.name, engine=self.engine, messages=messages,
-                    schema=self.schema, schema_name=f"cxreval_{self.name.replace('-', '_')}", parse=parse)
+                    schema=self.schema, schema_name=f"cxreval_{self.name.replace('-', '_')}", parse=parse,
+                    reask_hint=self.reask_hint)
 
     def run(self, references: Sequence[str], candidates: Sequence[str], *, cache: Any = None) -> JudgeRun:
         """Judge every pair (identical pairs cost one call; cached answers cost none)."""
@@ -162,10 +166,11 @@ class LLMPairMetric(PairMeanMetric):
 
 
 def fenced(**blocks: str) -> dict[str, str]:
-    """Template values for fenced report blocks: each text and one ``fence`` code for all of them."""
-    from cxreval.llm.prompts import fence_code
+    """Template values for fenced report blocks: each text as sent (chat-template tokens
+    neutralised) and one ``fence`` code for all of them (:func:`cxreval.llm.prompts.report_blocks`)."""
+    from cxreval.llm.prompts import report_blocks
 
-    return {**blocks, "fence": fence_code(*blocks.values())}
+    return report_blocks(**blocks)
 
 
 __all__ = ["JudgeRun", "LLMPairMetric", "PairJudge", "fenced"]

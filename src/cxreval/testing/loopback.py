@@ -140,6 +140,31 @@ def _schema_info(schema: dict[str, Any] | None, reports: dict[str, str]) -> tupl
     return mode, "dense", 0, 0
 
 
+#: The request fields a test may look at in ``log`` (``params``): sampling and length settings.
+_SAMPLING_PARAMS = ("temperature", "max_tokens", "max_completion_tokens", "seed")
+
+
+def _classic_param(body: dict[str, Any]) -> str:
+    """OpenAI's words for a reasoning model refusing ``max_tokens`` or a temperature ("" if none)."""
+    if "max_tokens" in body:
+        return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.")
+    if body.get("temperature", 1) != 1:
+        return ("Unsupported value: 'temperature' does not support 0 with this model. "
+                "Only the default (1) value is supported.")
+    return ""
+
+
+def _cut_at_limit(text: str, finish: str, body: dict[str, Any], entry: dict[str, Any]) -> tuple[str, str]:
+    """An answer cut at the request's output-token limit (a token per 4 characters), as a real
+    server cuts it: the text and finish reason."""
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if not isinstance(limit, int) or len(text) // 4 + 1 <= limit:
+        return text, finish
+    entry["fault"] = entry["fault"] or "cut-at-max-tokens"
+    return text[: limit * 4], "length"
+
+
 class LoopbackServer(ThreadingHTTPServer):
     """The server; start with :meth:`start` (a daemon thread), stop with :meth:`stop`."""
 
@@ -149,7 +174,7 @@ class LoopbackServer(ThreadingHTTPServer):
 
     def __init__(self, port: int = 0, *, ontology: Ontology | None = None, latency: float = 0.0,
                  timeout_sleep: float = 5.0, retry_after: str = "1", hold_after: int | None = None,
-                 reject_json_schema: bool = False,
+                 reject_json_schema: bool = False, reasoning_model: bool = False, cut_at_max_tokens: bool = False,
                  script: Callable[[dict[str, str], str], dict[str, Any] | None] | None = None) -> None:
         super().__init__((HOST, port), _Handler)
         #: ``script(reports, instructions)``: a scripted answer object for a prompt, or None for
@@ -161,6 +186,10 @@ class LoopbackServer(ThreadingHTTPServer):
         self.retry_after = retry_after
         self.hold_after = hold_after
         self.reject_json_schema = reject_json_schema  # answer like llama-cpp-python's server does
+        #: refuse ``max_tokens`` and ``temperature`` with a 400, as OpenAI's reasoning models do
+        self.reasoning_model = reasoning_model
+        #: cut an answer longer than the request's output-token limit, as a real server does
+        self.cut_at_max_tokens = cut_at_max_tokens
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.attempts: dict[str, int] = {}
@@ -287,6 +316,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
     # -- one request -----------------------------------------------------------------------
+    def _refused_as_a_reasoning_model(self, entry: dict[str, Any], body: dict[str, Any], anthropic: bool) -> bool:
+        """Answer a 400 as OpenAI's reasoning models do to ``max_tokens`` / a temperature (when the
+        server plays one); True when it did."""
+        refused = self.server.reasoning_model and not anthropic and _classic_param(body)
+        if refused:
+            entry["fault"] = "reasoning-model"
+            self._reply(entry, 400, {"error": {"message": refused, "type": "invalid_request_error",
+                                               "param": refused.split("'")[1], "code": "unsupported_parameter"}})
+        return bool(refused)
+
     def _answer(self, body: dict[str, Any], anthropic: bool) -> None:
         srv = self.server
         messages = body.get("messages", [])
@@ -309,7 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
             entry: dict[str, Any] = {"n": len(srv.log) + 1, "convo": convo, "request": request_sha,
                                      "reask": reask, "attempt": attempt, "status": None, "fault": None,
                                      "reask_text": _text(users[-1]["content"]) if reask else "",
-                                     "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key"))}
+                                     "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key")),
+                                     "params": {k: v for k, v in body.items() if k in _SAMPLING_PARAMS}}
             srv.log.append(entry)
             hold = srv.hold_after is not None and srv.admitted >= srv.hold_after
             if not hold:
@@ -317,6 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
         if hold:
             entry["status"] = "held"
             srv._released.wait()
+
+        if self._refused_as_a_reasoning_model(entry, body, anthropic):
+            return
 
         rf_type = (body.get("response_format") or {}).get("type")
         if srv.reject_json_schema and not anthropic and rf_type == "json_schema":
@@ -400,6 +443,8 @@ class _Handler(BaseHTTPRequestHandler):
         if on("huge") and (not reask or "huge-always" in faults):  # far over the schema's bounds (+3 MB)
             answer = {**answer, "padding": "x" * 3_000_000}
             text, entry["fault"] = json.dumps(answer), "huge"
+        if srv.cut_at_max_tokens:
+            text, finish = _cut_at_limit(text, finish, body, entry)
         in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
         out_tokens = len(text) // 4 + 1
         with srv.lock:
