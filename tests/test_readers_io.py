@@ -343,6 +343,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("evaluate.py", "json.loads(file text)"): "reads scores.json in a results folder that cxreval itself wrote",
     ("outputs.py", "json.loads(file text)"): "reads .cxreval-outputs.json, the list of entries cxreval itself "
                                              "wrote into an output folder",
+    ("extract/text.py", "json.loads(file text)"): "reads confusables.json, Unicode's look-alike data as the "
+                                                  "confusable-homoglyphs package ships it, not user input",
     ("metrics/bertscore.py", "json.loads(file text)"): "checkpoint_json reads a model checkpoint's config.json "
                                                        "(not a table of reports); errors are MetricUnavailable "
                                                        "naming the file",
