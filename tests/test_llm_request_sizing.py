@@ -59,3 +59,21 @@ def test_a_refused_response_format_is_signed_saved_and_said(tmp_path: Path) -> N
         cfg = loop_config(srv.base_url, tmp_path / "e.sqlite")
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(PAIRS)
         assert Signature.parse(str(result.signature)).options["format"] == "auto"
+
+
+def test_a_server_that_allows_fewer_tokens_gets_the_old_limit_and_keeps_its_temperature(tmp_path: Path) -> None:
+    """An automatic limit a server refuses as too large ("'max_tokens' or 'max_completion_tokens' is
+    too large", vLLM's words) steps down to 4,096 once; it is no reasoning model (temperature kept)."""
+    with LoopbackServer(max_output_tokens=4096) as srv:
+        cfg = loop_config(srv.base_url, tmp_path / "c.sqlite")
+        pairs = [*PAIRS, ReportPair(pair_id="q", reference="Right pneumothorax.", candidate="No pneumothorax.")]
+        result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
+        assert result.n_failed == 0
+        refused = [e for e in srv.log if e["fault"] == "too-many-tokens"]
+        assert 1 <= len(refused) <= cfg.concurrency
+        answered = [e["params"] for e in srv.log if e["fault"] is None]
+        assert answered and all(p == {"temperature": 0.0, "max_tokens": 4096} for p in answered)
+        # a limit the user set is never changed: refused, the run stops (exit 3 on the command line)
+        fixed = loop_config(srv.base_url, tmp_path / "d.sqlite", max_tokens=8000)
+        stopped = Evaluator(engine="llm-pairwise", llm=fixed).evaluate(PAIRS)
+        assert stopped.n_failed == 1 and stopped.usage.stopped and "too large" in stopped.usage.stopped

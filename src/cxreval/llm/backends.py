@@ -191,6 +191,25 @@ class _Base:
         self.config = config
         self._key = config.api_key()
         self._redactor = Redactor(self._key)
+        #: Set once a server refused an automatic output-token limit as too large: the limit then.
+        self.token_cap: int | None = None
+
+    def max_tokens(self, schema: dict[str, Any]) -> int:
+        """The output-token limit of a call with ``schema``: the config's, or the schema's bound
+        under ``token_cap`` once a server has refused a larger one."""
+        limit = self.config.max_tokens_for(schema)
+        return limit if self.token_cap is None else min(limit, self.token_cap)
+
+    def _step_down_tokens(self, status: int, body: str, sent: int) -> bool:
+        """True (retry) when a server refused an automatic limit of ``sent`` tokens as too large:
+        later calls ask for at most ``TOKEN_STEP_DOWN``. A limit the user set is never changed."""
+        if self.config.max_tokens is not None or sent <= TOKEN_STEP_DOWN or not _too_many_tokens(status, body):
+            return False
+        if self.token_cap is None:
+            log.warning("%s refused %d output tokens as too many: asking for at most %d (set --max-tokens to "
+                        "choose)", self.config.model, sent, TOKEN_STEP_DOWN)
+        self.token_cap = TOKEN_STEP_DOWN
+        return True
 
     def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
         """``text`` with every long piece of the key replaced, in whatever escapes it stands
@@ -212,11 +231,26 @@ class _Base:
 
 
 def _refuses_classic_params(status: int, body: str) -> bool:
-    """A 400 that names ``max_tokens`` / ``max_completion_tokens`` or an unsupported
-    ``temperature``: how OpenAI answers the classic parameters for a reasoning model."""
+    """A 400 saying ``max_tokens`` or a temperature is not supported ("Unsupported parameter:
+    'max_tokens' ... Use 'max_completion_tokens'"): how OpenAI answers the classic parameters for
+    a reasoning model. Not a limit that is too large (vLLM names both fields then)."""
     low = body.lower()
-    return status == 400 and ("max_completion_tokens" in low
-                              or ("temperature" in low and ("unsupported" in low or "not support" in low)))
+    unsupported = "unsupported" in low or "not supported" in low or "does not support" in low
+    return status == 400 and unsupported and ("max_tokens" in low or "temperature" in low)
+
+
+#: The output-token limit a backend falls back to when a server refuses an automatic one as too
+#: large (the fixed value of cxreval 0.1).
+TOKEN_STEP_DOWN = 4096
+
+
+def _too_many_tokens(status: int, body: str) -> bool:
+    """A 400 saying the output-token limit is more than the model or its context allows (OpenAI,
+    vLLM, Anthropic word it differently; each names the field and a maximum)."""
+    low = body.lower()
+    named = "max_tokens" in low or "max_completion_tokens" in low or "context length" in low
+    too_big = any(w in low for w in ("too large", "at most", "maximum", "exceed"))
+    return status == 400 and named and too_big
 
 
 class OpenAIBackend(_Base):
@@ -242,8 +276,8 @@ class OpenAIBackend(_Base):
     def _params(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The sampling and length parameters this model accepts (the length sized for ``schema``)."""
         if self.reasoning:
-            return {"max_completion_tokens": self.config.max_tokens_for(schema)}
-        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens_for(schema)}
+            return {"max_completion_tokens": self.max_tokens(schema)}
+        return {"temperature": self.config.temperature, "max_tokens": self.max_tokens(schema)}
 
     def _response_format(self, schema: dict[str, Any], name: str) -> dict[str, Any] | None:
         if self.format == "json_schema":
@@ -275,6 +309,9 @@ class OpenAIBackend(_Base):
                 body_text = await post_within(self.client, "/chat/completions", kwargs, deadline, self.config.timeout)
             except oa.APIStatusError as exc:
                 body = _body_text(exc)
+                sent = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0
+                if self._step_down_tokens(exc.status_code, body, sent):
+                    continue
                 if classic and _refuses_classic_params(exc.status_code, body):
                     if not self.reasoning:  # concurrent calls may have learned it already
                         self.reasoning = True
@@ -342,7 +379,7 @@ class AnthropicBackend(_Base):
         convo = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
         kwargs: dict[str, Any] = {
             "model": self.config.model,
-            "max_tokens": self.config.max_tokens_for(schema),
+            "max_tokens": self.max_tokens(schema),
             "messages": convo,
             "tools": [{"name": name, "description": "Record the structured answer.", "input_schema": schema}],
             "tool_choice": {"type": "tool", "name": name},
@@ -350,13 +387,16 @@ class AnthropicBackend(_Base):
         if system:
             kwargs["system"] = system
         kwargs["temperature"] = self.config.temperature
+        deadline = asyncio.get_running_loop().time() + self.config.timeout
         try:
             # the body as is, read back as text: the Messages API fields are stable, the SDK's
             # keyword arguments are not (recent SDKs dropped ``temperature``)
-            deadline = asyncio.get_running_loop().time() + self.config.timeout
             body_text = await post_within(self.client, "/v1/messages", kwargs, deadline, self.config.timeout)
         except an.APIStatusError as exc:
-            raise self._status_error(exc.status_code, _body_text(exc), exc.response.headers) from None
+            body = _body_text(exc)
+            if self._step_down_tokens(exc.status_code, body, kwargs["max_tokens"]):
+                return await self.complete(messages, schema, name)  # once: the limit is now at its floor
+            raise self._status_error(exc.status_code, body, exc.response.headers) from None
         except an.APITimeoutError:  # one phase took the whole --timeout: the deadline has passed too
             raise DeadlineExceeded(_deadline_message(self.config.timeout)) from None
         except an.APIConnectionError as exc:

@@ -266,8 +266,11 @@ CHARS_PER_ANSWER_TOKEN = 3
 #: An array with no ``maxItems`` is sized as if it held this many items.
 UNBOUNDED_ITEMS = 50
 #: The least and the most ``answer_token_bound`` asks for: never less than the 4,096 every call
-#: had before sizing, never more than the 32k output tokens most APIs accept.
-MIN_ANSWER_TOKENS, MAX_ANSWER_TOKENS = 4096, 32_768
+#: had before sizing, never more than 16,384 (GPT-4o's output limit; a server that allows fewer
+#: says so with a 400, and the backend steps down to 4,096: ``backends.TOKEN_STEP_DOWN``).
+MIN_ANSWER_TOKENS, MAX_ANSWER_TOKENS = 4096, 16_384
+#: Bounds already computed, by schema object (kept alive here): the runner asks several times a call.
+_BOUNDS: dict[int, tuple[dict[str, Any], int]] = {}
 
 
 def _json_chars(schema: Any) -> int:
@@ -294,5 +297,11 @@ def answer_token_bound(schema: dict[str, Any]) -> int:
     """Output tokens that hold the longest answer ``schema`` allows, twice over for the indentation
     and line breaks a model may add: a dense SPEC-CXR answer (one field per entity, about 6.4k
     tokens) fits, where a fixed 4,096 cut every dense answer off."""
+    hit = _BOUNDS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
     tokens = -(-_json_chars(schema) * 2 // CHARS_PER_ANSWER_TOKEN)
-    return max(MIN_ANSWER_TOKENS, min(MAX_ANSWER_TOKENS, tokens))
+    bound = max(MIN_ANSWER_TOKENS, min(MAX_ANSWER_TOKENS, tokens))
+    if len(_BOUNDS) < 256:
+        _BOUNDS[id(schema)] = (schema, bound)
+    return bound

@@ -175,6 +175,7 @@ class LoopbackServer(ThreadingHTTPServer):
     def __init__(self, port: int = 0, *, ontology: Ontology | None = None, latency: float = 0.0,
                  timeout_sleep: float = 5.0, retry_after: str = "1", hold_after: int | None = None,
                  reject_json_schema: bool = False, reasoning_model: bool = False, cut_at_max_tokens: bool = False,
+                 max_output_tokens: int | None = None,
                  script: Callable[[dict[str, str], str], dict[str, Any] | None] | None = None) -> None:
         super().__init__((HOST, port), _Handler)
         #: ``script(reports, instructions)``: a scripted answer object for a prompt, or None for
@@ -190,6 +191,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self.reasoning_model = reasoning_model
         #: cut an answer longer than the request's output-token limit, as a real server does
         self.cut_at_max_tokens = cut_at_max_tokens
+        #: refuse a request asking for more output tokens than this with vLLM's 400
+        self.max_output_tokens = max_output_tokens
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.attempts: dict[str, int] = {}
@@ -318,7 +321,16 @@ class _Handler(BaseHTTPRequestHandler):
     # -- one request -----------------------------------------------------------------------
     def _refused_as_a_reasoning_model(self, entry: dict[str, Any], body: dict[str, Any], anthropic: bool) -> bool:
         """Answer a 400 as OpenAI's reasoning models do to ``max_tokens`` / a temperature (when the
-        server plays one); True when it did."""
+        server plays one), or as vLLM does to more output tokens than its context holds; True when
+        it did."""
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        cap = self.server.max_output_tokens
+        if cap is not None and isinstance(limit, int) and limit > cap:
+            entry["fault"] = "too-many-tokens"
+            self._reply(entry, 400, {"error": {"message": f"'max_tokens' or 'max_completion_tokens' is too large: "
+                                               f"{limit}. This model's maximum context length is {cap} tokens.",
+                                               "type": "BadRequestError"}})
+            return True
         refused = self.server.reasoning_model and not anthropic and _classic_param(body)
         if refused:
             entry["fault"] = "reasoning-model"
