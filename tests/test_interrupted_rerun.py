@@ -79,7 +79,7 @@ def test_a_signal_during_a_rerun_leaves_the_earlier_run_whole(tmp_path: Path, in
     try:
         for _ in range(2400):  # until the rerun has written part of its results (bounded; no timing assert)
             if proc.poll() is not None or any(p.stat().st_size for p in out.iterdir()
-                                              if p.name not in before and p.is_file()):
+                                              if p.name.endswith(".partial") and p.is_file()):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the rerun ended before it could be interrupted; make the input bigger"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 __all__ = ["AtomicFile", "OutputError", "OutputManifest", "OutputRun", "atomic_write_text", "atomic_writer",
-           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "remove_stale", "write_csv"]
+           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "write_csv"]
 
 
 class OutputError(ValueError):
@@ -156,17 +156,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         fh.write(text)
 
 
-def remove_stale(folder: str | os.PathLike[str], names: Iterable[str]) -> list[Path]:
-    """Delete files of an earlier run that this run does not write (e.g. an old ``failures.jsonl``)."""
-    removed = []
-    for name in names:
-        p = Path(folder) / name
-        if p.is_file():
-            p.unlink()
-            removed.append(p)
-    return removed
-
-
 # -- CSV: one writer, cells that never start a formula ------------------------------------------
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
@@ -262,11 +251,19 @@ class OutputManifest:
     ``--runs 1``). Only entries cxreval itself wrote are ever deleted: the folder may hold the
     user's own files (or be ``.``). A folder written before manifests existed is treated as
     holding the names :data:`KNOWN_OUTPUTS` matches.
+
+    Each tool keeps its own manifest (``tool``: ``evaluate``, the default, in
+    ``.cxreval-outputs.json``; ``bench`` in ``.cxreval-outputs-bench.json``; ...), so a command only
+    ever replaces or removes what that same command wrote: ``cxreval bench`` into a folder of
+    ``cxreval evaluate`` results leaves them alone, and the other way round.
     """
 
     NAME = ".cxreval-outputs.json"
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(self, folder: str | os.PathLike[str], tool: str = "evaluate") -> None:
+        _check_name(tool)
+        self.tool = tool
+        self.name = self.NAME if tool == "evaluate" else f".cxreval-outputs-{tool}.json"
         self.folder = Path(folder)
         self.written: list[str] = []
         self.files: dict[str, AtomicFile] = {}
@@ -276,10 +273,11 @@ class OutputManifest:
     def _read(self) -> tuple[list[str], list[str]]:
         """(entries of the last complete run, names of unfinished runs) from the folder's manifest."""
         try:
-            doc = json.loads((self.folder / self.NAME).read_text(encoding="utf-8"))
+            doc = json.loads((self.folder / self.name).read_text(encoding="utf-8"))
             return [str(n) for n in doc["entries"]], [str(n) for n in doc.get("partial", [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return _legacy_entries(self.folder), []
+            # a folder of evaluate results written before manifests; no other tool removed files then
+            return (_legacy_entries(self.folder) if self.tool == "evaluate" else []), []
 
     def add(self, *names: str) -> None:
         """Record entries (names in the folder) this run writes."""
@@ -322,12 +320,6 @@ class OutputManifest:
         with self.writer(name, last=last) as fh:
             fh.write(text)
 
-    def finish(self) -> list[Path]:
-        """Commit this folder alone (see :meth:`OutputRun.commit`)."""
-        run = OutputRun()
-        run.folders[self.folder] = self
-        return run.commit()
-
     # -- the steps of OutputRun.commit / abandon, for every folder of a run -------------------
 
     def _drop_last(self) -> None:
@@ -348,13 +340,13 @@ class OutputManifest:
             if not _valid_name(name):
                 continue
             if name not in self.written:
-                removed += _remove_entry(self.folder / name, committed=name in self.previous)
+                removed += _remove_entry(self.folder / name, committed=name in self.previous, tool=self.tool)
             removed += _remove_entry(self.partial(name), committed=True) if name not in self.files else []
         return removed
 
     def _save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.folder / self.NAME, json.dumps({"entries": self.written}, indent=1) + "\n")
+        atomic_write_text(self.folder / self.name, json.dumps({"entries": self.written}, indent=1) + "\n")
 
     def _abandon(self) -> None:
         """Close this run's files, keep them under their partial names (but empty ones), and record
@@ -367,7 +359,7 @@ class OutputManifest:
         if not self.written or not self.folder.is_dir():
             return
         partial = list(dict.fromkeys([*self.unfinished, *self.written]))
-        atomic_write_text(self.folder / self.NAME,
+        atomic_write_text(self.folder / self.name,
                           json.dumps({"entries": self.previous, "partial": partial}, indent=1) + "\n")
 
 
@@ -380,16 +372,52 @@ class OutputRun:
     in each folder's manifest so that the next run removes them. ``committed`` tells which.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tool: str = "evaluate") -> None:
+        self.tool = tool
         self.folders: dict[Path, OutputManifest] = {}
         self.committed = False
+        self._locks: list[Path] = []
 
     def folder(self, path: str | os.PathLike[str]) -> OutputManifest:
-        """The manifest of a folder this run writes into (made on first use)."""
+        """The manifest of a folder this run writes into (made on first use), the run's tool's.
+        Raises :class:`OutputError` when another run is writing into the folder now."""
         key = Path(path)
         if key not in self.folders:
-            self.folders[key] = OutputManifest(key)
+            self._lock(key)
+            self.folders[key] = OutputManifest(key, self.tool)
         return self.folders[key]
+
+    #: The file that says a run is writing into a folder (its process id); removed when it ends.
+    LOCK = ".cxreval-outputs.lock"
+
+    def _lock(self, folder: Path) -> None:
+        """Claim ``folder`` until the run ends: two runs into one folder would write the same
+        partial files. The claim is a file made with O_EXCL holding this process's id (no
+        descriptor is held, so a run may write into thousands of folders); one left by a process
+        that died is taken over."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / self.LOCK
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if _claimed_by_a_live_process(path):
+                    raise OutputError(f"{folder}: another cxreval run is writing into this folder now; wait for "
+                                      "it to end, or give another output folder") from None
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(str(os.getpid()))
+            self._locks.append(path)
+            return
+        raise OutputError(f"{folder}: cannot claim the folder ({path} keeps coming back)")
+
+    def _unlock(self) -> None:
+        for path in self._locks:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self._locks.clear()
 
     def __enter__(self) -> Self:
         return self
@@ -401,6 +429,7 @@ class OutputRun:
         finally:
             if not self.committed:  # an error, or a commit cut short (a full disk)
                 self.abandon()
+            self._unlock()
 
     def commit(self) -> list[Path]:
         """Put every partial file in place and save each folder's manifest; returns what was removed.
@@ -436,6 +465,24 @@ class OutputRun:
                 parent.add(m.folder.name)
 
 
+def _claimed_by_a_live_process(lock: Path) -> bool:
+    """Whether the process whose id ``lock`` holds is alive (this one included: a second run of
+    one program into the same folder is refused too)."""
+    try:
+        pid = int(lock.read_text(encoding="utf-8").strip() or "0")
+    except (OSError, ValueError):
+        return True  # being written this instant, or unreadable: leave it to its owner
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's
+    return True
+
+
 def _check_name(name: str) -> None:
     if not _valid_name(name):
         raise ValueError(f"not a name in an output folder: {name!r}")
@@ -454,7 +501,7 @@ def _legacy_entries(folder: Path) -> list[str]:
             and (p.is_file() or (p.is_dir() and any((p / n).is_file() for n in (OutputManifest.NAME, "scores.json"))))]
 
 
-def _remove_entry(path: Path, *, committed: bool) -> list[Path]:
+def _remove_entry(path: Path, *, committed: bool, tool: str = "evaluate") -> list[Path]:
     """Delete an entry cxreval wrote; a folder an unfinished run made (``committed`` False) loses
     only what that run's manifest lists, and goes only if nothing else is left in it."""
     if path.is_symlink() or path.is_file():
@@ -467,12 +514,12 @@ def _remove_entry(path: Path, *, committed: bool) -> list[Path]:
     if committed:
         shutil.rmtree(path)
         return [path]
-    inner = OutputManifest(path)
+    inner = OutputManifest(path, tool)
     removed = [p for name in inner.unfinished if _valid_name(name)
                for p in _remove_entry(inner.partial(name), committed=True)
-               + _remove_entry(path / name, committed=False)]
-    if not inner.previous and (path / OutputManifest.NAME).is_file():
-        (path / OutputManifest.NAME).unlink()
+               + _remove_entry(path / name, committed=False, tool=tool)]
+    if not inner.previous and (path / inner.name).is_file():
+        (path / inner.name).unlink()
     with contextlib.suppress(OSError):
         path.rmdir()  # only when empty
         removed.append(path)

@@ -238,8 +238,8 @@ def evaluate_stream(
     Pair ids must be unique within a system (``check_unique``: checked here, at the cost of a
     set of ids; a reader that checked them already passes False), and every pair of a system
     must keep the same columns (:attr:`ReportPair.meta` keys). ``expected``: the number of
-    pairs of each system, when known; a system's folder is then complete, and committed, as soon
-    as its last pair is in, so an interrupted long-format run keeps the systems it finished.
+    pairs of each system, when known; a system's files are then finished as soon as its last
+    pair is in (they are still committed with every other system's, at the end).
     The files are written under partial names and put in place together, every system's, when
     the last pair is in (:class:`~cxreval.outputs.OutputRun`): an interrupted run leaves the
     earlier results whole. ``outputs``: a run the caller commits (with files of its own, such as

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
-from cxreval.outputs import OutputManifest, OutputRun, atomic_write_text, write_csv
+from cxreval.outputs import OutputManifest, OutputRun, write_csv
 from cxreval.render import latex_escape as _latex_escape
 from cxreval.render import number
 
@@ -93,12 +93,6 @@ def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequenc
     return "\n".join(lines)
 
 
-def write_json(result: BenchmarkResult, path: str | Path) -> Path:
-    p = Path(path)
-    atomic_write_text(p, result.model_dump_json(indent=1) + "\n")
-    return p
-
-
 def write_tables(result: BenchmarkResult, out_dir: str | Path, run: OutputRun | None = None) -> dict[str, Path]:
     """``result.json``, long-form CSVs and one LaTeX file per leaderboard, in ``out_dir``.
 
@@ -106,7 +100,7 @@ def write_tables(result: BenchmarkResult, out_dir: str | Path, run: OutputRun | 
     ``report.html``); None: they are put in place when this returns.
     """
     if run is None:
-        with OutputRun() as own:
+        with OutputRun("bench") as own:
             return write_tables(result, out_dir, own)
     out = Path(out_dir)
     folder = run.folder(out)

@@ -266,7 +266,7 @@ def evaluate(
         _fail("only one of --refs and --cands can be - (standard input)")
     from cxreval.judge.models import ERROR_KINDS
 
-    reserved = {"pair_id", "errors", *ERROR_KINDS}
+    reserved = {"pair_id", "errors", "lookalikes", *ERROR_KINDS}
     clash = sorted(set(meta_col or []) & reserved)
     if clash:
         _fail(f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; rename the column "
@@ -343,11 +343,11 @@ def evaluate(
         return
     outcomes: list[tuple[str | None, Sequence[EvaluationScores]]] = []
     run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
-    if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
-        run.folder(out).add(SYSTEMS_DIR)
-        run.folder(out / SYSTEMS_DIR)
     try:
         with run:
+            if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
+                run.folder(out).add(SYSTEMS_DIR)
+                run.folder(out / SYSTEMS_DIR)
             if engine is Engine.rules and runs == 1:
                 # streamed: each pair is judged and written as it comes (cxreval.streaming)
                 from cxreval.ray_executor import RayUnavailable
@@ -376,7 +376,7 @@ def evaluate(
         err_console.print(f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}",
                           highlight=False, soft_wrap=True)
         raise typer.Exit(interrupt_code(exc)) from None
-    except InputError as exc:  # the input changed between its check and its reading
+    except (InputError, OutputError) as exc:  # the input changed under us, or another run writes into OUT
         _fail(str(exc))
     except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
         _fail(f"cannot write the results to {out}: {exc.strerror or exc}", EXIT_WRITE)

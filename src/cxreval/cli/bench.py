@@ -194,7 +194,7 @@ def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html
     from cxreval.outputs import OutputRun
 
     page_s: float | None = None
-    with OutputRun() as run:
+    with OutputRun("bench") as run:
         paths = write_tables(result, out_dir, run)
         if html:
             t = time.perf_counter()

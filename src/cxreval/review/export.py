@@ -98,7 +98,7 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
         [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids])
     from cxreval.outputs import OutputRun
 
-    with OutputRun() as run:  # the export replaces an earlier one in out_dir whole, or not at all
+    with OutputRun("review-export") as run:  # the export replaces an earlier one in out_dir whole, or not at all
         folder = run.folder(out_dir)
         result.write_to(folder)
         write_human_ratings(db, Path(out_dir), pair_ids, folder)
@@ -118,7 +118,7 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
     from cxreval.outputs import OutputRun, write_csv
 
     if folder is None:
-        with OutputRun() as run:
+        with OutputRun("human-ratings") as run:
             return write_human_ratings(db, out_dir, pair_ids, run.folder(out_dir))
 
     reviewers = sorted({r for r, _ in db.checked()})
