@@ -19,14 +19,16 @@ PAIRS = [
     ReportPair(pair_id="plain", reference="Right pneumothorax.", candidate="Right pneumothorax."),
     # a Cyrillic "о" twice: the candidate still states the pneumothorax
     ReportPair(pair_id="cyrillic", reference="Right pneumothorax.", candidate="Right pneum\u043eth\u043erax."),
-    # an accent in the reference, a dotless i in the candidate
-    ReportPair(pair_id="accents", reference="Left pleural eff\u00fasion.", candidate="Left pleural effus\u0131on."),
+    # a combining accent in the reference, a dotless i in the candidate
+    ReportPair(pair_id="accents", reference="Left pleural effu\u0301sion.", candidate="Left pleural effus\u0131on."),
 ]
 
 
 def test_counts() -> None:
     assert lookalike_count("Right pneumothorax.") == 0
     assert lookalike_count("Right pneum\u043eth\u043erax.") == 2
+    assert lookalike_count("Pneumo\u0301thorax.") == 1  # a combining accent put on a letter
+    assert lookalike_count("L\u00f6fgren syndrome; Sj\u00f6gren.") == 0  # precomposed letters people write
     assert lookalike_count("\u041d\u0435\u0442 \u043f\u043d\u0435\u0432\u043c\u043e\u0442\u043e\u0440\u0430\u043a\u0441\u0430.") == 0  # Russian, not mixed
 
 

@@ -18,8 +18,8 @@ text (``None`` as ""), so a report that states nothing is scored as a report tha
 (every reference finding missed), never as an exception that kills a training step.
 
 **No gain from look-alike letters**: a completion that writes a finding with letters of another
-script ("pneumоthorax" with a Cyrillic "о") or accents on Latin letters is read as the word it
-imitates, and is worth no more than :meth:`ClinicalReward.lookalike_floor`: 0.0 for ``entity-f1``,
+script ("pneumоthorax" with a Cyrillic "о") or combining accents put on Latin letters is read as
+the word it imitates, and is worth no more than :meth:`ClinicalReward.lookalike_floor`: 0.0 for ``entity-f1``,
 the empty completion's reward for the other shapes. A policy cannot hide a finding this way, nor
 profit from trying.
 

@@ -172,8 +172,9 @@ class NormalizedText:
     is only lower-cased and needs none. Combining diacritics are removed ("pneumótho\u0301rax" reads
     "pneumothorax"), and a letter of another script inside a word that holds Latin letters is
     folded to the Latin letter it looks like (a Cyrillic "о" in "pneumоthorax"): one character for
-    one, so the map is unchanged. ``lookalikes`` counts the letters so changed into ASCII ones: a
-    report that holds any may be hiding a finding from a reader, and callers warn or penalise. The
+    one, so the map is unchanged. ``lookalikes`` counts the letters of another script so folded and
+    the separate combining marks so removed (a precomposed "ö" is folded but not counted): a report
+    that holds any may be hiding a finding from a reader, and callers warn or penalise. The
     full stops of "vs.", "approx.", "e.g.", "i.e." and "cf." become spaces (same length).
     """
 
@@ -208,8 +209,9 @@ _DIACRITICS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\
 
 
 def _fold(cluster: str) -> tuple[str, int]:
-    """A character cluster as the engine reads it, and 1 where it was a Latin letter with
-    diacritics, read as the plain letter (a look-alike of it), else 0."""
+    """A character cluster as the engine reads it, and 1 where a Latin letter carried separate
+    combining marks ("o" + U+0301), read as the plain letter, else 0. A precomposed letter ("ö" of
+    Löfgren, Sjögren) is read as the plain letter too but not counted: people write it."""
     kept = "".join(c for c in cluster if unicodedata.category(c) != "Cf")
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", kept).translate(_PRE_FOLD).casefold())
     if folded.isascii():
@@ -217,7 +219,7 @@ def _fold(cluster: str) -> tuple[str, int]:
     bare = _DIACRITICS.sub("", unicodedata.normalize("NFD", folded))
     if not (bare.isascii() and bare.isalpha()):
         return folded, 0  # another script's letter ("й", "ά"): its marks are part of it
-    return bare, 1
+    return bare, int(len(cluster) > 1 and any(unicodedata.combining(c) for c in cluster[1:]))
 
 
 @cache
