@@ -155,11 +155,12 @@ def _classic_param(body: dict[str, Any]) -> str:
     return ""
 
 
-def _cut_at_limit(text: str, finish: str, body: dict[str, Any], entry: dict[str, Any]) -> tuple[str, str]:
+def _cut_at_limit(text: str, finish: str, body: dict[str, Any], entry: dict[str, Any], *,
+                  on: bool) -> tuple[str, str]:
     """An answer cut at the request's output-token limit (a token per 4 characters), as a real
-    server cuts it: the text and finish reason."""
+    server cuts it (``on``: the server does): the text and finish reason."""
     limit = body.get("max_tokens") or body.get("max_completion_tokens")
-    if not isinstance(limit, int) or len(text) // 4 + 1 <= limit:
+    if not on or not isinstance(limit, int) or len(text) // 4 + 1 <= limit:
         return text, finish
     entry["fault"] = entry["fault"] or "cut-at-max-tokens"
     return text[: limit * 4], "length"
@@ -455,8 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
         if on("huge") and (not reask or "huge-always" in faults):  # far over the schema's bounds (+3 MB)
             answer = {**answer, "padding": "x" * 3_000_000}
             text, entry["fault"] = json.dumps(answer), "huge"
-        if srv.cut_at_max_tokens:
-            text, finish = _cut_at_limit(text, finish, body, entry)
+        text, finish = _cut_at_limit(text, finish, body, entry, on=srv.cut_at_max_tokens)
         in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
         out_tokens = len(text) // 4 + 1
         with srv.lock:
