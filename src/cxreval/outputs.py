@@ -21,13 +21,13 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Any, Self
 
 __all__ = ["AtomicFile", "OutputError", "OutputManifest", "OutputRun", "atomic_write_text", "atomic_writer",
-           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "write_csv"]
+           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "sigterm_raises", "write_csv"]
 
 
 class OutputError(ValueError):
@@ -524,6 +524,25 @@ def _remove_entry(path: Path, *, committed: bool, tool: str = "evaluate") -> lis
         path.rmdir()  # only when empty
         removed.append(path)
     return removed
+
+
+@contextlib.contextmanager
+def sigterm_raises(error: Callable[[], BaseException]) -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``error()`` (Python's default is to die at once, which
+    would leave a run's files neither whole nor recorded as partial); in the main thread only, and
+    only where SIGTERM still has its default handler (a program embedding cxreval keeps its own)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise error()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cxreval.engines import (
     PARALLEL_MIN_PAIRS,
@@ -39,7 +39,13 @@ from cxreval.evaluate import (
 )
 from cxreval.io import ReportPair, fingerprint_hex, reference_digest
 from cxreval.judge.table import JudgementTable
-from cxreval.outputs import OutputManifest, OutputRun, csv_text, frame_rows
+from cxreval.outputs import (
+    OutputManifest,
+    OutputRun,
+    csv_text,
+    frame_rows,
+    sigterm_raises,
+)
 from cxreval.scores.report import pair_errors
 from cxreval.scores.spec import SpecTotals
 
@@ -259,9 +265,8 @@ def evaluate_stream(
     if ray_address is not None and executor != "ray":
         raise ValueError("ray_address applies to executor 'ray'")
     judged: Iterator[tuple[str | None, JudgedChunk]] | None = None
-    restore = _terminate_as_exit()
     try:
-        with _run_of(outputs) as run:
+        with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
             writers = _Writers(run, folders, engine)
             parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
             if executor == "ray":
@@ -281,8 +286,6 @@ def evaluate_stream(
             with suppress(Exception):  # stop the workers / Ray actors now; the first error is the one to report
                 judged.close()
         raise
-    finally:
-        restore()
 
 
 class _Writers:
@@ -321,24 +324,6 @@ class _Writers:
         for system in list(self.open):
             self.done[system] = self.open.pop(system).finish()
         return {system: scores for system, scores in self.done.items() if scores is not None}
-
-
-def _terminate_as_exit() -> Any:
-    """Make SIGTERM raise SystemExit(143) while a stream runs, so that it ends as Ctrl-C does, the
-    earlier results whole and this run's files recorded as partial (Python's default for SIGTERM
-    is to die at once); returns what puts the handler back. Only in
-    the main thread, and only where SIGTERM still has its default handler."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        return lambda: None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,

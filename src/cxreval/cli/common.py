@@ -8,9 +8,6 @@ reads its LLM settings from its YAML (``engine.llm``), which takes the same fiel
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -45,22 +42,12 @@ class Terminated(KeyboardInterrupt):
     kept, one line says so) rather than dying at once with no word and no cleanup."""
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM raises :class:`Terminated`; in the main thread, and only where
-    SIGTERM still has its default handler (a program embedding cxreval keeps its own)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield
-        return
+def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
+    """While the block runs, SIGTERM raises :class:`Terminated` (see
+    :func:`~cxreval.outputs.sigterm_raises`): the command ends as Ctrl-C ends it, with exit 143."""
+    from cxreval.outputs import sigterm_raises
 
-    def stop(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return sigterm_raises(Terminated)
 
 
 def interrupt_code(exc: BaseException) -> int:
