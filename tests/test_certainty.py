@@ -12,7 +12,7 @@ from cxreval.extract.models import (
     Extraction,
     Mention,
 )
-from cxreval.extract.rules import RuleExtractor, RulesError, RuleSet
+from cxreval.extract.rules import RuleExtractor, RulesError
 from cxreval.judge.compare import compare_extractions, is_positive
 from cxreval.meta.extraction_accuracy import counts_as_positive
 from cxreval.ontology import load_ontology
@@ -83,28 +83,34 @@ def test_signature_is_bumped(ex):
 
 
 # -- the cue file ------------------------------------------------------------------------------
-def test_plain_hedge_list_is_possible():
-    onto = load_ontology()
-    rules = RuleSet.from_data({"uncertain_pre": ["maybe"], "version": "x"}, {}, onto, "plain.yaml")
-    e = RuleExtractor(onto, rules).extract("Maybe atelectasis.")
-    assert [(m.status, m.certainty) for m in e.mentions] == [("uncertain", "possible")]
+def _hedge_rules(tmp_path, fields: str):
+    from cxreval.extract.rules import load_rules
+
+    path = tmp_path / "hedges.yaml"
+    path.write_text("rules:\n  - {id: local.maybe, kind: cue, doc: d, phrases: [maybe], " + fields + "}\n", encoding="utf-8")
+    return load_rules(load_ontology(), path)
 
 
-def test_graded_hedge_mapping():
-    onto = load_ontology()
-    rules = RuleSet.from_data({"uncertain_pre": {"probable": ["maybe"]}}, {}, onto, "graded.yaml")
-    e = RuleExtractor(onto, rules).extract("Maybe atelectasis.")
+def test_a_hedge_without_a_grade_is_possible(tmp_path):
+    rules = _hedge_rules(tmp_path, "category: uncertain_pre")
+    e = RuleExtractor(load_ontology(), rules).extract("Maybe atelectasis.")
+    assert [(m.status, m.certainty, m.rules.status) for m in e.mentions] == [("uncertain", "possible", "local.maybe")]
+
+
+def test_graded_hedge(tmp_path):
+    rules = _hedge_rules(tmp_path, "category: uncertain_pre, grade: probable")
+    e = RuleExtractor(load_ontology(), rules).extract("Maybe atelectasis.")
     assert [(m.status, m.certainty) for m in e.mentions] == [("uncertain", "probable")]
 
 
-def test_unknown_grade_is_rejected():
-    with pytest.raises(RulesError, match="grade 'sure'"):
-        RuleSet.from_data({"uncertain_pre": {"sure": ["maybe"]}}, {}, load_ontology(), "bad.yaml")
+def test_unknown_grade_is_rejected(tmp_path):
+    with pytest.raises(RulesError, match="hedges.yaml:2: .*grade"):
+        _hedge_rules(tmp_path, "category: uncertain_pre, grade: sure")
 
 
-def test_ungraded_kind_must_be_a_list():
-    with pytest.raises(RulesError, match="not a mapping"):
-        RuleSet.from_data({"negation_pre": {"probable": ["no"]}}, {}, load_ontology(), "bad.yaml")
+def test_only_hedges_have_a_grade(tmp_path):
+    with pytest.raises(RulesError, match="hedges.yaml:2: .*only hedges"):
+        _hedge_rules(tmp_path, "category: negation_pre, grade: probable")
 
 
 # -- defaults and aggregation ----------------------------------------------------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from cxreval.extract import default_extractor
-from cxreval.extract.lexicon import PhraseTrie, plural_variants
-from cxreval.extract.rules import RuleExtractor, RulesError, RuleSet
+from cxreval.extract.rules import RuleExtractor, RulesError
+from cxreval.extract.rules.scanning import NameGrammar, PhraseTrie, plural_variants
 from cxreval.extract.text import split_sections, tokenize
 from cxreval.ontology import load_ontology
 
@@ -84,16 +84,23 @@ def test_mentions_point_back_to_the_text(ex):
     assert m.sentence == "Small left pleural effusion."
 
 
-def test_bare_yaml_no_is_rejected():
-    onto = load_ontology()
-    with pytest.raises(RulesError, match="quote it"):
-        RuleSet.from_data({"negation_pre": [False]}, {}, onto, "bad.yaml")
+def _user_rules(tmp_path, text: str):
+    """The packaged rules with a user rule file holding ``text``."""
+    from cxreval.extract.rules import load_rules
+
+    path = tmp_path / "local.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_rules(load_ontology(), path)
 
 
-def test_normal_statement_with_unknown_entity_is_rejected():
-    onto = load_ontology()
-    with pytest.raises(RulesError, match="not in ontology"):
-        RuleSet.from_data({}, {"statements": [{"pattern": "x", "entities": ["nope"]}]}, onto, "n.yaml")
+def test_bare_yaml_no_is_rejected(tmp_path):
+    with pytest.raises(RulesError, match=r"local.yaml:2: .*quote it"):
+        _user_rules(tmp_path, "rules:\n  - {id: local.no, kind: cue, category: negation_pre, doc: d, phrases: [no]}\n")
+
+
+def test_normal_statement_with_unknown_entity_is_rejected(tmp_path):
+    with pytest.raises(RulesError, match="local.yaml:2: .*not in ontology"):
+        _user_rules(tmp_path, "rules:\n  - {id: local.n, kind: normal, doc: d, pattern: x, entities: [nope]}\n")
 
 
 def test_extraction_is_deterministic(ex):
@@ -107,7 +114,7 @@ def test_state_keeps_its_cue(ex):
 
 
 def test_gapped_scan_keeps_distinct_overlaps():
-    from cxreval.extract.lexicon import scan_gapped
+    from cxreval.extract.rules.scanning import scan_gapped
 
     trie: PhraseTrie[str] = PhraseTrie()
     trie.add(("tortuous", "aorta"), "T")
@@ -115,35 +122,39 @@ def test_gapped_scan_keeps_distinct_overlaps():
     trie.add(("effusion",), "E")
     trie.add(("pleural", "effusion"), "P")
     words = ["tortuous", "calcified", "aorta", "and", "pleural", "effusion"]
-    found = scan_gapped(trie, words, frozenset({"calcified"}), max_skips=2)
+    grammar = NameGrammar(frozenset({"calcified"}), frozenset({"and"}), ("is", "are"), frozenset(), max_skips=2)
+    found = scan_gapped(trie, words, grammar)
     assert [(m.value, m.used) for m in found] == [("T", (0, 2)), ("C", (1, 2)), ("P", (4, 5))]
     # nothing is skipped unless it is a modifier
-    assert [m.value for m in scan_gapped(trie, ["tortuous", "big", "aorta"], frozenset(), 2)] == []
+    assert [m.value for m in scan_gapped(trie, ["tortuous", "big", "aorta"], grammar._replace(skippable=frozenset()))] == []
 
 
-# -- site rules (cues.yaml `site_entities`) ----------------------------------------------------
-def test_site_rule_moves_a_mention_to_the_site_entity():
+# -- site rules (names.yaml `sites`) -----------------------------------------------------------
+def test_site_rule_moves_a_mention_to_the_site_entity(tmp_path):
     onto = load_ontology()
-    cues = {"site_entities": [{"entity": "degenerative_spine", "to": "degenerative_joint_disease",
-                               "words": ["hip"], "unless": ["spine"]}]}
-    ex = RuleExtractor(onto, RuleSet.from_data(cues, {}, onto, "sites.yaml"))
+    ex = RuleExtractor(onto, _user_rules(tmp_path, """rules:
+  - id: site.degenerative_spine.degenerative_joint_disease
+    words: [hip]
+    unless: [spine]
+"""))
     moved = ex.extract("Degenerative changes are seen at the right hip.").states()
     assert set(moved) == {"degenerative_joint_disease"}
     assert moved["degenerative_joint_disease"].side == "right"
     kept = ex.extract("Spine and right hip degenerative changes.").states()
     assert set(kept) == {"degenerative_spine"}
     # without the rule the mention stays where the synonym puts it
-    plain = RuleExtractor(onto, RuleSet.from_data({}, {}, onto, "none.yaml"))
+    plain = RuleExtractor(onto, _user_rules(tmp_path, """rules:
+  - {id: site.degenerative_spine.degenerative_joint_disease, enabled: false}
+"""))
     assert set(plain.extract("Degenerative changes are seen at the right hip.").states()) == {"degenerative_spine"}
 
 
-def test_site_rule_must_name_known_entities():
-    onto = load_ontology()
-    with pytest.raises(RulesError, match="not in the ontology"):
-        RuleSet.from_data({"site_entities": [{"entity": "degenerative_spine", "to": "nope", "words": ["hip"]}]},
-                          {}, onto, "bad.yaml")
-    with pytest.raises(RulesError, match="needs entity"):
-        RuleSet.from_data({"site_entities": [{"entity": "degenerative_spine", "to": "fracture"}]}, {}, onto, "bad.yaml")
+def test_site_rule_must_name_known_entities(tmp_path):
+    with pytest.raises(RulesError, match="local.yaml:2: .*not in ontology"):
+        _user_rules(tmp_path, "rules:\n  - {id: site.x, kind: site, doc: d, entity: degenerative_spine, to: nope,"
+                              " words: [hip]}\n")
+    with pytest.raises(RulesError, match="local.yaml:2: .*words"):
+        _user_rules(tmp_path, "rules:\n  - {id: site.x, kind: site, doc: d, entity: degenerative_spine, to: fracture}\n")
 
 
 def test_packaged_site_rules_are_kept_only_for_entities_a_user_ontology_has():
@@ -177,10 +188,11 @@ def test_alternatives_project_as_uncertain_in_chexpert(ex):
     assert labels["Atelectasis"] == -1 and labels["Pleural Effusion"] == -1
 
 
-def test_not_findings_of_a_users_cue_file_must_be_phrases(tmp_path):
-    from cxreval.extract.rules import load_rules
+def test_not_findings_of_a_users_rule_file_must_be_phrases(tmp_path):
+    with pytest.raises(RulesError, match="finding.not_a_finding"):
+        _user_rules(tmp_path, "rules:\n  - {id: finding.not_a_finding, add_phrases: [false]}\n")
 
-    bad = tmp_path / "cues.yaml"
-    bad.write_text('version: "x"\nnegation_pre: ["no"]\nnot_findings: [false]\n', encoding="utf-8")
-    with pytest.raises(RulesError, match="not_findings"):
-        load_rules(load_ontology(), bad)
+
+def test_a_cue_file_of_the_old_format_is_refused_with_the_way_forward(tmp_path):
+    with pytest.raises(RulesError, match=r"cue file of cxreval < 0.3 .*negation_pre.*`rules:`"):
+        _user_rules(tmp_path, 'version: "x"\nnegation_pre: ["no"]\n')

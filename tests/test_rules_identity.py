@@ -134,13 +134,13 @@ def test_copied_mentions_are_what_validation_makes(monkeypatch: pytest.MonkeyPat
     """Mentions the engine copies from a validated one (moved from a cache, stamped from a kind's
     template, or naming another entity of a normal statement) are what validating each one makes:
     the same values, in the same order, and the same fields set."""
-    from cxreval.extract import rules
+    from cxreval.extract.rules import engine
 
     onto = load_ontology()
     extractor = RuleExtractor(onto)
     texts = _texts()
     copied = [extractor.extract(t) for t in texts[:1500] + texts[:200]]  # repeats: the report cache
-    monkeypatch.setattr(rules, "_TEMPLATES", 0)  # no templates: every mention validated
+    monkeypatch.setattr(engine, "_TEMPLATES", 0)  # no templates: every mention validated
     plain = RuleExtractor(onto, extractor.rules, sentence_cache=0)
     for text, got in zip(texts[:1500] + texts[:200], copied):
         want = plain.extract(text)
@@ -153,7 +153,7 @@ def test_copied_mentions_are_what_validation_makes(monkeypatch: pytest.MonkeyPat
 
 def test_extraction_built_directly_is_what_model_construct_makes() -> None:
     from cxreval.extract.models import Extraction
-    from cxreval.extract.rules import _extraction
+    from cxreval.extract.rules.engine import _extraction
 
     mentions = RuleExtractor(load_ontology()).extract("Findings: No pneumothorax.").mentions
     want = Extraction.model_construct(engine="rules@x", mentions=mentions, text="Findings: No pneumothorax.")
@@ -201,3 +201,18 @@ def test_fast_judgement_paths_change_nothing(monkeypatch: pytest.MonkeyPatch) ->
         assert [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in got.items()] == \
             [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in want.items()]
     assert not models._STATE_TEMPLATES
+
+
+def test_skipping_steps_a_sentence_gives_no_cue_for_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status step is not run in a sentence lacking every cue category it needs
+    (``StatusRules.steps_for``); running every step on every mention reads the same, rule ids too."""
+    from cxreval.extract.rules.interpreter import StatusRules
+
+    onto = load_ontology()
+    texts = _texts()
+    fast = RuleExtractor(onto, sentence_cache=0)
+    want = [[(m.model_dump(), m.rule_ids) for m in fast.extract(t).mentions] for t in texts]
+    monkeypatch.setattr(StatusRules, "steps_for", lambda self, categories: tuple(step for step, _ in self.steps))
+    every = RuleExtractor(onto, sentence_cache=0)
+    for text, expected in zip(texts, want):
+        assert [(m.model_dump(), m.rule_ids) for m in every.extract(text).mentions] == expected, text

@@ -37,7 +37,6 @@ from tests.conftest import shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "snapshots" / "readings.tsv"
-CUES = ROOT / "src" / "cxreval" / "extract" / "rules" / "cues.yaml"
 
 
 @cache
@@ -55,13 +54,10 @@ def _render(*parts: object) -> str:
     return console.export_text()
 
 
-def _without_cue(tmp_path: Path, kind: str, phrase: str) -> Path:
-    """The packaged cue file with one phrase of ``kind`` removed: a seeded change to the engine."""
-    cues = yaml.safe_load(CUES.read_text(encoding="utf-8"))
-    assert phrase in cues[kind]
-    cues[kind] = [p for p in cues[kind] if p != phrase]
-    path = tmp_path / "cues.yaml"
-    path.write_text(yaml.safe_dump(cues, sort_keys=False), encoding="utf-8")
+def _without_cue(tmp_path: Path, rule: str, phrase: str) -> Path:
+    """A user rule file that removes one phrase from a packaged cue record."""
+    path = tmp_path / "without.yaml"
+    path.write_text(yaml.safe_dump({"rules": [{"id": rule, "remove_phrases": [phrase]}]}), encoding="utf-8")
     return path
 
 
@@ -81,7 +77,7 @@ def test_a_seeded_change_fails_the_guard_and_the_diff_names_its_texts(tmp_path: 
     """Removing one negation cue changes readings: the diff lists those texts and shows them."""
     texts = _corpus()
     onto = load_ontology()
-    seeded = RuleExtractor(onto, load_rules(onto, _without_cue(tmp_path, "negation_pre", "free of")))
+    seeded = RuleExtractor(onto, load_rules(onto, _without_cue(tmp_path, "negation.pre", "free of")))
     now = read_corpus(seeded.extract, texts)
     found = compare(Snapshot.read(SNAPSHOT), Snapshot.of(seeded.signature, now))
     assert found.changed and not found.added and not found.removed
@@ -100,10 +96,10 @@ def test_the_diff_command_shows_before_and_after(tmp_path: Path) -> None:
                                                     capture_output=True, check=False).returncode:
         pytest.skip("not a git checkout: no earlier engine to read with")
     runner = CliRunner()
-    cues = _without_cue(tmp_path, "negation_pre", "free of")
+    cues = _without_cue(tmp_path, "negation.pre", "free of")
     data = str(shared_data_dir())
     changed = runner.invoke(app, ["snapshot", "diff", "--snapshot", str(SNAPSHOT), "--data-dir", data,
-                                  "--cues", str(cues), "--limit", "2"], env={"COLUMNS": "200"})
+                                  "--rules", str(cues), "--limit", "2"], env={"COLUMNS": "200"})
     assert changed.exit_code == 1, changed.output
     assert "texts read differently" in changed.output and "before (HEAD: rules@" in changed.output
     assert "absent/negated" in changed.output  # the old reading of the denied finding, beside the new one
@@ -133,7 +129,7 @@ def test_readings_round_trip_and_name_what_changed(tmp_path: Path) -> None:
     assert "No pleural" not in path.read_text(encoding="utf-8")  # hashes, never text
     assert before["d"] == ()  # an empty text reads nothing, and is pinned as such
 
-    seeded = RuleExtractor(onto, load_rules(onto, _without_cue(tmp_path, "negation_pre", "free of")))
+    seeded = RuleExtractor(onto, load_rules(onto, _without_cue(tmp_path, "negation.pre", "free of")))
     after = read_corpus(seeded.extract, {**TEXTS, "e": "No pneumothorax."})
     found = compare(read, Snapshot.of(seeded.signature, after))
     assert found.changed == ["a", "c"] and found.added == ["e"] and found.removed == []

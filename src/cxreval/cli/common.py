@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,6 +23,10 @@ EXIT_UNSCORED = 4  # more pairs unscored than allowed
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (a scheduler's, `timeout`'s or `kill`'s stop): handled as Ctrl-C is
 
+if TYPE_CHECKING:
+    from cxreval.extract.rules import RuleSet
+    from cxreval.ontology import Ontology
+
 LLM_PANEL = "LLM engines"
 err_console = Console(stderr=True)
 
@@ -35,6 +39,21 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     """
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def user_rules(ontology: Ontology, rules: Path | None, engine: str = "rules") -> RuleSet | None:
+    """The rule set of ``--rules FILE`` (None without one). A file that cannot be used, or one given
+    to an LLM engine, ends the command with exit 2 and the message (which names the file and line)."""
+    if rules is None:
+        return None
+    if engine != "rules":
+        fail(f"--rules applies to the rule engine; --engine {engine} reads reports without it")
+    from cxreval.extract.rules import RulesError, load_rules
+
+    try:
+        return load_rules(ontology, rules)
+    except RulesError as exc:
+        fail(str(exc))
 
 
 class Terminated(KeyboardInterrupt):
@@ -60,6 +79,10 @@ def interrupt_code(exc: BaseException) -> int:
         seen = seen.__context__
     return EXIT_INTERRUPTED
 
+
+RulesOption = Annotated[Path | None, typer.Option(
+    "--rules", metavar="FILE", help="A rule file that adds or overrides the rule engine's rules (docs/engine.md, "
+    "'Adding a rule'); its hash enters the signature.")]
 
 SpecCompatOption = Annotated[bool, typer.Option(
     "--spec-compat", help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cxreval.cli.common import EXIT_OK, fail
+from cxreval.cli.common import EXIT_OK, RulesOption, fail, user_rules
 
 if TYPE_CHECKING:
     from cxreval.extract.snapshot import Readings
@@ -34,8 +34,6 @@ SnapshotOption = Annotated[Path, typer.Option(
     "--snapshot", help="snapshot file (one line per text id: a hash of its readings)")]
 DataDirOption = Annotated[Path | None, typer.Option(
     "--data-dir", help="shared data folder [default: $CXREVAL_DATA_DIR, else ../shared/data]")]
-CuesOption = Annotated[Path | None, typer.Option(
-    "--cues", help="read with this cue file instead of the packaged one (try a rule before committing it)")]
 
 
 def _texts(data_dir: Path | None) -> dict[str, str]:
@@ -50,16 +48,13 @@ def _texts(data_dir: Path | None) -> dict[str, str]:
         fail(str(exc))
 
 
-def _read_now(texts: dict[str, str], cues: Path | None) -> tuple[str, dict[str, Readings]]:
-    from cxreval.extract.rules import RuleExtractor, RulesError, load_rules
+def _read_now(texts: dict[str, str], rules: Path | None) -> tuple[str, dict[str, Readings]]:
+    from cxreval.extract.rules import RuleExtractor
     from cxreval.extract.snapshot import read_corpus
     from cxreval.ontology import load_ontology
 
     onto = load_ontology()
-    try:
-        extractor = RuleExtractor(onto, load_rules(onto, cues) if cues else None)
-    except (OSError, RulesError) as exc:
-        fail(f"{cues}: {exc}")
+    extractor = RuleExtractor(onto, user_rules(onto, rules))
     return extractor.signature, read_corpus(extractor.extract, texts)
 
 
@@ -67,7 +62,7 @@ def _read_now(texts: dict[str, str], cues: Path | None) -> tuple[str, dict[str, 
 def diff(
     snapshot: SnapshotOption = DEFAULT_SNAPSHOT,
     data_dir: DataDirOption = None,
-    cues: CuesOption = None,
+    rules: RulesOption = None,
     base: Annotated[str, typer.Option(
         help="git revision whose engine gives the 'before' readings; 'none' shows the new readings only")] = "HEAD",
     limit: Annotated[int, typer.Option(help="show at most this many changed texts")] = 50,
@@ -90,7 +85,7 @@ def diff(
     except SnapshotError as exc:
         fail(str(exc))
     texts = _texts(data_dir)
-    engine, now = _read_now(texts, cues)
+    engine, now = _read_now(texts, rules)
     found = compare(pinned, Snapshot.of(engine, now))
     old, labels = None, ("before", f"after ({engine})")
     if found.changed and base.lower() != "none":
@@ -109,13 +104,13 @@ def diff(
 def update(
     snapshot: SnapshotOption = DEFAULT_SNAPSHOT,
     data_dir: DataDirOption = None,
-    cues: CuesOption = None,
+    rules: RulesOption = None,
 ) -> None:
     """Rewrite the snapshot with today's readings (commit it with the reason for the change)."""
     from cxreval.extract.snapshot import Snapshot, SnapshotError, compare
 
     texts = _texts(data_dir)
-    engine, now = _read_now(texts, cues)
+    engine, now = _read_now(texts, rules)
     current = Snapshot.of(engine, now)
     try:
         before = compare(Snapshot.read(snapshot), current).summary() if snapshot.exists() else "a new snapshot"

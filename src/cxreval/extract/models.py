@@ -6,9 +6,10 @@ engine ran.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 Status = Literal["present", "absent", "uncertain"]
 ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolved"]
@@ -97,6 +98,38 @@ class Attributes(BaseModel):
     comparison: ComparisonChange | None = None
 
 
+class ReadingRules(BaseModel):
+    """The ids of the rules that made a reading (``docs/engine.md``, "Rule kinds"): the rule that
+    named the entity, the one that set the status and its grade, and those that set the side,
+    zones, severity and change (None: not set). The rule engine fills it; LLM mentions have none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entity: str | None = None
+    status: str | None = None
+    side: str | None = None
+    zones: str | None = None
+    severity: str | None = None
+    change: str | None = None
+
+    def items(self) -> list[tuple[str, str]]:
+        """(reading, rule id) for each reading a rule set, in field order."""
+        return [(k, v) for k, v in self.__dict__.items() if v is not None]
+
+    def ids(self) -> tuple[str | None, ...]:
+        """The ids in field order, as :attr:`Mention.rule_ids` stores them."""
+        return tuple(self.__dict__.values())
+
+
+#: The readings a rule id is kept for, in the order of :attr:`Mention.rule_ids`.
+RULE_READINGS: tuple[str, ...] = tuple(ReadingRules.model_fields)
+
+
+def named_rules(rule_ids: tuple[str | None, ...] | None) -> ReadingRules | None:
+    """Rule ids as the engine stores them (:data:`RULE_READINGS` order), by name."""
+    return None if rule_ids is None else ReadingRules(**dict(zip(RULE_READINGS, rule_ids)))
+
+
 class Mention(Attributes):
     """One mention of an ontology entity in a report, with its certainty and attributes.
 
@@ -127,10 +160,31 @@ class Mention(Attributes):
     sentence_start: int = -1
     sentence_end: int = -1
     cue: str | None = None
+    #: The ids of the rules behind this reading, in :data:`RULE_READINGS` order (the rule engine's;
+    #: None from an LLM). A plain tuple of strings, which the garbage collector stops tracking, so
+    #: the mentions the engine's caches keep cost it nothing; :attr:`rules` is the named view.
+    rule_ids: tuple[str | None, ...] | None = Field(None, exclude=True, repr=False)
     source: str = Field("", exclude=True, repr=False)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rules(self) -> ReadingRules | None:
+        """The rules behind this reading, by name (serialised as ``rules``)."""
+        return named_rules(self.rule_ids)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rules_by_name(cls, data: Any) -> Any:
+        """Read a dumped mention's ``rules`` mapping back into :attr:`rule_ids`."""
+        if isinstance(data, dict) and "rules" in data:
+            named = data["rules"]
+            data = {k: v for k, v in data.items() if k != "rules"}
+            if isinstance(named, dict) and "rule_ids" not in data:
+                data["rule_ids"] = tuple(named.get(r) for r in RULE_READINGS)
+        return data
+
     @model_validator(mode="after")
-    def _grade_fits_status(self) -> "Mention":
+    def _grade_fits_status(self) -> Mention:
         _check_certainty(self.status, self.certainty)
         return self
 
@@ -150,9 +204,17 @@ class EntityState(Attributes):
     certainty: Certainty = Field(default_factory=_default_certainty)
     evidence: str = ""
     cue: str | None = None
+    #: The ids of the rules behind the reading the evidence and cue come from, as
+    #: :attr:`Mention.rule_ids` holds them (the rule engine's; None from an LLM).
+    rule_ids: tuple[str | None, ...] | None = Field(None, exclude=True, repr=False)
+
+    @property
+    def rules(self) -> ReadingRules | None:
+        """The rules behind this state's reading, by name."""
+        return named_rules(self.rule_ids)
 
     @model_validator(mode="after")
-    def _grade_fits_status(self) -> "EntityState":
+    def _grade_fits_status(self) -> EntityState:
         _check_certainty(self.status, self.certainty)
         return self
 
@@ -210,7 +272,7 @@ class Extraction(BaseModel):
                 zones_one = m.zones
                 out[entity] = _state(entity, m.status, m.certainty, m.side or None,
                                      tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
-                                     m.severity or None, m.comparison or None, m.sentence, m.cue)
+                                     m.severity or None, m.comparison or None, m.sentence, m.cue, m.rule_ids)
                 continue
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
@@ -242,6 +304,7 @@ class Extraction(BaseModel):
                 next((m.comparison for m in explicit if m.comparison), None),
                 lead.sentence,
                 lead.cue,
+                lead.rule_ids,
             )
         return out
 
@@ -253,15 +316,18 @@ _STATE_KINDS = 4096
 
 
 def _state(entity: str, status: str, certainty: str, side: str | None, zones: tuple[str, ...],
-           severity: str | None, comparison: str | None, evidence: str, cue: str | None) -> EntityState:
+           severity: str | None, comparison: str | None, evidence: str, cue: str | None,
+           rule_ids: tuple[str | None, ...] | None = None) -> EntityState:
     """``EntityState(entity=..., status=..., ...)`` with every field given: validated once per
-    kind, then copied with the entity, evidence and cue of each state (strings: nothing else to
-    check). Scoring aggregates every report's mentions, so this runs once per entity per report."""
+    kind, then copied with the entity, evidence, cue and rule ids of each state (strings and a
+    tuple of them: nothing else to check). Scoring aggregates every report's mentions, so this
+    runs once per entity per report."""
     key = (status, certainty, side, zones, severity, comparison)
     like = _STATE_TEMPLATES.get(key)
-    if like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str):
+    if (like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str)
+            or not (rule_ids is None or type(rule_ids) is tuple)):
         made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,  # type: ignore[arg-type]
-                           severity=severity, comparison=comparison, evidence=evidence, cue=cue)
+                           severity=severity, comparison=comparison, evidence=evidence, cue=cue, rule_ids=rule_ids)
         if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:
             _STATE_TEMPLATES[key] = made
         return made
@@ -269,4 +335,5 @@ def _state(entity: str, status: str, certainty: str, side: str | None, zones: tu
     fields["entity"] = entity
     fields["evidence"] = evidence
     fields["cue"] = cue
+    fields["rule_ids"] = rule_ids
     return constructed(EntityState, fields, like.__pydantic_fields_set__)  # shared: a frozen model never changes it

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-import yaml
+from cxreval import yaml_files
 from pydantic import BaseModel, ConfigDict, model_validator
 
 KINDS = ("sides", "zones", "severity", "comparison")
@@ -45,4 +45,4 @@ class AttributeVocabulary(BaseModel):
 def attribute_vocabulary() -> AttributeVocabulary:
     """The packaged vocabulary (read once per process)."""
     ref = resources.files("cxreval.ontology") / "data" / "attributes.yaml"
-    return AttributeVocabulary.model_validate(yaml.safe_load(ref.read_text(encoding="utf-8")))
+    return AttributeVocabulary.model_validate(yaml_files.safe_load(ref.read_text(encoding="utf-8")))

@@ -8,6 +8,8 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+
+from cxreval import yaml_files
 from pydantic import ValidationError
 
 from cxreval.ontology.models import Ontology, normalize_term
@@ -120,7 +122,7 @@ def load_ontology(path: str | Path | None = None) -> Ontology:
 
 def _parse_text(text: str, source: str) -> Ontology:
     try:
-        data = yaml.safe_load(text)
+        data = yaml_files.safe_load(text)
     except yaml.YAMLError as exc:
         raise OntologyError(f"{source}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

@@ -1,8 +1,8 @@
-"""Phrase lookup for the rule engine: a token trie with longest-match scanning."""
+"""Finding names and cue phrases in a run of tokens: a token trie with longest-match scanning."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 V = TypeVar("V")
@@ -11,13 +11,14 @@ _END = "\x00end"
 
 
 class PhraseTrie(Generic[V]):
-    """Maps token sequences to values; finds the longest phrase starting at a position."""
+    """Maps token sequences to values; finds the longest phrases in a run of tokens."""
 
     def __init__(self) -> None:
         self._root: dict = {}
         self.size = 0
 
     def add(self, tokens: Sequence[str], value: V) -> None:
+        """Map the phrase ``tokens`` to ``value`` (a later value for the same phrase replaces it)."""
         if not tokens:
             return
         node = self._root
@@ -28,6 +29,7 @@ class PhraseTrie(Generic[V]):
         node[_END] = value
 
     def get(self, tokens: Sequence[str]) -> V | None:
+        """The value of exactly the phrase ``tokens``, or None."""
         node = self._root
         for tok in tokens:
             node = node.get(tok)
@@ -35,35 +37,30 @@ class PhraseTrie(Generic[V]):
                 return None
         return node.get(_END)
 
-    def longest_at(self, tokens: Sequence[str], i: int) -> tuple[int, V] | None:
-        """Return ``(end, value)`` of the longest phrase that starts at ``tokens[i]``."""
-        node = self._root
-        best: tuple[int, V] | None = None
-        j = i
-        n = len(tokens)
-        while j < n:
-            node = node.get(tokens[j])
-            if node is None:
-                break
-            j += 1
-            if _END in node:
-                best = (j, node[_END])
-        return best
-
-    def scan(self, tokens: Sequence[str]) -> Iterable[tuple[int, int, V]]:
+    def scan(self, tokens: Sequence[str]) -> list[tuple[int, int, V]]:
         """Greedy left-to-right longest matches that do not overlap: ``(start, end, value)``."""
+        out: list[tuple[int, int, V]] = []
         i = 0
         n = len(tokens)
         root = self._root
         while i < n:
-            if tokens[i] in root:
-                hit = self.longest_at(tokens, i)
-                if hit is not None:
-                    end, value = hit
-                    yield i, end, value
-                    i = end
-                    continue
-            i += 1
+            node = root.get(tokens[i])
+            best = 0
+            value: V = None  # type: ignore[assignment]
+            j = i + 1
+            while node is not None:
+                if _END in node:
+                    best, value = j, node[_END]
+                if j >= n:
+                    break
+                node = node.get(tokens[j])
+                j += 1
+            if best:
+                out.append((i, best, value))
+                i = best
+            else:
+                i += 1
+        return out
 
 
 class GappedMatch(NamedTuple):
@@ -75,21 +72,27 @@ class GappedMatch(NamedTuple):
     used: tuple[int, ...]
 
 
-# Skippable words that join two modifiers ("tortuous and calcified aorta"); a match never ends
-# after one, so the words that follow it belong to the next item of a list.
-_JOINERS = frozenset({"and"})
 # Coordinated subjects sharing one copula: "the cardiac silhouette and vascularity are enlarged"
-# reads as "cardiac silhouette [and vascularity] are enlarged". After "and", a second subject of at
-# most MAX_COSUBJECT words, none of them a break word, must be followed by one of _COPULAS; the
-# name then goes on at its own copula ("cardiac silhouette is enlarged").
+# reads as "cardiac silhouette [and vascularity] are enlarged". After a joiner ("and"), a second
+# subject of at most MAX_COSUBJECT words, none of them a subject break, must be followed by a copula;
+# the name then goes on at its own copula ("cardiac silhouette is enlarged").
 MAX_COSUBJECT = 3
-_COPULAS = ("is", "are")
-_SUBJECT_BREAKS = frozenset({"and", "or", "but", "no", "not", "without", "with", "there", "which", "that"})
 
 
-def scan_gapped(
-    trie: PhraseTrie[V], tokens: Sequence[str], skippable: frozenset[str], max_skips: int = 2
-) -> list[GappedMatch]:
+class NameGrammar(NamedTuple):
+    """The words a finding name may hold besides its own (the lexicon's lists; see lexicon.yaml)."""
+
+    #: Modifier words that may stand inside a name ("calcified right hilar lymph nodes").
+    skippable: frozenset[str]
+    #: Skippable words that join two modifiers ("tortuous and calcified aorta"); a match never ends
+    #: after one, so the words that follow it belong to the next item of a list.
+    joiners: frozenset[str]
+    copulas: tuple[str, ...]
+    subject_breaks: frozenset[str]
+    max_skips: int = 2
+
+
+def scan_gapped(trie: PhraseTrie[V], tokens: Sequence[str], grammar: NameGrammar) -> list[GappedMatch]:
     """Every phrase of ``trie`` in ``tokens``, allowing modifier words inside a phrase.
 
     "calcified right hilar lymph nodes" matches "calcified lymph nodes" by skipping the words
@@ -102,24 +105,24 @@ def scan_gapped(
     root = trie._root
     found: list[GappedMatch] = []
     n = len(tokens)
+    skippable, joiners, max_skips = grammar.skippable, grammar.joiners, grammar.max_skips
     for i in range(n):
         node = root.get(tokens[i])
         if node is None:
             continue
+        if _END not in node:  # no name is this word alone: go on only if the next word may continue one
+            after = tokens[i + 1] if i + 1 < n else None
+            if after is None or (after not in node and after not in skippable and after not in joiners):
+                continue
+        # the longest match of each value from this start
         best: dict[object, GappedMatch] = {}
-        stack = [(node, i + 1, 0, (i,))]
+        stack: list[tuple[dict[str, Any], int, int, tuple[int, ...]]] = [(node, i + 1, 0, (i,))]
         while stack:
             node, j, skips, used = stack.pop()
             if _END in node:
                 value = node[_END]
+                end = j if used[-1] + 1 >= j else _match_end(tokens, used, j, joiners)
                 old = best.get(value)
-                end = j
-                if used[-1] + 1 < j:
-                    # Trailing skipped modifiers stay in the span ("calcified granuloma, right base")
-                    # up to a joining word: "effusion and patchy left ..." is a new item.
-                    end = next((t for t in range(used[-1] + 1, j) if tokens[t] in _JOINERS), j)
-                    while end < n and tokens[end] in _JOINERS and end > used[-1] + 1 and tokens[end - 1] == ",":
-                        end -= 1  # "tortuosity of the aorta, and ...": the comma still closes the name
                 if old is None or len(used) > len(old.used) or (len(used) == len(old.used) and end > old.end):
                     best[value] = _new_match(GappedMatch, (i, end, value, used))
             if j >= n:
@@ -128,11 +131,8 @@ def scan_gapped(
             nxt = node.get(word)
             if nxt is not None:
                 stack.append((nxt, j + 1, skips, used + (j,)))
-            if word in _JOINERS:
-                shared = _shared_copula(node, tokens, j)
-                if shared is not None:
-                    nxt_node, k = shared
-                    stack.append((nxt_node, k + 1, skips, used + (k,)))
+            if word in joiners:
+                _push_shared_copula(stack, node, tokens, j, skips, used, grammar)
             if skips < max_skips and word in skippable:
                 # skip one modifier word; the phrase must still continue after it
                 k = j + 1
@@ -141,6 +141,33 @@ def scan_gapped(
         found.extend(best.values())
     if len(found) < 2:
         return found  # nothing to drop or reorder (most sentences)
+    return _longest_kept(found)
+
+
+def _push_shared_copula(stack: list[tuple[dict[str, Any], int, int, tuple[int, ...]]], node: dict[str, Any],
+                        tokens: Sequence[str], j: int, skips: int, used: tuple[int, ...], grammar: NameGrammar) -> None:
+    """Go on at the copula a second, coordinated subject shares ("the cardiac silhouette [and
+    vascularity] are enlarged"), when ``tokens[j]`` (a joiner) starts one."""
+    shared = _shared_copula(node, tokens, j, grammar)
+    if shared is not None:
+        nxt_node, k = shared
+        stack.append((nxt_node, k + 1, skips, used + (k,)))
+
+
+def _match_end(tokens: Sequence[str], used: tuple[int, ...], j: int, joiners: frozenset[str]) -> int:
+    """Where a match whose last own token is ``used[-1]`` ends, read up to ``j``: trailing skipped
+    modifiers stay in the span ("calcified granuloma, right base") up to a joining word ("effusion
+    and patchy left ..." is a new item)."""
+    if used[-1] + 1 >= j:
+        return j
+    end = next((t for t in range(used[-1] + 1, j) if tokens[t] in joiners), j)
+    while end < len(tokens) and tokens[end] in joiners and end > used[-1] + 1 and tokens[end - 1] == ",":
+        end -= 1  # "tortuosity of the aorta, and ...": the comma still closes the name
+    return end
+
+
+def _longest_kept(found: list[GappedMatch]) -> list[GappedMatch]:
+    """The matches, longest first, each kept unless a kept one covers all its tokens; in text order."""
     found.sort(key=_longest_first)
     kept: list[GappedMatch] = []
     covered: set[int] = set()
@@ -160,17 +187,19 @@ def _longest_first(m: GappedMatch) -> tuple[int, int]:
 _new_match = tuple.__new__  # a NamedTuple's own constructor is a Python function, called per match
 
 
-def _shared_copula(node: dict[str, Any], tokens: Sequence[str], j: int) -> tuple[dict[str, Any], int] | None:
+def _shared_copula(node: dict[str, Any], tokens: Sequence[str], j: int,
+                   grammar: NameGrammar) -> tuple[dict[str, Any], int] | None:
     """(trie node after the copula, index of the copula) when ``tokens[j]`` ("and") starts a second
     subject that shares the copula the phrase continues with; None otherwise."""
-    own = next((node[c] for c in _COPULAS if c in node), None)
+    copulas = grammar.copulas
+    own = next((node[c] for c in copulas if c in node), None)
     if own is None:
         return None
     for k in range(j + 1, min(j + 2 + MAX_COSUBJECT, len(tokens))):
         word = tokens[k]
-        if word in _COPULAS:
+        if word in copulas:
             return (own, k) if k > j + 1 else None
-        if word in _SUBJECT_BREAKS or not word.isalpha():
+        if word in grammar.subject_breaks or not word.isalpha():
             return None
     return None
 
