@@ -40,6 +40,12 @@ METRICS = [
 ]
 _SIDES = ["left", "right", "bilateral"]
 _SEVERITY = ["small", "moderate", "large", "mild", "severe"]
+#: The rule ids shown beside the evidence of an example pair, per error kind (reference, candidate).
+_EXAMPLE_RULES = {
+    "FN": ("finding.name; finding.stated; attribute.side; attribute.severity", "finding.name; negation.pre 'no'"),
+    "FP": ("normal.no-acute-cardiopulmonary-process 'no acute cardiopulmonary process'",
+           "finding.name; hedge.pre.possible 'suggest'; attribute.side; attribute.zone"),
+}
 
 
 def _sig(name: str) -> str:
@@ -115,7 +121,9 @@ def make_result(
                     else:
                         other = rng.choice([x for x in _SIDES if x != side])
                         ref, cand = f"{sev.capitalize()} {side} {e.name.lower()}.", f"{sev.capitalize()} {other} {e.name.lower()}."
-                    examples.append(ExamplePair(pair_id=pid, kind=k, reference=ref, candidate=cand))
+                    rules = _EXAMPLE_RULES.get(k, ("", ""))
+                    examples.append(ExamplePair(pair_id=pid, kind=k, reference=ref, candidate=cand,
+                                                reference_rules=rules[0], candidate_rules=rules[1]))
                 entities.append(
                     EntityResult(
                         system=s, dataset=ds, entity=e.id, name=e.name, group=e.group, tp=tp, fp=fp, fn=fn,

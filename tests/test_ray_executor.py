@@ -66,6 +66,20 @@ def test_one_folder_and_one_actor_give_the_same_files(tmp_path: Path, ray_cluste
     _same_files(tmp_path / "here", tmp_path / "ray")
 
 
+def test_ray_actors_read_with_the_users_rules(tmp_path: Path, ray_cluster: object) -> None:
+    """A rule file's rule set travels to the actors: the files are those judged here, rule ids included."""
+    from tests.test_explain import LOCAL_RULES, PAIRS
+
+    rules = tmp_path / "local-rules.yaml"
+    rules.write_text(LOCAL_RULES, encoding="utf-8")
+    pairs = [ReportPair(pair_id=f"{n}-{i}", reference=r, candidate=c) for n in range(3) for i, r, c in PAIRS]
+    here = evaluate_to(Evaluator(rules=rules), tmp_path / "here", pairs)
+    on_ray = evaluate_to(Evaluator(rules=rules, workers=1), tmp_path / "ray", iter(pairs), executor="ray")
+    _same_files(tmp_path / "here", tmp_path / "ray")
+    assert str(on_ray.signature) == str(here.signature) and ".u" in here.signature.engine
+    assert "local.pnx; negation.pre 'no'" in (tmp_path / "ray" / "judgements.jsonl").read_text()
+
+
 def test_ray_reads_the_input_a_bounded_way_ahead(tmp_path: Path, ray_cluster: object) -> None:
     """At most two chunks per actor are out: the input is read as results come back."""
     pairs = [p.model_copy(update={"system": None}) for p in _many_pairs(2_000)]

@@ -297,7 +297,8 @@ def test_drilldown_data_has_every_example(result: BenchmarkResult, page: str) ->
             ei = [x[0] for x in d["entities"]].index(e.entity)
             cell = d["cells"][f"{si}_{ei}"]
             assert cell[:3] == [e.tp, e.fp, e.fn]
-            got = [ExamplePair(pair_id=p, kind=k, reference=data["texts"][r], candidate=data["texts"][c]) for p, k, r, c in cell[12]]
+            got = [ExamplePair(pair_id=p, kind=k, reference=data["texts"][r], candidate=data["texts"][c],
+                               reference_rules=rr, candidate_rules=cr) for p, k, r, c, rr, cr in cell[12]]
             assert got == e.examples
             n_examples += len(got)
     assert n_examples > 0

@@ -386,6 +386,8 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         drill_text = page.js("document.querySelector('#drill .drill-body').innerText")
         assert target.system in drill_text and target.name in drill_text
         assert target.examples[0].reference in drill_text and target.examples[0].candidate in drill_text
+        for rules in (target.examples[0].reference_rules, target.examples[0].candidate_rules):
+            assert not rules or f"rules: {rules}" in drill_text  # the rule ids beside the evidence
 
         # switching tabs and strata works and shows the other dataset's leaderboard
         page.js("document.querySelectorAll('nav.tabs .tab')[1].click()")

@@ -176,7 +176,13 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
         with chromium(1400, 900) as page_a, chromium(1400, 900) as page_b:
             alice = Reviewer("alice", page_a, engine, attributes)
             bob = Reviewer("bob", page_b, engine, attributes)
-            assert open_page(page_a, f"{base}?reviewer=alice")["position"] == 1
+            first = open_page(page_a, f"{base}?reviewer=alice")
+            assert first["position"] == 1
+            row = first["rows"][first["sel"]]  # the rule engine's rules of the selected row, under each report
+            assert row["reference_rules"] or row["candidate_rules"]
+            for side in ("reference", "candidate"):
+                shown = page_a.js(f"document.getElementById('{side}-rules').textContent")
+                assert (row[f"{side}_rules"] in shown) if row[f"{side}_rules"] else shown == ""
             assert open_page(page_b, f"{base}?reviewer=bob")["position"] == 1
             # both at once: pair by pair, turn about
             for _ in range(3):

@@ -33,12 +33,13 @@ import hashlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from cxreval.extract.models import Extraction
-from cxreval.extract.rules import RuleExtractor
+from cxreval.extract.rules import RuleExtractor, RuleSet, load_rules
 from cxreval.io import ReportPair
 from cxreval.judge.compare import UncertainPolicy, compare_extractions
 from cxreval.judge.crosscheck import REASON, STAGE, CrossCheck, InjectionFlag
@@ -182,16 +183,24 @@ def _failure(pair_id: str, stage: str, out: Outcome, run: int) -> Failure:
 
 # -- rules ---------------------------------------------------------------------------------------
 class RulesEngine:
-    """The offline rule engine; each distinct text is read once for the engine's life."""
+    """The offline rule engine; each distinct text is read once for the engine's life.
+
+    ``rules``: a user's rule file (or the :class:`~cxreval.extract.rules.RuleSet` loaded from one)
+    that adds or overrides packaged rules; its hash enters the signature. A file that cannot be
+    used raises :class:`~cxreval.extract.rules.RulesError` (naming the file and line).
+    """
 
     name = "rules"
     offline = True
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive", spec_compat: bool = False) -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive", spec_compat: bool = False,
+                 rules: RuleSet | str | Path | None = None) -> None:
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
-        self.extractor = RuleExtractor(ontology)
+        self.rules: RuleSet | None = user_rules(ontology, rules)
+        """The rule set with a user's rules (None: the packaged rules only)."""
+        self.extractor = RuleExtractor(ontology, self.rules)
         self.cache: dict[str, Extraction] = {}
         """Extractions by the SHA-256 of their text."""
         self.workers = 1
@@ -201,6 +210,12 @@ class RulesEngine:
     def signature(self) -> Signature:
         return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
                          options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat)})
+
+    @property
+    def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None]:
+        """What builds this engine again (``RulesEngine(*init_args)``) in a worker process or a Ray
+        actor (:func:`init_rules_worker`): the same ontology, policies and rules."""
+        return (self.ontology, self.uncertain, self.spec_compat, self.rules)
 
     def trim_cache(self, most: int | None = None) -> None:
         """Forget the cached extractions once they exceed ``most`` texts (default
@@ -264,7 +279,7 @@ class RulesEngine:
         items = [(p.pair_id, p.reference, p.candidate) for p in pairs]
         parts = chunked(items, self.workers)
         rows: list[EntityJudgement] = []
-        with worker_pool(self.workers, init_rules_worker, (self.ontology, self.uncertain, self.spec_compat)) as pool:
+        with worker_pool(self.workers, init_rules_worker, self.init_args) as pool:
             done = pool.imap(_judge_rows, parts)  # in order: rows come back in pair order
             for part, fields in zip(progress_iter(parts, progress, label, total=len(items), step=len), done):
                 rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
@@ -276,17 +291,29 @@ class RulesEngine:
 PARALLEL_MIN_PAIRS = 2_000
 #: Extractions a worker keeps between chunks (texts repeat across chunks: references, templates).
 WORKER_CACHE_TEXTS = 20_000
-_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")
+_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
+               "reference_rules", "candidate_rules")
 _RULES_WORKER: dict[str, RulesEngine] = {}
 
 
-def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
+def user_rules(ontology: Ontology, rules: RuleSet | str | Path | None) -> RuleSet | None:
+    """The rule set of a user's rule file (loaded and checked now: :class:`RulesError` names the
+    file and line), a rule set given as it is, or None (the packaged rules)."""
+    if rules is None or isinstance(rules, RuleSet):
+        return rules
+    return load_rules(ontology, Path(rules))
+
+
+def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
+                      rules: RuleSet | None = None) -> None:
     """A pool worker's initializer (:func:`cxreval.parallel.worker_pool`): Ctrl-C is the
-    parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life."""
+    parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life,
+    built from the parent engine's :attr:`RulesEngine.init_args` (its rule set travels whole, so a
+    worker never reads the rule file again)."""
     from cxreval.parallel import worker_signals
 
     worker_signals()
-    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat)
+    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat, rules)
 
 
 def rules_worker() -> RulesEngine:
@@ -569,11 +596,15 @@ def engine_info(name: str) -> EngineInfo:
 
 
 def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
-               llm: LLMConfig | None = None, spec_compat: bool = False) -> Engine:
+               llm: LLMConfig | None = None, spec_compat: bool = False,
+               rules: RuleSet | str | Path | None = None) -> Engine:
     """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
     three comparison values only); LLM engines need ``llm`` and check its endpoint
-    (``--local-only``) and API key now, before anything is sent."""
+    (``--local-only``) and API key now, before anything is sent. ``rules``: a user's rule file
+    for the rule engine (:class:`RulesEngine`); the other engines take none."""
     info = engine_info(name)
+    if rules is not None and name != "rules":
+        raise ValueError(f"a rule file applies to the rules engine; engine {name!r} reads reports without it")
     from cxreval.extract.models import CERTAINTY_POLICIES
 
     if uncertain not in CERTAINTY_POLICIES:
@@ -585,6 +616,8 @@ def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "posi
         # would silently read every hedge as "possible"
         raise ValueError(f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
                          f"grades; engine {name!r} takes positive or negative")
+    if rules is not None:
+        return RulesEngine(ontology, uncertain, spec_compat, rules)
     return info.build(ontology, uncertain, llm, spec_compat)
 
 

@@ -40,7 +40,7 @@ from cxreval.engines import (
     run_offline,
 )
 from cxreval.extract.models import Extraction
-from cxreval.extract.rules import RuleExtractor
+from cxreval.extract.rules import RuleExtractor, RuleSet
 from cxreval.extract.text import lookalike_count
 from cxreval.io import ReportPair, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
@@ -204,6 +204,10 @@ class Evaluator:
     verdicts to SPEC-CXR's three values (``conflicting-comparison`` becomes ``other``; signed
     ``comparison:spec``). ``workers`` processes judge a large batch with the rule engine
     (:mod:`cxreval.parallel`; the results are identical; None or 1: this process only).
+    ``rules``: a rule file (path) that adds or overrides the rule engine's rules
+    (docs/engine.md, "Adding a rule"), or a :class:`~cxreval.extract.rules.RuleSet` loaded from
+    one; its hash enters the signature (``rules@...u<hash>``). A file that cannot be used raises
+    :class:`~cxreval.extract.rules.RulesError` (a ``ValueError`` naming the file and line).
 
     >>> from cxreval import Evaluator, ReportPair
     >>> ev = Evaluator()
@@ -224,6 +228,7 @@ class Evaluator:
         cache: AnswerCache | None = None,
         spec_compat: bool = False,
         workers: int | None = None,
+        rules: RuleSet | str | Path | None = None,
     ) -> None:
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
         if info.needs_llm and llm is None:
@@ -239,7 +244,10 @@ class Evaluator:
         self.llm = llm
         self.retry_failed = retry_failed
         self._answer_cache = cache
-        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm, spec_compat=spec_compat)
+        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm, spec_compat=spec_compat,
+                                               rules=rules)
+        self.rules: RuleSet | None = getattr(self.judge_engine, "rules", None)
+        """The rule set with the user's rules (None: the packaged rules only)."""
         if workers is not None:
             if workers < 1:
                 raise ValueError("workers must be at least 1")
@@ -489,10 +497,11 @@ def evaluate(
     llm: LLMConfig | None = None,
     spec_compat: bool = False,
     workers: int | None = None,
+    rules: RuleSet | str | Path | None = None,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
     return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm,
-                     spec_compat=spec_compat, workers=workers).evaluate(pairs, progress=progress)
+                     spec_compat=spec_compat, workers=workers, rules=rules).evaluate(pairs, progress=progress)
 
 
 def systems_frame(results: Mapping[str, Sequence[EvaluationScores]]) -> pd.DataFrame:

@@ -104,7 +104,7 @@ def judge_in_ray(
             systems.append(system)
             yield chunk
 
-    make = partial(RulesEngine, engine.ontology, engine.uncertain, engine.spec_compat)
+    make = partial(RulesEngine, *engine.init_args)
     for judged in ray_imap(make, judge, items(), workers=workers, address=address):
         yield systems.popleft(), judged
 

@@ -12,6 +12,8 @@ completion against its reference with cxreval's SPEC-CXR judgement, in one of th
   ontology marks ``critical``), so missing a pneumothorax costs more than missing a granuloma.
 
 Every value carries :attr:`ClinicalReward.signature` (shape, weight, engine, ontology, policy).
+``rules``: a rule file that adds or overrides the rule engine's rules (as ``cxreval evaluate
+--rules``); its hash is in the signature.
 
 **Defined for any completion**: ``None``, non-text values and empty or garbage text are read as
 text (``None`` as ""), so a report that states nothing is scored as a report that states nothing
@@ -81,6 +83,7 @@ class ClinicalReward:
         uncertain: str = "positive",
         cache_size: int = 100_000,
         completion_cache: int = 10_000,
+        rules: str | Path | None = None,
     ) -> None:
         from cxreval.evaluate import Evaluator
 
@@ -91,7 +94,7 @@ class ClinicalReward:
         self.shape: RewardShape = shape
         self.reference_key = reference_key
         self.critical_weight = float(critical_weight)
-        self._evaluator = Evaluator(ontology, uncertain=uncertain)  # type: ignore[arg-type]
+        self._evaluator = Evaluator(ontology, uncertain=uncertain, rules=rules)  # type: ignore[arg-type]
         self._critical = frozenset(e.id for e in self._evaluator.ontology.entities if e.critical)
         self._references: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size

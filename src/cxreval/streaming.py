@@ -362,8 +362,7 @@ def _judge_in_workers(engine: RulesEngine, parts: Iterable[tuple[str | None, lis
     """The chunks judged by ``workers`` processes, in order, a few chunks in flight at a time."""
     from cxreval.parallel import bounded_imap, worker_pool
 
-    init = (engine.ontology, engine.uncertain, engine.spec_compat)
-    with worker_pool(workers, init_rules_worker, init) as pool:
+    with worker_pool(workers, init_rules_worker, engine.init_args) as pool:
         yield from bounded_imap(pool, _judge_in_worker, parts, window=2 * workers)
 
 

@@ -36,7 +36,7 @@ from cxreval.bench.models import (
     SiteCell,
     SystemSummary,
 )
-from cxreval.judge.table import JudgementTable
+from cxreval.judge.table import JudgementTable, full_compact
 from cxreval.metrics.base import mean_of_stats, mean_stats
 from cxreval.ontology import Ontology
 from cxreval.scores.ratios import presence_f1
@@ -255,7 +255,7 @@ def entity_results(
     examples: dict[str, list[ExamplePair]] = {}
     per_kind: dict[tuple[str, str], int] = {}
     for i, rows in enumerate(sys.judgements):
-        for ent, pres, loc, sev, comp, ref, cand in rows or ():
+        for ent, pres, loc, sev, comp, ref, cand, ref_rules, cand_rules in map(full_compact, rows or ()):
             entity = E.get(ent)
             applies = entity.attributes if entity is not None else ()
             kinds = [pres] if pres in ("FP", "FN") else []
@@ -266,7 +266,9 @@ def entity_results(
             for kind in kinds:
                 if per_kind.get((ent, kind), 0) < max_examples:
                     per_kind[(ent, kind)] = per_kind.get((ent, kind), 0) + 1
-                    examples.setdefault(ent, []).append(ExamplePair(pair_id=ids[i], kind=kind, reference=ref, candidate=cand))
+                    examples.setdefault(ent, []).append(ExamplePair(
+                        pair_id=ids[i], kind=kind, reference=ref, candidate=cand, reference_rules=ref_rules,
+                        candidate_rules=cand_rules))
     ents: list[EntityResult] = []
     for e in table.spec.entities:
         p = e.presence
@@ -354,10 +356,9 @@ def _normal_flags(d: "DatasetRun", tables: Sequence[PairTable], runner: "Runner"
         positive |= t.reference_positive & t.judged
         known |= t.judged
     if not known.all():
-        from cxreval.extract.rules import RuleExtractor
         from cxreval.judge.compare import is_positive
 
-        ext = RuleExtractor(runner.evaluator.ontology)
+        ext = runner.evaluator.extractor  # the run's rule engine: a config's own rules included
         for i in np.flatnonzero(~known):
             states = ext.extract(d.references[i]).states().values()
             positive[i] = any(is_positive(s, runner.config.engine.uncertain) for s in states)

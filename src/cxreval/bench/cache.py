@@ -6,8 +6,11 @@ signature names the ontology, the engine version and the uncertainty policy), a 
 nothing again, and adding a system judges only that system's new pairs.
 
 A judged pair is stored compactly: a JSON list of its non-TN rows
-``[entity, presence, location, severity, comparison, reference_evidence, candidate_evidence]``,
-evidence kept only on rows that carry an error (the only ones a report shows).
+``[entity, presence, location, severity, comparison, reference_evidence, candidate_evidence,
+reference_rules, candidate_rules]``, evidence and rules kept only on rows that carry an error (the
+only ones a report shows). Rows stored before cxreval 0.3 have no rules (read with empty ones:
+:func:`cxreval.judge.table.full_compact`); the rule engine's rows are keyed under
+:data:`RULE_ROWS`, so its older rows are judged again rather than shown without their rules.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from pathlib import Path
 
 from cxreval.judge import EntityJudgement
 from cxreval.judge.models import row_errors
+from cxreval.judge.table import CompactRow
 
-CompactRow = tuple[str, str, str, str, str, str, str]
 _CHUNK = 900  # SQLite's default host-parameter limit is 999
+#: Added to the rule engine's signature in its judgements' keys: its rows carry the rule ids
+#: (``reference_rules``, ``candidate_rules``) since cxreval 0.3.
+RULE_ROWS = "|rows:rules"
 
 
 def pair_key(signature: str, reference: str, candidate: str) -> str:
@@ -40,14 +46,16 @@ def row_has_error(presence: str, location: str, severity: str, comparison: str) 
 
 
 def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
-    """The non-TN rows of a pair, evidence kept on error rows only."""
+    """The non-TN rows of a pair, evidence and rules kept on error rows only."""
     out: list[CompactRow] = []
     for r in rows:
         if r.presence == "TN":
             continue
-        err = row_has_error(r.presence, r.location, r.severity, r.comparison)
-        out.append((r.entity, r.presence, r.location, r.severity, r.comparison,
-                    r.reference if err else "", r.candidate if err else ""))
+        if row_has_error(r.presence, r.location, r.severity, r.comparison):
+            out.append((r.entity, r.presence, r.location, r.severity, r.comparison, r.reference, r.candidate,
+                        r.reference_rules, r.candidate_rules))
+        else:
+            out.append((r.entity, r.presence, r.location, r.severity, r.comparison, "", "", "", ""))
     return out
 
 

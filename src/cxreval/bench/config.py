@@ -10,7 +10,8 @@ a system whose reports mostly equal their references is flagged by the runner.
 name: rexrank-iu-test
 out: bench-out/rexrank-iu-test
 data_dir: ../../../shared/data
-engine: {name: rules, uncertain: positive}   # optional: executor: ray, ray_address: auto (cxreval[ray])
+engine: {name: rules, uncertain: positive}   # optional: executor: ray, ray_address: auto (cxreval[ray]);
+                                             # rules: my-rules.yaml (a rule file, relative to this file)
 metrics: [spec-errors, bleu2, rouge-l, bleu4-corpus]
 rank_by: spec-errors
 bootstrap: {resamples: 1000, seed: 0}
@@ -153,6 +154,9 @@ class EngineConfig(_Model):
     uncertain: Literal["positive", "negative", "probable", "probable-alternative"] = "positive"
     spec_compat: bool = Field(False, description="SPEC-CXR's three comparison verdicts only (conflicts count as other)")
     ontology: Path | None = None
+    #: A rule file that adds or overrides the rule engine's rules (docs/engine.md, "Adding a rule"),
+    #: relative to the config file; its hash enters the engine signature.
+    rules: Path | None = None
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
     executor: Literal["local", "ray"] | None = Field(None, description=(
@@ -170,6 +174,9 @@ class EngineConfig(_Model):
             raise ValueError("ray_address applies to executor: ray")
         if self.on_ray and self.name != "rules":
             raise ValueError(f"executor: ray applies to the rules engine; engine {self.name!r} judges in this process")
+        if self.rules is not None and self.name != "rules":
+            raise ValueError(f"rules (a rule file) applies to the rules engine; engine {self.name!r} reads reports "
+                             "without it")
         return self
 
     @property
@@ -294,7 +301,7 @@ def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
         for d in config.datasets
     ]
     systems = [fix(s) for s in config.systems]
-    engine = fix(config.engine, "ontology")
+    engine = fix(fix(config.engine, "ontology"), "rules")
     return config.model_copy(update={"datasets": datasets, "systems": systems, "engine": engine,
                                      "data_dir": data_dir})
 

@@ -59,12 +59,16 @@ class Leaderboard(_Frozen):
 
 
 class ExamplePair(_Frozen):
-    """A pair behind an error cell, with the evidence sentences (or report excerpts)."""
+    """A pair behind an error cell, with the evidence sentences (or report excerpts) and the rules
+    that read them (the rule engine's, :func:`cxreval.extract.explain.rules_line`; empty for an
+    LLM engine and in results written before cxreval 0.3)."""
 
     pair_id: str
     kind: str  # FP | FN | location | severity | comparison
     reference: str
     candidate: str
+    reference_rules: str = ""
+    candidate_rules: str = ""
 
 
 class SystemSummary(_Frozen):

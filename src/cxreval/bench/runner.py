@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from cxreval.bench.cache import BenchCache, compact_rows, dumps, pair_key
+from cxreval.bench.cache import RULE_ROWS, BenchCache, compact_rows, dumps, pair_key
 from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig
 from cxreval.bench.config import DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.engines import RulesEngine, init_rules_worker, rules_worker
+from cxreval.extract.rules import RuleSet
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.judge.compare import UncertainPolicy
@@ -205,10 +206,11 @@ def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, da
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False) -> None:
+def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
+                 rules: RuleSet | None = None) -> None:
     """A bench worker: the rule engine's pool worker (Ctrl-C is the parent's), plus the metrics
     it builds on demand (:func:`_metric_chunk`)."""
-    init_rules_worker(ontology, uncertain, spec_compat)
+    init_rules_worker(ontology, uncertain, spec_compat, rules)
 
 
 def _judge_chunk(items: Sequence[tuple[str, str, str]], engine: RulesEngine) -> list[tuple[str, str]]:
@@ -224,9 +226,10 @@ def _judge_chunk_in_worker(items: Sequence[tuple[str, str, str]]) -> list[tuple[
     return _judge_chunk(items, rules_worker())
 
 
-def _ray_judge_state(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> RulesEngine:
+def _ray_judge_state(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
+                     rules: RuleSet | None = None) -> RulesEngine:
     """A Ray actor's rule engine (Ray handles Ctrl-C in its own workers)."""
-    return RulesEngine(ontology, uncertain, spec_compat)
+    return RulesEngine(ontology, uncertain, spec_compat, rules)
 
 
 def _ray_judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
@@ -250,9 +253,10 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
     return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
 
 
-def _pool(workers: int, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False) -> Any:
+def _pool(workers: int, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
+          rules: RuleSet | None = None) -> Any:
     """Worker processes that judge with the rule engine (:func:`cxreval.parallel.worker_pool`)."""
-    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat))
+    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat, rules))
 
 
 def _chunked(items: Sequence[Any], workers: int) -> list[Sequence[Any]]:
@@ -304,9 +308,13 @@ class Runner:
                 raise InputError([InputProblem(file="config", field="engine.llm",
                                                message=f"engine {eng.name!r} needs llm settings")])
             llm = LLMConfig.from_settings(eng.llm)
+        # a rule file that cannot be used raises RulesError (a ValueError naming the file and line)
         self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm,
-                                   spec_compat=eng.spec_compat)
+                                   spec_compat=eng.spec_compat, rules=eng.rules)
         self.engine_signature = str(self.evaluator.signature)
+        #: What the judgements' cache keys are made of: the engine signature (the rule engine's rows
+        #: carry rule ids, so its key says so: rows cached without them are judged again).
+        self.judgement_signature = self.engine_signature + (RULE_ROWS if eng.name == "rules" else "")
         self.workers = eng.workers or os.cpu_count() or 1
         self.stats = RunStats()
         self._metrics: dict[str, ReportMetric] = {}
@@ -398,7 +406,7 @@ class Runner:
 
     def judge(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
         """Fill ``SystemRun.judgements`` from the cache, judging only the missing pairs."""
-        keyed, texts = _keyed_pairs(self.engine_signature, runs)
+        keyed, texts = _keyed_pairs(self.judgement_signature, runs)
         self.stats.pairs += sum(len(k) for _, k in keyed)
         stored = cache.get_judgements(list(texts))
         missing = [(k, *texts[k]) for k in texts if k not in stored]
@@ -446,7 +454,8 @@ class Runner:
                 store([(k, dumps(compact_rows(rows))) for k, rows in by_pair.items()])
             return
         items = sorted(items, key=lambda t: (t[1], t[2]))
-        ontology = self.evaluator.ontology
+        engine = self.evaluator.judge_engine
+        assert isinstance(engine, RulesEngine)  # eng.name == "rules"
         chunks = _chunked(items, self.workers)
         if eng.on_ray:  # the same chunks, judged by Ray actors (cxreval.ray_executor)
             from contextlib import closing
@@ -454,19 +463,17 @@ class Runner:
 
             from cxreval.ray_executor import ray_imap
 
-            make = partial(_ray_judge_state, ontology, eng.uncertain, eng.spec_compat)
+            make = partial(_ray_judge_state, *engine.init_args)
             with closing(ray_imap(make, _ray_judge_chunk, chunks, workers=self.workers,
                                   address=eng.ray_address)) as judged:  # actors stop on Ctrl-C too
                 for part in judged:
                     store(part)
             return
         if self.workers <= 1 or len(items) < PARALLEL_MIN_PAIRS:
-            engine = self.evaluator.judge_engine
-            assert isinstance(engine, RulesEngine)  # eng.name == "rules"
             for chunk in chunks:
                 store(_judge_chunk(chunk, engine))
             return
-        with _pool(self.workers, ontology, eng.uncertain, eng.spec_compat) as pool:
+        with _pool(self.workers, *engine.init_args) as pool:
             for part in pool.imap_unordered(_judge_chunk_in_worker, chunks):
                 store(part)
 

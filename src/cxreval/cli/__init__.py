@@ -37,16 +37,20 @@ from cxreval.cli.common import (
     LLMConfigOption,
     LocalOnlyOption,
     ModelOption,
+    RulesOption,
     SpecCompatOption,
     TemperatureOption,
     err_console,
     fail,
     interrupt_code,
     sigterm_as_interrupt,
+    user_rules,
 )
 from cxreval.cli.bench import bench
+from cxreval.cli.extract import extract
 from cxreval.cli.meta import meta_app
 from cxreval.cli.review import review_app
+from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
 from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pair_files, read_pairs
 from cxreval.ontology import Ontology, OntologyError, load_ontology
@@ -200,6 +204,7 @@ def evaluate(
     meta_col: Annotated[Optional[list[str]], typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
     section: Annotated[Optional[Section], typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
+    rules: RulesOption = None,
     uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain.positive,
     spec_compat: SpecCompatOption = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
@@ -280,6 +285,7 @@ def evaluate(
     loaded: list[ReportPair] = []
     try:
         onto = load_ontology(ontology)
+        rule_set = user_rules(onto, rules, engine.value)  # a bad rule file ends the command before any input is read
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CopiedCandidatesWarning)
             if example or pairs is not None:
@@ -332,7 +338,7 @@ def evaluate(
 
         evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed,
                               workers=workers if workers is not None else default_workers(),
-                              spec_compat=spec_compat)
+                              spec_compat=spec_compat, rules=rule_set)
     except (LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         return
@@ -640,35 +646,6 @@ def report_cmd(
     out_console.print(str(write_html(loaded, out or result.with_name("report.html"))), highlight=False, soft_wrap=True)
 
 
-@app.command()
-def extract(
-    text: Annotated[str, typer.Argument(help="Report text to read.")],
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML.")] = None,
-) -> None:
-    """Show what the rule engine reads in one report (for checking rules)."""
-    from rich.table import Table
-
-    from cxreval.extract import RuleExtractor
-
-    onto = _ontology(ontology)
-    extraction = RuleExtractor(onto).extract(text)
-    table = Table(title=f"mentions ({extraction.engine})")
-    for col in ("entity", "status", "side", "zones", "severity", "comparison", "cue", "section"):
-        table.add_column(col)
-    for m in extraction.mentions:
-        table.add_row(
-            m.entity + (" (implied)" if m.implied else "") + (" (history)" if m.historical else ""),
-            m.status,
-            m.side or "",
-            ",".join(m.zones),
-            m.severity or "",
-            m.comparison or "",
-            m.cue or "",
-            m.section,
-        )
-    out_console.print(table)
-
-
 @app.command("ontology")
 def ontology_cmd(
     path: Annotated[Optional[Path], typer.Argument(help="An ontology YAML to validate (default: the packaged one).")] = None,
@@ -739,7 +716,9 @@ def cache_cmd(
 
 # `cxreval agree` lives with its readers and tables in cxreval.agree.
 app.command("agree")(agree)
+app.command("extract")(extract)
 app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
+app.add_typer(rules_app, name="rules", help="The rule engine's rules: ids, kinds and docs (what --explain names).")
 app.add_typer(snapshot_app, name="snapshot", help="Pin what the rule engine reads in a corpus; show what a change alters.")
 app.add_typer(review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data.")

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Literal
 
+from cxreval.extract.explain import rules_line
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, constructed
 from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
 from cxreval.ontology import Entity, Ontology
@@ -147,6 +148,8 @@ def compare_states(
                     "comparison": comparison,
                     "reference": ref.evidence if ref else "",
                     "candidate": cand.evidence if cand else "",
+                    "reference_rules": rules_line(ref.rule_ids, ref.cue) if ref else "",
+                    "candidate_rules": rules_line(cand.rule_ids, cand.cue) if cand else "",
                 },
                 set(_ROW_FIELDS),
             )
@@ -172,4 +175,5 @@ def _in_ontology_order(ids: Set[str], ontology: Ontology) -> list[Entity]:
 #: id(ontology) -> (the ontology, entity id -> (place, entity)), for the ontologies in use.
 _ORDERS: dict[int, tuple[Ontology, dict[str, tuple[int, Entity]]]] = {}
 
-_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")
+_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
+               "reference_rules", "candidate_rules")

@@ -62,7 +62,9 @@ class EntityJudgement(BaseModel):
     """SPEC-CXR's verdict on one entity of one (reference, candidate) pair.
 
     ``reference`` / ``candidate`` hold the evidence sentence from each report, when there is
-    one, so every error can be traced to text.
+    one, so every error can be traced to text; ``reference_rules`` / ``candidate_rules`` name the
+    rules that read it so (:func:`cxreval.extract.explain.rules_line`: ``finding.name;
+    negation.pre 'no'``; empty for an LLM engine, and in files written before cxreval 0.3).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -75,6 +77,8 @@ class EntityJudgement(BaseModel):
     comparison: ComparisonJudgement = "other"
     reference: str = ""
     candidate: str = ""
+    reference_rules: str = ""
+    candidate_rules: str = ""
 
     @property
     def error_count(self) -> int:

@@ -20,11 +20,21 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Columns of :attr:`JudgementTable.frame`, in ``judgements.jsonl`` field order.
-COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate")
+COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
+           "reference_rules", "candidate_rules")
 
 #: A compact row as the bench cache keeps it: (entity, presence, location, severity, comparison,
-#: reference evidence, candidate evidence).
-CompactRow = tuple[str, str, str, str, str, str, str]
+#: reference evidence, candidate evidence, reference rules, candidate rules). Rows stored before
+#: cxreval 0.3 end with the evidence: :func:`full_compact` gives them empty rules.
+CompactRow = tuple[str, str, str, str, str, str, str, str, str]
+_COMPACT_FIELDS = len(COLUMNS) - 1
+
+
+def full_compact(row: Sequence[str]) -> CompactRow:
+    """A compact row with every field: an older 7-field row gets empty rules."""
+    if len(row) == _COMPACT_FIELDS:
+        return tuple(row)  # type: ignore[return-value]
+    return (*row, *("",) * (_COMPACT_FIELDS - len(row)))  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,7 @@ class JudgementTable:
         """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
         left out (it is neither error-free nor erroneous)."""
         judged = [i for i, r in zip(pair_ids, rows, strict=True) if r is not None]
-        records = [(pid, *row) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
+        records = [(pid, *full_compact(row)) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
         return cls(tuple(judged), _frame(records), signature)
 
     @classmethod

@@ -72,7 +72,7 @@ class SpecErrors(_EvaluatorMetric, PairMeanMetric):
         metric._evaluator = evaluator
         metric._options = {"ontology": evaluator.ontology, "uncertain": evaluator.uncertain,
                            "engine": evaluator.engine, "llm": evaluator.llm, "spec_compat": evaluator.spec_compat,
-                           "retry_failed": evaluator.retry_failed}
+                           "retry_failed": evaluator.retry_failed, "rules": evaluator.rules}
         return metric
 
     def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:

@@ -422,7 +422,8 @@ class _Builder:
                 _clean(e.precision), _clean(e.recall), _clean(e.f1),
                 _clean(e.location_acc), _clean(e.severity_acc), _clean(e.comparison_acc),
                 getattr(e, "location_errors", 0), getattr(e, "severity_errors", 0), getattr(e, "comparison_errors", 0),
-                [[x.pair_id, x.kind, self._text(x.reference), self._text(x.candidate)] for x in e.examples],
+                [[x.pair_id, x.kind, self._text(x.reference), self._text(x.candidate),
+                  x.reference_rules, x.candidate_rules] for x in e.examples],
             ]
         data = {
             "name": dataset,

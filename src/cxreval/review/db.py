@@ -61,7 +61,8 @@ CREATE TABLE pairs (pair_id TEXT PRIMARY KEY, position INTEGER NOT NULL UNIQUE, 
 CREATE TABLE engine_rows (pair_id TEXT NOT NULL REFERENCES pairs(pair_id), entity TEXT NOT NULL,
                           presence TEXT NOT NULL, location TEXT NOT NULL, severity TEXT NOT NULL,
                           comparison TEXT NOT NULL, reference_evidence TEXT NOT NULL,
-                          candidate_evidence TEXT NOT NULL, PRIMARY KEY (pair_id, entity));
+                          candidate_evidence TEXT NOT NULL, reference_rules TEXT NOT NULL DEFAULT '',
+                          candidate_rules TEXT NOT NULL DEFAULT '', PRIMARY KEY (pair_id, entity));
 CREATE TABLE answers (reviewer TEXT NOT NULL, pair_id TEXT NOT NULL REFERENCES pairs(pair_id),
                       entity TEXT NOT NULL, presence TEXT NOT NULL, location TEXT NOT NULL,
                       severity TEXT NOT NULL, comparison TEXT NOT NULL, added INTEGER NOT NULL,
@@ -72,7 +73,9 @@ CREATE TABLE checked (reviewer TEXT NOT NULL, pair_id TEXT NOT NULL REFERENCES p
                       checked_at TEXT NOT NULL, PRIMARY KEY (reviewer, pair_id));
 """
 #: Added after schema 1 was released, without a version change (older cxreval ignores it):
-#: ``serve`` creates it in a schema-1 file that lacks it.
+#: ``serve`` creates it in a schema-1 file that lacks it. So were ``engine_rows``'s last two columns
+#: (the rule engine's rule ids, cxreval 0.3): a file without them reads them as empty, and an older
+#: cxreval reading a newer file passes them by.
 _APPLIED = """CREATE TABLE IF NOT EXISTS applied (op_id TEXT PRIMARY KEY, reviewer TEXT NOT NULL,
                                    action TEXT NOT NULL, applied_at TEXT NOT NULL);"""
 
@@ -104,7 +107,8 @@ class Answer(BaseModel):
 
 
 class EngineRow(BaseModel):
-    """The engine's judgement of one entity, with the evidence sentences it quoted."""
+    """The engine's judgement of one entity, with the evidence sentences it quoted and the rules
+    that read them (the rule engine's, :func:`cxreval.extract.explain.rules_line`; else empty)."""
 
     pair_id: str
     entity: str
@@ -114,6 +118,8 @@ class EngineRow(BaseModel):
     comparison: str
     reference_evidence: str
     candidate_evidence: str
+    reference_rules: str = ""
+    candidate_rules: str = ""
 
 
 class EntityInfo(BaseModel):
@@ -348,9 +354,9 @@ class ReviewDB:
                           [(s.key, s.presence, s.group, int(s.critical), s.size, s.sampled) for s in strata])
             c.executemany("INSERT INTO pairs VALUES (?, ?, ?, ?, ?, ?)",
                           [(p.pair_id, p.position, p.stratum, p.weight, p.reference, p.candidate) for p in pairs])
-            c.executemany("INSERT INTO engine_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            c.executemany("INSERT INTO engine_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison, r.reference,
-                            r.candidate) for r in rows])
+                            r.candidate, r.reference_rules, r.candidate_rules) for r in rows])
 
     def meta(self) -> dict[str, str]:
         return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}

@@ -258,10 +258,12 @@ class _Api:
             answers = {a.entity: a for a in db.answers(reviewer, info.pair_id)}
             rows = [{"entity": r.entity, "engine": {f: getattr(r, f) for f in IMPLICIT},
                      "reference_evidence": r.reference_evidence, "candidate_evidence": r.candidate_evidence,
+                     "reference_rules": r.reference_rules, "candidate_rules": r.candidate_rules,
                      "answer": _answer(answers.pop(r.entity, None)), "added": False}
                     for r in db.engine_rows(info.pair_id)]
             rows += [{"entity": e, "engine": None, "reference_evidence": "", "candidate_evidence": "",
-                      "answer": _answer(a), "added": True} for e, a in sorted(answers.items())]
+                      "reference_rules": "", "candidate_rules": "", "answer": _answer(a), "added": True}
+                     for e, a in sorted(answers.items())]
             return {"pair_id": info.pair_id, "position": info.position, "reference": info.reference,
                     "candidate": info.candidate, "rows": rows,
                     "note": db.notes(reviewer).get((reviewer, info.pair_id), ""),

@@ -227,7 +227,7 @@
       if (op.path === "/api/answer") {
         let row = data.rows.find((r) => r.entity === b.entity);
         if (!row) {
-          row = { entity: b.entity, engine: null, reference_evidence: "", candidate_evidence: "", answer: null, added: true };
+          row = { entity: b.entity, engine: null, reference_evidence: "", candidate_evidence: "", reference_rules: "", candidate_rules: "", answer: null, added: true };
           data.rows.push(row);
         }
         row.answer = Object.fromEntries(FIELDS.map((f) => [f, b[f]]));
@@ -281,6 +281,14 @@
     const p = app.pair;
     highlight($("reference"), p.reference, app.rows.map((r) => ({ evidence: r.reference_evidence, entity: r.entity })));
     highlight($("candidate"), p.candidate, app.rows.map((r) => ({ evidence: r.candidate_evidence, entity: r.entity })));
+    const row = app.rows[app.sel];
+    for (const side of ["reference", "candidate"]) {
+      // the rule engine's rules behind the selected entity's reading of this report, under it
+      const rules = row ? row[side + "_rules"] || "" : "";
+      const node = $(side + "-rules");
+      node.hidden = !rules;
+      node.textContent = rules ? `${name(row.entity)}: read by ${rules}` : "";
+    }
   }
 
   function cell(value, changed) {
@@ -417,7 +425,7 @@
       render();
       return true;
     }
-    const row = { entity: found.id, engine: null, reference_evidence: "", candidate_evidence: "", answer: null, added: true };
+    const row = { entity: found.id, engine: null, reference_evidence: "", candidate_evidence: "", reference_rules: "", candidate_rules: "", answer: null, added: true };
     app.rows.push(row);
     app.sel = app.rows.length - 1;
     message(`added ${found.name} (presence FN: correct it with p)`);
