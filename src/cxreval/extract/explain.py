@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 
 #: (rule ids, cue) -> their line: readings repeat (a corpus has a few hundred kinds), so each line
 #: is made once; cleared when it holds :data:`_MOST_LINES` (never reached in practice).
-_LINES: dict[tuple[tuple[str | None, ...], str | None], str] = {}
+_LINES: dict[tuple[str, str | None], str] = {}
 _MOST_LINES = 4096
 _STATUS = RULE_READINGS.index("status")
 
 
-def rules_line(rules: tuple[str | None, ...] | ReadingRules | None, cue: str | None = None) -> str:
+def rules_line(rules: str | ReadingRules | None, cue: str | None = None) -> str:
     """The rules of a reading on one line, ``finding.name; negation.pre 'no'`` ("" without rules).
 
     ``rules``: the rule ids as :attr:`Mention.rule_ids <cxreval.extract.models.Mention.rule_ids>`
@@ -41,16 +41,17 @@ def rules_line(rules: tuple[str | None, ...] | ReadingRules | None, cue: str | N
     """
     if rules is None:
         return ""
-    line = _LINES.get((rules, cue)) if type(rules) is tuple else None  # judging: a row's rules, seen before
+    line = _LINES.get((rules, cue)) if type(rules) is str else None  # judging: a row's rules, seen before
     return line if line is not None else _new_line(rules, cue)
 
 
-def _new_line(rules: tuple[str | None, ...] | ReadingRules, cue: str | None) -> str:
-    ids = rules.ids() if isinstance(rules, ReadingRules) else tuple(rules)
+def _new_line(rules: str | ReadingRules, cue: str | None) -> str:
+    ids = rules.ids() if isinstance(rules, ReadingRules) else rules
     line = _LINES.get((ids, cue))
     if line is None:
-        status = ids[_STATUS] if len(ids) > _STATUS else None
-        line = "; ".join(_with_cue(rule, rule == status, cue) for rule in dict.fromkeys(ids) if rule is not None)
+        parts = ids.split("|")
+        status = parts[_STATUS] if len(parts) > _STATUS else None
+        line = "; ".join(_with_cue(rule, rule == status, cue) for rule in dict.fromkeys(parts) if rule)
         if len(_LINES) >= _MOST_LINES:
             _LINES.clear()
         _LINES[(ids, cue)] = line

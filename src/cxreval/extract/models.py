@@ -116,18 +116,20 @@ class ReadingRules(BaseModel):
         """(reading, rule id) for each reading a rule set, in field order."""
         return [(k, v) for k, v in self.__dict__.items() if v is not None]
 
-    def ids(self) -> tuple[str | None, ...]:
-        """The ids in field order, as :attr:`Mention.rule_ids` stores them."""
-        return tuple(self.__dict__.values())
+    def ids(self) -> str:
+        """The ids as :attr:`Mention.rule_ids` stores them: joined by "|" in field order, "" for none."""
+        return "|".join(v or "" for v in self.__dict__.values())
 
 
 #: The readings a rule id is kept for, in the order of :attr:`Mention.rule_ids`.
 RULE_READINGS: tuple[str, ...] = tuple(ReadingRules.model_fields)
 
 
-def named_rules(rule_ids: tuple[str | None, ...] | None) -> ReadingRules | None:
-    """Rule ids as the engine stores them (:data:`RULE_READINGS` order), by name."""
-    return None if rule_ids is None else ReadingRules(**dict(zip(RULE_READINGS, rule_ids)))
+def named_rules(rule_ids: str | None) -> ReadingRules | None:
+    """Rule ids as the engine stores them (:meth:`ReadingRules.ids`), by name."""
+    if rule_ids is None:
+        return None
+    return ReadingRules(**{r: v or None for r, v in zip(RULE_READINGS, rule_ids.split("|"))})
 
 
 class Mention(Attributes):
@@ -160,10 +162,12 @@ class Mention(Attributes):
     sentence_start: int = -1
     sentence_end: int = -1
     cue: str | None = None
-    #: The ids of the rules behind this reading, in :data:`RULE_READINGS` order (the rule engine's;
-    #: None from an LLM). A plain tuple of strings, which the garbage collector stops tracking, so
-    #: the mentions the engine's caches keep cost it nothing; :attr:`rules` is the named view.
-    rule_ids: tuple[str | None, ...] | None = Field(None, exclude=True, repr=False)
+    #: The ids of the rules behind this reading (the rule engine's; None from an LLM), joined by "|"
+    #: in :data:`RULE_READINGS` order, "" where no rule set a reading (:meth:`ReadingRules.ids`);
+    #: :attr:`rules` is the named view. One string, not a tuple or a model: a mention whose fields
+    #: are all strings, numbers and None is one the garbage collector never tracks, and the engine
+    #: makes and caches tens of thousands (a tuple here made a cold pass 3 % slower).
+    rule_ids: str | None = Field(None, exclude=True, repr=False)
     source: str = Field("", exclude=True, repr=False)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -180,7 +184,7 @@ class Mention(Attributes):
             named = data["rules"]
             data = {k: v for k, v in data.items() if k != "rules"}
             if isinstance(named, dict) and "rule_ids" not in data:
-                data["rule_ids"] = tuple(named.get(r) for r in RULE_READINGS)
+                data["rule_ids"] = "|".join(named.get(r) or "" for r in RULE_READINGS)
         return data
 
     @model_validator(mode="after")
@@ -206,7 +210,7 @@ class EntityState(Attributes):
     cue: str | None = None
     #: The ids of the rules behind the reading the evidence and cue come from, as
     #: :attr:`Mention.rule_ids` holds them (the rule engine's; None from an LLM).
-    rule_ids: tuple[str | None, ...] | None = Field(None, exclude=True, repr=False)
+    rule_ids: str | None = Field(None, exclude=True, repr=False)
 
     @property
     def rules(self) -> ReadingRules | None:
@@ -317,15 +321,15 @@ _STATE_KINDS = 4096
 
 def _state(entity: str, status: str, certainty: str, side: str | None, zones: tuple[str, ...],
            severity: str | None, comparison: str | None, evidence: str, cue: str | None,
-           rule_ids: tuple[str | None, ...] | None = None) -> EntityState:
+           rule_ids: str | None = None) -> EntityState:
     """``EntityState(entity=..., status=..., ...)`` with every field given: validated once per
-    kind, then copied with the entity, evidence, cue and rule ids of each state (strings and a
-    tuple of them: nothing else to check). Scoring aggregates every report's mentions, so this
+    kind, then copied with the entity, evidence, cue and rule ids of each state (strings: nothing
+    else to check). Scoring aggregates every report's mentions, so this
     runs once per entity per report."""
     key = (status, certainty, side, zones, severity, comparison)
     like = _STATE_TEMPLATES.get(key)
     if (like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str)
-            or not (rule_ids is None or type(rule_ids) is tuple)):
+            or not (rule_ids is None or type(rule_ids) is str)):
         made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,  # type: ignore[arg-type]
                            severity=severity, comparison=comparison, evidence=evidence, cue=cue, rule_ids=rule_ids)
         if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:

@@ -27,7 +27,7 @@ from typing import Any
 from cxreval.extract.models import Extraction, Mention, ReadingRules, constructed
 from cxreval.extract.rules import scopes as sc
 from cxreval.extract.rules.attributes import AttributeRules
-from cxreval.extract.rules.interpreter import Sentence, StatusRules
+from cxreval.extract.rules.interpreter import BITS, Sentence, StatusRules, mask_of
 from cxreval.extract.rules.ruleset import (
     CUE_CATEGORIES,
     NAME_SCAN,
@@ -69,6 +69,9 @@ _NOT_A_FINDING = ""
 #: Cue categories (not attribute kinds): a cue inside a finding name only lends it attributes.
 _CUE_CATEGORIES = frozenset(CUE_CATEGORIES)
 _VOCAB_KINDS = frozenset(VOCAB_KINDS)
+_ATTRIBUTE_BITS = mask_of(ATTRIBUTE_KINDS)
+_CHANGE_BIT = BITS["comparison"]
+_COLON_BIT = BITS[":"]
 #: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
 SENTENCE_CACHE = 50_000
 #: Distinct reports whose extraction a RuleExtractor keeps (0: none; it is off with the sentence cache).
@@ -153,8 +156,11 @@ class RuleExtractor:
                     self._user_names[form] = named
         self._status = StatusRules(self.rules, self._lung_entities, self._rest_names)
         self._attributes = AttributeRules(self.rules)
+        #: The category bits (:func:`mask_of`) of each cue trie value, by its id: the values live as
+        #: long as the extractor's rule set, so an id names one value.
+        self._masks: dict[int, int] = {}
         #: The rule trail of each distinct reading (``_trail``): shared by every mention read so.
-        self._trails: dict[tuple[Any, ...], tuple[str | None, ...]] = {}
+        self._trails: dict[tuple[Any, ...], str] = {}
         #: A validated mention per kind (see ``_mention``): new ones of that kind copy it.
         self._templates: dict[object, Mention] = {}
         self._cache_size = sentence_cache
@@ -253,8 +259,8 @@ class RuleExtractor:
         if not matches:
             return []
         s, categories = self._sentence(words, matches)
-        has_attributes = not ATTRIBUTE_KINDS.isdisjoint(categories)
-        has_change = "comparison" in categories
+        has_attributes = categories & _ATTRIBUTE_BITS
+        has_change = categories & _CHANGE_BIT
         steps = self._status.steps_for(categories)
         scopes = sc.scopes(self._lex, norm, columns)
         out: list[Mention] = []
@@ -274,7 +280,7 @@ class RuleExtractor:
             out.append(self._mention(norm, columns, scopes, m, section, entity, cue, reading))
         return out
 
-    def _sentence(self, words: list[str], matches: list[GappedMatch]) -> tuple[Sentence, frozenset[str]]:
+    def _sentence(self, words: list[str], matches: list[GappedMatch]) -> tuple[Sentence, int]:
         """The cue and name covering each token, and the cue categories and attribute kinds the
         sentence holds: most sentences name no side, size or change ("No pneumothorax."), and then
         no window is walked; a status step needing a category the sentence lacks is not run."""
@@ -284,15 +290,17 @@ class RuleExtractor:
         cue_at: list[dict[str, Any] | None] = [None] * n
         cue_start: list[int] = list(range(n))
         cue_end: list[int] = list(range(1, n + 1))
-        categories: set[str] = set()
+        categories = _COLON_BIT if ":" in words else 0  # a labelled value may follow a name ("Pneumothorax: none")
+        masks = self._masks
         for a, b, kinds in self.rules.cues.scan(words):
             for i in range(a, b):
                 cue_at[i] = kinds
                 cue_start[i] = a
                 cue_end[i] = b
-            categories.update(kinds)
-        if ":" in words:
-            categories.add(":")  # a labelled value may follow a name ("Pneumothorax: none")
+            mask = masks.get(id(kinds))
+            if mask is None:  # each cue trie value (one dict for the extractor's life) once
+                mask = masks[id(kinds)] = mask_of(kinds)
+            categories |= mask
         entity_at: list[int] = [-1] * n
         for k, m in enumerate(matches):
             for i in m.used:
@@ -302,7 +310,7 @@ class RuleExtractor:
                 hidden = cue_at[i]
                 if hidden and not hidden.keys().isdisjoint(_CUE_CATEGORIES):
                     cue_at[i] = {c: v for c, v in hidden.items() if c in _VOCAB_KINDS} or None
-        return Sentence(words, cue_at, cue_start, cue_end, entity_at, matches), frozenset(categories)
+        return Sentence(words, cue_at, cue_start, cue_end, entity_at, matches), categories
 
     def _entity(self, s: Sentence, k: int) -> tuple[str, str]:
         """The entity mention ``k`` names and the rule that says so: its name (a packaged synonym or
@@ -327,7 +335,7 @@ class RuleExtractor:
         return hit[1] if hit is not None else NAME_SCAN
 
     def _trail(self, entity: str, status: str, side: str | None, zones: tuple[str, ...], severity: str | None,
-               comparison: str | None) -> tuple[str | None, ...]:
+               comparison: str | None) -> str:
         """The rule ids behind a reading, one shared object per distinct combination."""
         key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None)
         trail = self._trails.get(key)

@@ -8,12 +8,12 @@ scope steps, the id of the cue record whose phrase decided ("negation.pre" for "
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cxreval.extract.rules import scopes as sc
 from cxreval.extract.rules.lexicon import Lexicon
-from cxreval.extract.rules.ruleset import RuleSet
+from cxreval.extract.rules.ruleset import CUE_CATEGORIES, VOCAB_KINDS, RuleSet
 from cxreval.extract.rules.scanning import GappedMatch
 from cxreval.extract.rules.scopes import Cues
 
@@ -44,9 +44,14 @@ TRIGGERS: dict[str, frozenset[str]] = {
 
 
 class Sentence:
-    """One run of tokens read at once: its words, the cue and finding name covering each token."""
+    """One run of tokens read at once: its words, the cue and finding name covering each token, and
+    what a status step's walk from one mention has seen so far (reset by :meth:`begin_back` /
+    :meth:`begin_forward`: the walks keep their state here rather than in an object per walk, which
+    made the garbage collector run more often; each thread reads its own sentences)."""
 
-    __slots__ = ("cue_at", "cue_end", "cue_start", "entity_at", "matches", "n", "words")
+    __slots__ = ("aside", "crossed_comma", "cue_at", "cue_end", "cue_start", "entity_at", "far_hop", "hedge",
+                 "hedge_grade", "hedge_id", "item_has_change", "item_has_severity", "item_joined", "joined", "listed",
+                 "matches", "n", "name_end", "steps", "words")
 
     def __init__(self, words: list[str], cue_at: Cues, cue_start: list[int], cue_end: list[int],
                  entity_at: list[int], matches: list[GappedMatch]) -> None:
@@ -62,27 +67,8 @@ class Sentence:
         """The cue phrase covering token ``i``."""
         return " ".join(self.words[self.cue_start[i] : self.cue_end[i]])
 
-
-#: A status step: mention ``k`` of a sentence -> a decision, or None to pass to the next step.
-Step = Callable[[Sentence, int], "Decision | None"]
-
-
-class _Back:
-    """What the backward walk has seen so far, for one mention (one per walk, so that two threads
-    may read with one extractor)."""
-
-    __slots__ = (
-        "crossed_comma",
-        "far_hop",
-        "hedge",
-        "hedge_grade",
-        "hedge_id",
-        "item_has_change",
-        "item_has_severity",
-        "item_joined",
-    )
-
-    def __init__(self) -> None:
+    def begin_back(self) -> Sentence:
+        """Start a backward walk: nothing crossed, no hedge met."""
         self.crossed_comma = False
         self.item_has_severity = False
         self.item_has_change = False  # the mention's item names a change of its own ("stable", "new")
@@ -91,19 +77,33 @@ class _Back:
         self.hedge_grade = UNGRADED
         self.hedge_id = ""
         self.far_hop = False  # crossed a finding more than a list's joining words away ("X is limited due to Y")
+        return self
 
-
-class _Forward:
-    """What the forward walk has seen so far, for one mention (one per walk, as :class:`_Back`)."""
-
-    __slots__ = ("aside", "joined", "listed", "name_end", "steps")
-
-    def __init__(self, name_end: int) -> None:
+    def begin_forward(self, name_end: int) -> Sentence:
+        """Start a forward walk from a name ending at ``name_end``."""
         self.listed = False  # crossed a comma into a list of findings that share the predicate
         self.joined = False  # that list joins its last item by and / or
         self.name_end = name_end  # where the last finding name read ends
         self.aside = False  # crossed an aside between commas right after the name
         self.steps = 0
+        return self
+
+
+#: One bit per cue category, attribute kind and the ":" token: a sentence's categories are an int
+#: (no set to make per sentence).
+BITS: dict[str, int] = {name: 1 << i for i, name in enumerate((*CUE_CATEGORIES, *VOCAB_KINDS, ":"))}
+
+
+def mask_of(names: Iterable[str]) -> int:
+    """The bits of some categories (:data:`BITS`)."""
+    mask = 0
+    for name in names:
+        mask |= BITS[name]
+    return mask
+
+
+#: A status step: mention ``k`` of a sentence -> a decision, or None to pass to the next step.
+Step = Callable[[Sentence, int], "Decision | None"]
 
 
 class StatusRules:
@@ -130,17 +130,17 @@ class StatusRules:
         self._back_plain = frozenset({"(", ",", "and", "with"}) | self.lex.conjunctions
         #: The enabled steps in order, each with the cue categories one of which it needs in the
         #: sentence to decide anything; ``finding.stated`` is what none deciding means.
-        self.steps = tuple((known[s], TRIGGERS[s]) for s in rules.steps if s in known)
-        #: The steps that can decide in a sentence, by the cue categories the sentence holds.
-        self._steps_for: dict[frozenset[str], tuple[Step, ...]] = {}
+        self.steps = tuple((known[s], mask_of(TRIGGERS[s])) for s in rules.steps if s in known)
+        #: The steps that can decide in a sentence, by the categories the sentence holds (a mask).
+        self._steps_for: dict[int, tuple[Step, ...]] = {}
 
-    def steps_for(self, categories: frozenset[str]) -> tuple[Step, ...]:
-        """The steps, in order, that may decide in a sentence holding cues of ``categories``: a
-        sentence with no cue ("Small left pleural effusion.") runs none."""
+    def steps_for(self, categories: int) -> tuple[Step, ...]:
+        """The steps, in order, that may decide in a sentence holding cues of ``categories`` (a
+        :func:`mask_of` the categories): a sentence with no cue ("Small left pleural effusion.")
+        runs none."""
         steps = self._steps_for.get(categories)
         if steps is None:
-            steps = self._steps_for[categories] = tuple(
-                step for step, needs in self.steps if not needs.isdisjoint(categories))
+            steps = self._steps_for[categories] = tuple(step for step, needs in self.steps if needs & categories)
         return steps
 
     @staticmethod
@@ -210,7 +210,7 @@ class StatusRules:
         inside its own list item: "no opacity to suggest pneumonia" is a negation."""
         m = s.matches[k]
         entity_at, matches, cue_at, words, plain = s.entity_at, s.matches, s.cue_at, s.words, self._back_plain
-        st = _Back()
+        st = s.begin_back()
         i = m.start - 1
         steps = hops = gap = 0  # gap: words read since the mention or the last finding crossed
         while i >= 0 and steps < self.pre_scope:
@@ -240,7 +240,7 @@ class StatusRules:
             return "uncertain", st.hedge, False, st.hedge_grade, st.hedge_id
         return None
 
-    def _back_word(self, s: Sentence, m: GappedMatch, i: int, st: _Back) -> int | Decision:
+    def _back_word(self, s: Sentence, m: GappedMatch, i: int, st: Sentence) -> int | Decision:
         """One word of the backward walk: the next position, :data:`_STOP`, or a decision."""
         words = s.words
         word = words[i]
@@ -261,7 +261,7 @@ class StatusRules:
             return i - 1
         return self._back_cue(s, m, i, kinds, st)
 
-    def _back_comma(self, s: Sentence, i: int, st: _Back) -> int:
+    def _back_comma(self, s: Sentence, i: int, st: Sentence) -> int:
         """A comma met walking back: a list goes on, unless a hedge, a closed clause or an item with
         a size of its own ends the search there."""
         if st.hedge is not None:
@@ -273,7 +273,7 @@ class StatusRules:
             return _STOP  # "no pneumothorax, mild cardiomegaly"
         return i - 1
 
-    def _back_cue(self, s: Sentence, m: GappedMatch, i: int, kinds: dict[str, Any], st: _Back) -> int | Decision:
+    def _back_cue(self, s: Sentence, m: GappedMatch, i: int, kinds: dict[str, Any], st: Sentence) -> int | Decision:
         """A cue met walking back: note a size or change of the item, or decide, stop or go on."""
         start = s.cue_start[i]
         phrase = " ".join(s.words[start : s.cue_end[i]])
@@ -308,7 +308,7 @@ class StatusRules:
             return self._back_hedge(s, start, phrase, kinds["uncertain_pre"], st)
         return start - 1
 
-    def _back_hedge(self, s: Sentence, start: int, phrase: str, grade: str, st: _Back) -> int | Decision:
+    def _back_hedge(self, s: Sentence, start: int, phrase: str, grade: str, st: Sentence) -> int | Decision:
         """A hedge met walking back: it decides a list item after a comma, else it is noted (the
         nearest wins, see :meth:`_hedge`) and the walk goes on."""
         if st.hedge is None and st.crossed_comma:
@@ -320,7 +320,7 @@ class StatusRules:
         self._hedge(st, phrase, grade)
         return start - 1
 
-    def _hedge(self, st: _Back, phrase: str, grade: str) -> None:
+    def _hedge(self, st: Sentence, phrase: str, grade: str) -> None:
         """The hedge of a mention after the hedge cue ``phrase`` is met, looking back from it: the
         nearest hedge wins, except that two findings offered as alternatives ("versus") take a hedge
         before them, at most ``possible`` ("may represent atelectasis versus pneumonia": pneumonia is
@@ -362,7 +362,7 @@ class StatusRules:
         n, entity_at, matches, words, cue_at = s.n, s.entity_at, s.matches, s.words, s.cue_at
         i = n if sc.tip_of(words, cue_at, m) else m.end
         hops = steps = 0
-        st = _Forward(m.end)
+        st = s.begin_forward(m.end)
         while i < n and steps < self.predicate_scope:
             if entity_at[i] >= 0:
                 hops += 1
@@ -388,7 +388,7 @@ class StatusRules:
             i = got  # type: ignore[assignment]
         return None
 
-    def _forward_comma(self, s: Sentence, m: GappedMatch, i: int, st: _Forward) -> int:
+    def _forward_comma(self, s: Sentence, m: GappedMatch, i: int, st: Sentence) -> int:
         """"Consolidation, atelectasis, and effusion have resolved": a comma right after a name goes
         on to another finding of the same list, which a plural predicate then denies as a whole
         ("Mild cardiomegaly, effusion has resolved" stays two statements)."""
@@ -410,7 +410,7 @@ class StatusRules:
                 return close + 1
         return _STOP
 
-    def _forward_word(self, s: Sentence, i: int, st: _Forward) -> int | Decision:
+    def _forward_word(self, s: Sentence, i: int, st: Sentence) -> int | Decision:
         """A cue met walking forward (its word counted in ``st.steps``): decide, stop or go on."""
         kinds: dict[str, Any] = s.cue_at[i]  # type: ignore[assignment]
         phrase = " ".join(s.words[s.cue_start[i] : s.cue_end[i]])
@@ -425,7 +425,7 @@ class StatusRules:
             return _STOP
         return s.cue_end[i]
 
-    def _far_predicate(self, s: Sentence, i: int, phrase: str, st: _Forward) -> bool:
+    def _far_predicate(self, s: Sentence, i: int, phrase: str, st: Sentence) -> bool:
         """Whether a post-negation beyond the near scope still denies: the finding's predicate
         ("pneumonia seen on the prior CT is not seen on this study"), plural after a joined list."""
         verb = s.words[s.cue_start[i]]
