@@ -370,6 +370,7 @@ class StatusRules:
                     break
                 i = st.name_end = matches[entity_at[i]].end
                 continue
+            got: int | Decision
             if words[i] == ",":
                 got = self._forward_comma(s, m, i, st)
             else:

@@ -633,8 +633,8 @@ class _Builder:
         ``finding.stated`` (what none deciding means) stays last."""
         steps = sorted((r for r in self._of(StepRecord) if r.enabled), key=lambda r: r.order)
         if steps and steps[-1].id != STATED:
-            stated = self.records[STATED]
-            raise RulesError(f"{self.wheres[steps[-1].id]}: step {steps[-1].id!r} (order {steps[-1].order}) would "  # type: ignore[attr-defined]
+            stated: StepRecord = self.records[STATED]  # type: ignore[assignment]
+            raise RulesError(f"{self.wheres[steps[-1].id]}: step {steps[-1].id!r} (order {steps[-1].order}) would "
                              f"come after {STATED!r} (order {stated.order}), which is what no step deciding means")
         for a, b in itertools.pairwise(steps):
             if a.order == b.order:
