@@ -352,6 +352,22 @@ def test_cache_refuses_foreign_files(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "not a cxreval LLM answer store" in refused.stderr
 
 
+def test_a_store_another_process_is_still_creating_is_not_refused(tmp_path: Path) -> None:
+    """Between setting WAL mode and creating its tables (one transaction), a process's new store is
+    an SQLite file with no table; a second process opening it then must not call it foreign (two
+    `evaluate` runs sharing one --cache failed that way)."""
+    from cxreval.llm.cache import AnswerCache
+
+    path = tmp_path / "c.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")  # what AnswerCache does first: the file now has a header
+    db.close()
+    store = AnswerCache(path)
+    tables = {r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"answers", "meta"} <= tables
+    store.close()
+
+
 def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
     cache = tmp_path / "c.sqlite"
     env = {**os.environ, "OPENAI_API_KEY": ""}

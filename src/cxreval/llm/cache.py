@@ -182,8 +182,11 @@ def check_answer_store(path: str | Path) -> None:
             db.close()
     except sqlite3.DatabaseError as exc:
         raise NotAnAnswerStore(f"{p}: cannot read as SQLite ({exc})") from None
+    if not tables:
+        return  # an SQLite file with nothing in it yet: a store another process is creating (it sets
+        # WAL mode, then creates every table in one transaction), or an empty database: nothing to lose
     if "answers" not in tables or version is None:
-        found = ", ".join(sorted(tables)) or "none"
+        found = ", ".join(sorted(tables))
         raise NotAnAnswerStore(f"{p}: an SQLite file, but not a cxreval LLM answer store (tables: {found})")
     _check_version(p, version[0])
 
