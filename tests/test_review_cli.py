@@ -207,34 +207,7 @@ def test_answers_are_validated_naming_the_field(tmp_path: Path) -> None:
                 opened.set_checked("ann", pair.pair_id)
 
 
-# -- statistics against reference implementations -----------------------------------------------
-
-
-def test_kappas_match_statsmodels() -> None:
-    sm = pytest.importorskip("statsmodels.stats.inter_rater")
-    from cxreval.review.stats import cohen_kappa, fleiss_kappa
-
-    a = ["TP", "TP", "FN", "TN", "FP", "TP", "TN", "TN", "FN", "TP"]
-    b = ["TP", "FN", "FN", "TN", "TP", "TP", "TN", "FP", "FN", "TP"]
-    cats = sorted(set(a) | set(b))
-    table = [[sum(1 for x, y in zip(a, b) if x == ca and y == cb) for cb in cats] for ca in cats]
-    assert cohen_kappa(a, b) == pytest.approx(sm.cohens_kappa(table).kappa)
-    items = [["TP", "TP", "FN"], ["TN", "TN", "TN"], ["FP", "TP", "TP"], ["FN", "FN", "TN"], ["TP", "TP", "TP"]]
-    index = {c: i for i, c in enumerate(sorted({v for i in items for v in i}))}
-    counts, _ = sm.aggregate_raters([[index[v] for v in i] for i in items])
-    assert fleiss_kappa(items) == pytest.approx(sm.fleiss_kappa(counts))
-    assert cohen_kappa(["TP"] * 4, ["TP"] * 4) is None  # all one category: undefined, not 1 or 0
-
-
-def test_clopper_pearson_matches_statsmodels() -> None:
-    proportion = pytest.importorskip("statsmodels.stats.proportion")
-    from cxreval.review.stats import clopper_pearson
-
-    for k, n in ((45, 49), (0, 12), (12, 12), (7, 30)):
-        low, high = clopper_pearson(k, n)
-        ref = proportion.proportion_confint(k, n, alpha=0.05, method="beta")
-        assert (low, high) == pytest.approx(ref)
-    assert clopper_pearson(0, 0) == (None, None)
+# -- statistics against reference implementations (kappas, Clopper-Pearson: test_review_stats_shared) --
 
 
 def test_weighted_estimate_with_equal_weights_is_the_plain_one() -> None:

@@ -13,16 +13,15 @@ What counts (docs/review.md):
   evidence about the engine.
 
 Estimates: *unweighted* accuracy = correct / observations with an exact Clopper-Pearson
-interval (scipy's ``binomtest(...).proportion_ci(method="exact")``); *weighted* accuracy is the
+interval (:func:`cxreval.scores.stats.clopper_pearson`, beta quantiles); *weighted* accuracy is the
 Horvitz-Thompson ratio estimate sum(w_p correct_p) / sum(w_p observations_p), where w_p = N_h /
 r_h (pairs in the pair's stratum / pairs of it reviewed so far, so a sample reviewed only in
 part is still weighted right), with a percentile interval from a stratified bootstrap over the
-reviewed pairs (seeded; settings in each signature).
+reviewed pairs (seeded; settings in each signature). Kappas are :mod:`cxreval.scores.stats`'s too.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pydantic import BaseModel
 from cxreval.render import latex_escape
 from cxreval.review.db import FIELDS, IMPLICIT, EntityInfo, ReviewDB
 from cxreval.scores.signature import Signature
+from cxreval.scores.stats import clopper_pearson, cohens_kappa, fleiss_kappa
 
 #: SPEC-CXR's own validation (two reviewers, 50 pairs; MICCAI 2025, section 3.4): accuracy per field.
 SPEC_CXR_REPORTED = {"presence": 0.918, "location": 0.872, "severity": 0.845, "comparison": 0.753}
@@ -177,16 +177,6 @@ def effective_weights(db: ReviewDB) -> dict[str, float]:
 # -- accuracy ----------------------------------------------------------------------------------
 
 
-def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
-    """Exact binomial interval of k / n (None, None when n is 0)."""
-    if n == 0:
-        return None, None
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 def weighted_accuracy(obs: Sequence[Observation], *, resamples: int, seed: int,
                       confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
     """Horvitz-Thompson ratio estimate and its stratified-bootstrap percentile interval.
@@ -225,40 +215,15 @@ def weighted_accuracy(obs: Sequence[Observation], *, resamples: int, seed: int,
     return estimate, float(np.quantile(values, alpha)), float(np.quantile(values, 1 - alpha))
 
 
+def _interval(k: int, n: int, confidence: float) -> tuple[float | None, float | None]:
+    """Clopper-Pearson interval of k / n as floats; (None, None) when n is 0."""
+    if n == 0:
+        return None, None
+    low, high = clopper_pearson(k, n, confidence)
+    return float(low), float(high)
+
+
 # -- agreement ---------------------------------------------------------------------------------
-
-
-def cohen_kappa(a: Sequence[str], b: Sequence[str]) -> float | None:
-    """Cohen's kappa of two raters' labels on the same items (None when chance agreement is 1:
-    every label the same, where kappa is undefined)."""
-    if len(a) != len(b) or not a:
-        return None
-    n = len(a)
-    observed = sum(x == y for x, y in zip(a, b)) / n
-    ca, cb = Counter(a), Counter(b)
-    expected = sum(ca[c] * cb[c] for c in set(ca) | set(cb)) / (n * n)
-    if math.isclose(expected, 1.0):
-        return None
-    return (observed - expected) / (1 - expected)
-
-
-def fleiss_kappa(items: Sequence[Sequence[str]]) -> float | None:
-    """Fleiss' kappa: each item rated by the same number (>= 2) of raters, not necessarily the
-    same people. None when undefined (one category only)."""
-    if not items:
-        return None
-    m = len(items[0])
-    if m < 2 or any(len(i) != m for i in items):
-        raise ValueError("Fleiss' kappa needs the same number (>= 2) of ratings on every item")
-    cats = sorted({c for i in items for c in i})
-    counts = np.array([[Counter(i)[c] for c in cats] for i in items], dtype=float)
-    n_items = len(items)
-    p_j = counts.sum(axis=0) / (n_items * m)
-    p_i = ((counts * counts).sum(axis=1) - m) / (m * (m - 1))
-    p_bar, p_e = p_i.mean(), (p_j * p_j).sum()
-    if math.isclose(p_e, 1.0):
-        return None
-    return float((p_bar - p_e) / (1 - p_e))
 
 
 def agreement(db: ReviewDB, base: Signature) -> list[Agreement]:
@@ -294,9 +259,9 @@ def agreement(db: ReviewDB, base: Signature) -> list[Agreement]:
         observed = sum(len(set(v)) == 1 for _, v in used) / len(used)
         people = {r for r, _ in used}
         if m == 2 and len(people) == 1:
-            kappa, method = cohen_kappa([v[0] for _, v in used], [v[1] for _, v in used]), "cohen"
+            kappa, method = cohens_kappa([v[0] for _, v in used], [v[1] for _, v in used]).kappa, "cohen"
         else:
-            kappa, method = fleiss_kappa([v for _, v in used]), "fleiss"
+            kappa, method = fleiss_kappa([v for _, v in used]).kappa, "fleiss"
         sig = sig.model_copy(update={"options": {**sig.options, "kappa": method}})
         out.append(Agreement(field=f, method=method, raters=m, items=len(used), observed=observed, kappa=kappa,
                              signature=str(sig)))
@@ -320,7 +285,7 @@ def review_stats(db: ReviewDB, *, resamples: int = 2000, seed: int | None = None
     for f in FIELDS:
         mine = [o for o in obs if o.field == f]
         k, n = sum(o.correct for o in mine), len(mine)
-        low, high = clopper_pearson(k, n, confidence)
+        low, high = _interval(k, n, confidence)
         w_est, w_low, w_high = weighted_accuracy(mine, resamples=resamples, seed=boot_seed, confidence=confidence)
         plain = base.with_metric("review-accuracy").model_copy(update={"options": {
             **base.options, "field": f, "weights": "none", "ci": "clopper-pearson", "confidence": f"{confidence:g}"}})
@@ -488,9 +453,6 @@ __all__ = [
     "Observation",
     "ReviewStats",
     "agreement",
-    "clopper_pearson",
-    "cohen_kappa",
-    "fleiss_kappa",
     "observations",
     "review_stats",
     "to_csv",

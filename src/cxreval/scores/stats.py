@@ -203,19 +203,35 @@ def fleiss_kappa_counts(counts: np.ndarray) -> tuple[float, float, float]:
     return kappa, p_bar, p_e
 
 
-def fleiss_kappa(ratings: np.ndarray, *, signature: Signature | None = None) -> KappaResult:
-    """Fleiss' kappa from an items x raters array of category labels; items with a missing
-    rating (NaN) are left out, so every remaining item has all raters."""
-    r = np.asarray(ratings, dtype=float)
+def fleiss_kappa(ratings: np.ndarray | Sequence[Sequence[object]], *,
+                 signature: Signature | None = None) -> KappaResult:
+    """Fleiss' kappa from an items x raters array of category labels (numbers or strings); items
+    with a missing rating (NaN / None) are left out, so every remaining item has all raters."""
+    counts, n_raters = _category_counts(ratings)
+    kappa, p_bar, p_e = fleiss_kappa_counts(counts) if len(counts) else (np.nan, np.nan, np.nan)
+    return KappaResult(kappa=_none(kappa), observed=_none(p_bar), expected=_none(p_e), n_items=len(counts),
+                       n_raters=n_raters, method="fleiss", signature=stat_signature("fleiss-kappa", signature))
+
+
+def _category_counts(ratings: np.ndarray | Sequence[Sequence[object]]) -> tuple[np.ndarray, int]:
+    """Items x raters labels -> (complete items x categories counts, raters); categories sorted
+    (numerically for numbers, by ``str`` for other labels)."""
+    try:
+        r = np.asarray(ratings, dtype=float)
+    except (TypeError, ValueError):  # labels that are not numbers, or ragged items
+        r = np.asarray(ratings, dtype=object)
     if r.ndim != 2 or r.shape[1] < 2:
         raise ValueError("Fleiss' kappa needs an items x raters array with >= 2 raters")
-    r = r[~np.isnan(r).any(axis=1)]
-    cats = np.unique(r)
-    counts = (r[:, :, None] == cats[None, None, :]).sum(axis=1)
-    kappa, p_bar, p_e = fleiss_kappa_counts(counts) if len(r) else (np.nan, np.nan, np.nan)
-    return KappaResult(kappa=_none(kappa), observed=_none(p_bar), expected=_none(p_e), n_items=len(r),
-                       n_raters=int(ratings.shape[1]), method="fleiss",
-                       signature=stat_signature("fleiss-kappa", signature))
+    if r.dtype != object:
+        r = r[~np.isnan(r).any(axis=1)]
+        return (r[:, :, None] == np.unique(r)[None, None, :]).sum(axis=1), r.shape[1]
+    rows = [row for row in r.tolist() if not any(_missing(v) for v in row)]
+    index = {c: i for i, c in enumerate(sorted({v for row in rows for v in row}, key=str))}
+    counts = np.zeros((len(rows), len(index)))
+    for i, row in enumerate(rows):
+        for v in row:
+            counts[i, index[v]] += 1
+    return counts, r.shape[1]
 
 
 # ------------------------------------------------------------------------------------------
