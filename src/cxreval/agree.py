@@ -32,7 +32,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,10 +47,11 @@ from cxreval.io import (
     load_whole_table,
     record_id,
 )
+from cxreval.literals import Tie, UncertainLabel
 from cxreval.outputs import csv_text
 from cxreval.render import latex_escape as _tex
 from cxreval.render import number as _f
-from cxreval.scores.labels import UncertainLabel, binarize
+from cxreval.scores.labels import binarize
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import (
@@ -58,8 +59,6 @@ from cxreval.scores.stats import (
     cohens_kappa_table,
     fleiss_kappa_counts,
 )
-
-Tie = Literal["exclude", "positive", "negative"]
 
 _WORDS: dict[str, float] = {
     **dict.fromkeys(["1", "positive", "pos", "present", "yes", "true"], 1.0),

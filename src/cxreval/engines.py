@@ -45,6 +45,7 @@ from cxreval.judge.compare import UncertainPolicy, compare_extractions
 from cxreval.judge.crosscheck import REASON, STAGE, CrossCheck, InjectionFlag
 from cxreval.judge.models import EntityJudgement
 from cxreval.judge.table import JudgementTable
+from cxreval.literals import UNCERTAIN_POLICIES, UNGRADED_POLICIES, EngineName
 from cxreval.ontology import Ontology
 from cxreval.scores.signature import Signature
 
@@ -549,9 +550,10 @@ class TwoPassEngine(LLMPairwiseEngine):
 @dataclass(frozen=True)
 class EngineInfo:
     """A registered engine: how to build it, whether it needs ``llm=LLMConfig(...)`` and whether it
-    makes extractions (what label metrics such as the Ran Score are computed from)."""
+    makes extractions (what label metrics such as the Ran Score are computed from). The names are
+    :data:`cxreval.literals.ENGINES`, in order (the command line's choices; a test keeps them so)."""
 
-    name: str
+    name: EngineName
     build: Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool], Engine]
     needs_llm: bool
     extracts: bool
@@ -605,13 +607,11 @@ def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "posi
     info = engine_info(name)
     if rules is not None and name != "rules":
         raise ValueError(f"a rule file applies to the rules engine; engine {name!r} reads reports without it")
-    from cxreval.extract.models import CERTAINTY_POLICIES
-
-    if uncertain not in CERTAINTY_POLICIES:
-        raise ValueError(f"unknown uncertain policy {uncertain!r}; choose from {', '.join(CERTAINTY_POLICIES)}")
+    if uncertain not in UNCERTAIN_POLICIES:
+        raise ValueError(f"unknown uncertain policy {uncertain!r}; choose from {', '.join(UNCERTAIN_POLICIES)}")
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
-    if info.needs_llm and uncertain not in ("positive", "negative"):
+    if info.needs_llm and uncertain not in UNGRADED_POLICIES:
         # the LLM engines grade no hedge (their prompts say positive or absent): a graded policy
         # would silently read every hedge as "possible"
         raise ValueError(f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -46,6 +46,7 @@ from cxreval.io import ReportPair, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.crosscheck import InjectionFlag, injection_summary
 from cxreval.judge.table import JudgementTable
+from cxreval.literals import EngineName
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.outputs import OutputManifest, OutputRun, csv_value, frame_rows, write_csv
 from cxreval.scores import (
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     from cxreval.llm.runner import LLMRunner, Usage
 
 PROGRESS_MIN_PAIRS = 200
-EngineName = Literal["rules", "llm-extract", "llm-pairwise", "llm-pairwise-2pass"]
 ENGINES: tuple[str, ...] = engine_names()
 
 

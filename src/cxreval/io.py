@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cxreval.literals import InputFormat, Section
 from cxreval.outputs import csv_value, formula_like
 
 __all__ = [
@@ -88,8 +89,9 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
-#: Accepted ``format=`` values and the file suffixes that select them.
-FORMATS: dict[str, tuple[str, ...]] = {
+#: Accepted ``format=`` values (:data:`cxreval.literals.INPUT_FORMATS`, in order) and the file
+#: suffixes that select them.
+FORMATS: dict[InputFormat, tuple[str, ...]] = {
     "csv": (".csv",),
     "tsv": (".tsv",),
     "jsonl": (".jsonl", ".ndjson"),
@@ -99,8 +101,9 @@ FORMATS: dict[str, tuple[str, ...]] = {
 _SUFFIX_TO_FORMAT = {suffix: fmt for fmt, suffixes in FORMATS.items() for suffix in suffixes}
 _FORMAT_ALIASES = {"ndjson": "jsonl"}
 
-#: ``section=`` values for the ReXrank JSON layout and the study field each one reads.
-SECTIONS: dict[str, str] = {
+#: ``section=`` values for the ReXrank JSON layout (:data:`cxreval.literals.REPORT_SECTIONS`, in
+#: order) and the study field each one reads.
+SECTIONS: dict[Section, str] = {
     "report": "report",
     "findings": "section_findings",
     "impression": "section_impression",
@@ -951,7 +954,7 @@ def read_pairs(
 
 
 #: Formats :class:`PairStream` reads record by record (the others are read whole).
-STREAM_FORMATS = ("csv", "tsv", "jsonl")
+STREAM_FORMATS: tuple[InputFormat, ...] = ("csv", "tsv", "jsonl")
 #: Problems a streamed check keeps (a file with millions of bad rows must not fill memory).
 MAX_KEPT_PROBLEMS = 1_000
 

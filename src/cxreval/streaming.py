@@ -39,6 +39,7 @@ from cxreval.evaluate import (
 )
 from cxreval.io import ReportPair, fingerprint_hex, reference_digest
 from cxreval.judge.table import JudgementTable
+from cxreval.literals import EXECUTORS
 from cxreval.outputs import (
     OutputManifest,
     OutputRun,
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
 CHUNK_PAIRS = 1_000
 #: The files a streamed evaluation writes into each folder, ``scores.json`` last.
 FILES = ("judgements.jsonl", "errors.csv", "scores.json")
-
-#: Where chunks are judged: this machine's process pool, or a Ray cluster.
-EXECUTORS = ("local", "ray")
 
 #: One pair as a chunk carries it: id, reference, candidate, kept input columns.
 PairItem = tuple[str, str, str, dict[str, str]]

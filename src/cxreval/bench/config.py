@@ -45,12 +45,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cxreval.io import InputError, InputProblem
+from cxreval.literals import (
+    RETRIEVAL_BASELINES,
+    UNGRADED_POLICIES,
+    Baseline,
+    BenchEngineName,
+    Executor,
+    Section,
+    UncertainPolicy,
+)
 from cxreval.metrics import available_metrics
 
 DATA_DIR_ENV = "CXREVAL_DATA_DIR"
-Baseline = Literal["normal-template", "copy-reference", "random-train", "retrieval-oracle"]
 #: Baselines retrieved from the IU X-ray train split at run time (:mod:`cxreval.datasets.baselines`).
-IU_BASELINES = ("random-train", "retrieval-oracle")
+IU_BASELINES = RETRIEVAL_BASELINES
 NORMAL_TEMPLATE = (
     "The heart size and mediastinal contours are within normal limits. The lungs are clear. "
     "No pleural effusion or pneumothorax. No acute bony abnormality."
@@ -62,7 +70,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-Section = Literal["report", "findings", "impression"]
 #: The field of a ReXrank-layout prediction file that holds the generated report.
 PREDICTION_FIELD = "model_prediction"
 
@@ -150,8 +157,8 @@ class SystemConfig(_Model):
 class EngineConfig(_Model):
     """The judgement engine; ``llm`` holds ``LLMConfig`` fields for the LLM engines."""
 
-    name: Literal["rules", "llm-extract", "llm-pairwise"] = "rules"
-    uncertain: Literal["positive", "negative", "probable", "probable-alternative"] = "positive"
+    name: BenchEngineName = "rules"
+    uncertain: UncertainPolicy = "positive"
     spec_compat: bool = Field(False, description="SPEC-CXR's three comparison verdicts only (conflicts count as other)")
     ontology: Path | None = None
     #: A rule file that adds or overrides the rule engine's rules (docs/engine.md, "Adding a rule"),
@@ -159,7 +166,7 @@ class EngineConfig(_Model):
     rules: Path | None = None
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
-    executor: Literal["local", "ray"] | None = Field(None, description=(
+    executor: Executor | None = Field(None, description=(
         "where the rule engine judges the missing pairs: local processes, or Ray actors (workers of them; "
         "optional extra 'ray'); None = local, or ray when ray_address is set"))
     ray_address: str | None = Field(None, min_length=1, description=(
@@ -167,7 +174,7 @@ class EngineConfig(_Model):
 
     @model_validator(mode="after")
     def _graded_needs_rules(self) -> "EngineConfig":
-        if self.name != "rules" and self.uncertain not in ("positive", "negative"):
+        if self.name != "rules" and self.uncertain not in UNGRADED_POLICIES:
             raise ValueError(f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
                              f"grades; engine {self.name!r} takes positive or negative")
         if self.ray_address is not None and self.executor == "local":

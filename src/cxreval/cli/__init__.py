@@ -40,6 +40,7 @@ from cxreval.cli.common import (
     RulesOption,
     SpecCompatOption,
     TemperatureOption,
+    choice_members,
     err_console,
     fail,
     interrupt_code,
@@ -53,6 +54,16 @@ from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
 from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pair_files, read_pairs
+from cxreval.literals import (
+    ENGINES,
+    EXECUTORS,
+    INPUT_FORMATS,
+    PROVIDERS,
+    REPORT_SECTIONS,
+    RESPONSE_FORMATS,
+    SCHEMA_STYLES,
+    UNCERTAIN_POLICIES,
+)
 from cxreval.ontology import Ontology, OntologyError, load_ontology
 from cxreval.summary import print_summary
 
@@ -73,54 +84,17 @@ if not out_console.is_terminal:
     out_console = Console(width=120)  # pipes and CI logs: wide enough for the summary tables
 
 
-class Uncertain(str, Enum):
-    positive = "positive"
-    negative = "negative"
-    probable = "probable"
-    probable_alternative = "probable-alternative"
-
-
-class Section(str, Enum):
-    report = "report"
-    findings = "findings"
-    impression = "impression"
-
-
-class InputFormat(str, Enum):
-    csv = "csv"
-    tsv = "tsv"
-    jsonl = "jsonl"
-    parquet = "parquet"
-    json = "json"
-
-
-class Engine(str, Enum):
-    rules = "rules"
-    llm_extract = "llm-extract"
-    llm_pairwise = "llm-pairwise"
-    llm_pairwise_2pass = "llm-pairwise-2pass"
-
-
-class Executor(str, Enum):
-    local = "local"
-    ray = "ray"
-
-
-class Provider(str, Enum):
-    openai = "openai"
-    anthropic = "anthropic"
-
-
-class ResponseFormat(str, Enum):
-    auto = "auto"
-    json_schema = "json_schema"
-    json_object = "json_object"
-    none = "none"
-
-
-class SchemaStyle(str, Enum):
-    sparse = "sparse"
-    dense = "dense"
+# The choices of evaluate's options, from cxreval.literals (the engines' names: the registry,
+# cxreval.engines, holds the same ones; a test keeps them so): the engines are not imported here.
+Uncertain = Enum("Uncertain", choice_members(UNCERTAIN_POLICIES), type=str)  # type: ignore[misc]
+Section = Enum("Section", choice_members(REPORT_SECTIONS), type=str)  # type: ignore[misc]
+InputFormat = Enum("InputFormat", choice_members(INPUT_FORMATS), type=str)  # type: ignore[misc]
+Engine = Enum("Engine", choice_members(ENGINES), type=str)  # type: ignore[misc]
+Executor = Enum("Executor", choice_members(EXECUTORS), type=str)  # type: ignore[misc]
+Provider = Enum("Provider", choice_members(PROVIDERS), type=str)  # type: ignore[misc]
+ResponseFormat = Enum("ResponseFormat", choice_members(RESPONSE_FORMATS), type=str)  # type: ignore[misc]
+# sparse (LLMConfig's default) first, as --help has always listed them
+SchemaStyle = Enum("SchemaStyle", choice_members(reversed(SCHEMA_STYLES)), type=str)  # type: ignore[misc]
 
 
 LLM = LLM_PANEL
@@ -205,7 +179,7 @@ def evaluate(
     section: Annotated[Optional[Section], typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
     rules: RulesOption = None,
-    uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain.positive,
+    uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain["positive"],
     spec_compat: SpecCompatOption = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
@@ -214,7 +188,7 @@ def evaluate(
     executor: Annotated[Optional[Executor], typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
-    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine.rules,
+    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine["rules"],
     llm_config: LLMConfigOption = None,
     provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
     base_url: BaseURLOption = None,
@@ -251,10 +225,10 @@ def evaluate(
         _fail("give exactly one input: --pairs FILE, or --refs FILE --cands FILE, or --example")
     if (refs is None) != (cands is None):
         _fail("--refs and --cands go together")
-    if ray_address is not None and executor is Executor.local:
+    if ray_address is not None and executor is Executor["local"]:
         _fail("--ray-address applies to --executor ray")
-    on_ray = executor is Executor.ray or ray_address is not None
-    if on_ray and engine is not Engine.rules:
+    on_ray = executor is Executor["ray"] or ray_address is not None
+    if on_ray and engine.value != "rules":
         _fail(f"--executor ray applies to the rule engine; --engine {engine.value} judges in this process")
     if on_ray and runs != 1:
         _fail("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements every run")
@@ -294,7 +268,7 @@ def evaluate(
                 columns = dict(id_col=id_col or "id", reference_col=reference_col or "reference",
                                candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
                                system_col=system_col, format=fmt)
-                if engine is Engine.rules and runs == 1 and PairStream.streams(source, fmt):
+                if engine.value == "rules" and runs == 1 and PairStream.streams(source, fmt):
                     # the rule engine streams: the file is checked whole, then read again pair by pair
                     stream = PairStream(source, **columns)  # type: ignore[arg-type]
                     stream.check()
@@ -320,7 +294,7 @@ def evaluate(
         _fail("the input holds no pairs")
     llm = None
     try:
-        if engine is not Engine.rules:
+        if engine.value != "rules":
             llm = LLMConfig.load(
                 llm_config, provider=provider.value if provider else None, base_url=base_url, model=model,
                 api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
@@ -354,7 +328,7 @@ def evaluate(
             if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
                 run.folder(out).add(SYSTEMS_DIR)
                 run.folder(out / SYSTEMS_DIR)
-            if engine is Engine.rules and runs == 1:
+            if engine.value == "rules" and runs == 1:
                 # streamed: each pair is judged and written as it comes (cxreval.streaming)
                 from cxreval.ray_executor import RayUnavailable
                 from cxreval.streaming import evaluate_systems_to

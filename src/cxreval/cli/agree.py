@@ -13,20 +13,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from cxreval.cli.common import fail
+from cxreval.cli.common import choice_members, fail
+from cxreval.literals import TIES, UNCERTAIN_LABELS
 from rich.console import Console
 
-
-class UncertainChoice(str, Enum):
-    negative = "negative"
-    positive = "positive"
-    exclude = "exclude"
-
-
-class TieChoice(str, Enum):
-    exclude = "exclude"
-    positive = "positive"
-    negative = "negative"
+UncertainChoice = Enum("UncertainChoice", choice_members(UNCERTAIN_LABELS), type=str)  # type: ignore[misc]
+TieChoice = Enum("TieChoice", choice_members(TIES), type=str)  # type: ignore[misc]
 
 
 class AgreeFormat(str, Enum):
@@ -61,8 +53,8 @@ def agree(
     labels: Annotated[Optional[str], typer.Option("--labels", help="Comma-separated label columns to compare, in this order (default: all columns of the predictions file).")] = None,
     labelset: Annotated[Optional[str], typer.Option("--labelset", help="Take the labels from this ontology label set (ran21, chexpert14, chestxray14, or your own).")] = None,
     ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Ontology YAML for --labelset (default: the packaged one).")] = None,
-    uncertain: Annotated[UncertainChoice, typer.Option("--uncertain", help="Uncertain (-1) labels count as negative, positive, or are excluded.")] = UncertainChoice.negative,
-    tie: Annotated[TieChoice, typer.Option("--tie", help="Annotator ties: exclude the item, or call it positive / negative.")] = TieChoice.exclude,
+    uncertain: Annotated[UncertainChoice, typer.Option("--uncertain", help="Uncertain (-1) labels count as negative, positive, or are excluded.")] = UncertainChoice["negative"],
+    tie: Annotated[TieChoice, typer.Option("--tie", help="Annotator ties: exclude the item, or call it positive / negative.")] = TieChoice["exclude"],
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the Clopper-Pearson interval.")] = 0.95,
     format: Annotated[AgreeFormat, typer.Option("--format", "-f", help="table (terminal), json, csv or latex.")] = AgreeFormat.table,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the output to this file instead of standard output.")] = None,

@@ -8,6 +8,7 @@ reads its LLM settings from its YAML (``engine.llm``), which takes the same fiel
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -29,6 +30,15 @@ if TYPE_CHECKING:
 
 LLM_PANEL = "LLM engines"
 err_console = Console(stderr=True)
+
+
+def choice_members(values: Iterable[str]) -> list[tuple[str, str]]:
+    """The members of a command-line choice's ``Enum`` (typer lists an Enum's values as the
+    choices): each value of a tuple of :mod:`cxreval.literals`, named with ``_`` for ``-``.
+
+    ``Uncertain = Enum("Uncertain", choice_members(UNCERTAIN_POLICIES), type=str)``; a member is
+    looked up by name (``Uncertain["positive"]``) or by value (``Uncertain("probable-alternative")``)."""
+    return [(v.replace("-", "_"), v) for v in values]
 
 
 def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:

@@ -14,19 +14,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cxreval.cli.common import RulesOption, fail, user_rules
+from cxreval.cli.common import RulesOption, choice_members, fail, user_rules
+from cxreval.literals import INPUT_FORMATS
 
 if TYPE_CHECKING:
     from cxreval.extract.models import Extraction
     from cxreval.extract.rules import RuleExtractor
 
 
-class TableFormat(str, Enum):
-    csv = "csv"
-    tsv = "tsv"
-    jsonl = "jsonl"
-    parquet = "parquet"
-    json = "json"
+TableFormat = Enum("TableFormat", choice_members(INPUT_FORMATS), type=str)  # type: ignore[misc]
 
 
 FILE = "Reports from a file"

@@ -20,6 +20,7 @@ from cxreval.cli.common import (
     TemperatureOption,
     fail,
 )
+from cxreval.literals import LLM_PAIRWISE_ENGINES
 
 meta_app = typer.Typer(help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.",
                        no_args_is_help=True)
@@ -42,7 +43,7 @@ def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
 
     out: list[Any] = []
     for name in names:
-        if name in ("llm-pairwise", "llm-pairwise-2pass"):
+        if name in LLM_PAIRWISE_ENGINES:
             if llm is None:
                 raise typer.BadParameter(f"{name} needs --llm-config or --base-url and --model")
             from cxreval.meta.twopass import LLMJudgeMetric

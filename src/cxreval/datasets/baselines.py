@@ -32,7 +32,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import yaml
@@ -44,12 +43,12 @@ from cxreval.datasets.iu_xray import (
     report_text,
     resolve_data_dir,
 )
+from cxreval.literals import RETRIEVAL_BASELINES, RetrievalBaseline, Section
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.scores.signature import Signature
 
-Kind = Literal["random-train", "retrieval-oracle"]
-KINDS: tuple[Kind, ...] = ("random-train", "retrieval-oracle")
-Section = Literal["report", "findings", "impression"]
+Kind = RetrievalBaseline
+KINDS: tuple[Kind, ...] = RETRIEVAL_BASELINES
 #: Version of the retrieval rules (pool, nearest rule, noise model, seeding); in every signature.
 RULES_VERSION = "1"
 _CXR_ID = re.compile(r"^CXR(\d+)(?:_|$)", re.IGNORECASE)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cxreval.datasets.iu_xray import read_iu_reports, report_text
 from cxreval.io import read_reports
+from cxreval.literals import REPORT_SECTIONS
 
 #: (corpus name, file under the data folder, id column) of the generated reports; the text column is ``report``.
 _SYSTEMS = (
@@ -32,7 +33,7 @@ def readings_corpus(data_dir: Path) -> dict[str, str]:
              for uid, _, findings, impression in read_iu_reports(data_dir)}
     for split in ("test", "valid"):
         path = data_dir / "rexrank-iu" / f"ReXRank_IUXray_{split}.json"
-        for section in ("report", "findings", "impression"):
+        for section in REPORT_SECTIONS:
             for study, text in read_reports(path, section=section).items():
                 texts[f"rexrank-iu-{split}/{section}/{study}"] = text
     for name, file, id_col in _SYSTEMS:

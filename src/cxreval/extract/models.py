@@ -11,19 +11,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from cxreval.literals import HEDGE_GRADES, Certainty, UncertainPolicy
+
 Status = Literal["present", "absent", "uncertain"]
 ComparisonChange = Literal["new", "increased", "decreased", "unchanged", "resolved"]
 Side = Literal["left", "right", "bilateral"]
 Severity = Literal["mild", "moderate", "severe"]
-#: How sure a mention is, finer than its ``status``: ``definite`` (present), ``probable`` ("likely
-#: atelectasis", "most suggestive of"), ``possible`` ("may represent atelectasis", "cannot exclude",
-#: "differential includes"), ``alternative`` ("atelectasis or scarring", "X versus Y") and
-#: ``negated`` (absent).
-#: The three hedged grades are all ``status="uncertain"``; the seed is pyConText's
-#: DEFINITE / PROBABLE / AMBIVALENT existence categories (see docs/engine.md).
-Certainty = Literal["definite", "probable", "possible", "alternative", "negated"]
-#: The hedged grades, strongest first: an entity hedged twice takes the stronger one.
-HEDGE_GRADES: tuple[Certainty, ...] = ("probable", "possible", "alternative")
+# Certainty (cxreval.literals): how sure a mention is, finer than its ``status``: ``definite``
+# (present), ``probable`` ("likely atelectasis", "most suggestive of"), ``possible`` ("may
+# represent atelectasis", "cannot exclude", "differential includes"), ``alternative``
+# ("atelectasis or scarring", "X versus Y") and ``negated`` (absent).
+# The three hedged grades (HEDGE_GRADES) are all ``status="uncertain"``, strongest first: an entity
+# hedged twice takes the stronger one. The seed is pyConText's DEFINITE / PROBABLE / AMBIVALENT
+# existence categories (see docs/engine.md).
 #: The grade a status implies when an engine gives none (the LLM engines give only a status).
 DEFAULT_CERTAINTY: dict[str, Certainty] = {"present": "definite", "uncertain": "possible", "absent": "negated"}
 #: Named certainty policies: which hedged grades count as positive (``definite`` always does,
@@ -33,14 +33,15 @@ DEFAULT_CERTAINTY: dict[str, Certainty] = {"present": "definite", "uncertain": "
 #: scarring"): the grade set that matches the IU X-ray MeSH coders best on train
 #: (``benchmarks/iu_certainty.py``). The policy is the ``uncertain:`` option of every judge
 #: signature and the ``certainty:`` option of every label signature (``scores/labels.py``).
-CERTAINTY_POLICIES: dict[str, frozenset[str]] = {
+#: The keys are :data:`cxreval.literals.UNCERTAIN_POLICIES`, in order (a test keeps them so).
+CERTAINTY_POLICIES: dict[UncertainPolicy, frozenset[str]] = {
     "positive": frozenset(HEDGE_GRADES),
     "negative": frozenset(),
     "probable": frozenset({"probable"}),
     "probable-alternative": frozenset({"probable", "alternative"}),
 }
 
-_HEDGE_RANK = {g: i for i, g in enumerate(HEDGE_GRADES)}
+_HEDGE_RANK: dict[str, int] = {g: i for i, g in enumerate(HEDGE_GRADES)}
 _STATUSES = frozenset({"present", "uncertain", "absent"})
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -22,19 +22,12 @@ Decisions (documented in the README):
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from typing import Literal
 
 from cxreval.extract.explain import rules_line
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, constructed
 from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
+from cxreval.literals import UncertainPolicy
 from cxreval.ontology import Entity, Ontology
-
-#: How hedged findings count (the ``uncertain:`` option of every signature): ``positive`` all,
-#: ``negative`` none, ``probable`` only the ``probable`` grade ("likely atelectasis"), not
-#: ``possible`` ("may represent") or ``alternative`` ("atelectasis or scarring");
-#: ``probable-alternative`` probable and alternative. The grade sets are
-#: :data:`cxreval.extract.models.CERTAINTY_POLICIES`.
-UncertainPolicy = Literal["positive", "negative", "probable", "probable-alternative"]
 
 
 def is_positive(state: EntityState | None, uncertain: UncertainPolicy) -> bool:

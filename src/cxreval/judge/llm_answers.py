@@ -18,12 +18,11 @@ from pydantic import Field
 from cxreval.extract.llm_answers import mention_format, mention_schema, parse_mentions
 from cxreval.judge.models import (
     ATTRIBUTE_VALUES,
-    PRESENCE_VALUES,
     SPEC_COMPARISON_VALUES,
     AttributeJudgement,
-    Presence,
     SpecComparisonJudgement,
 )
+from cxreval.literals import PRESENCE_VALUES, Presence
 from cxreval.llm.schemas import Lenient, Mode, ParsedAnswer, Style, entity_answer_schema, entity_items, enum_schema, vote
 from cxreval.ontology import Ontology
 

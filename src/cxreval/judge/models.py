@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Presence = Literal["TP", "FP", "FN", "TN"]
+from cxreval.literals import Presence
+
 AttributeJudgement = Literal["aligned", "not-aligned", "not-available"]
 #: SPEC-CXR's three comparison verdicts (what the LLM pairwise engines answer).
 SpecComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-mentioned-comparison", "other"]
@@ -21,7 +22,6 @@ ComparisonJudgement = Literal[
     "adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison", "other"
 ]
 
-PRESENCE_VALUES: tuple[Presence, ...] = ("TP", "FP", "FN", "TN")
 ATTRIBUTE_VALUES: tuple[AttributeJudgement, ...] = ("aligned", "not-aligned", "not-available")
 SPEC_COMPARISON_VALUES: tuple[SpecComparisonJudgement, ...] = (
     "adding-unmentioned-comparison",

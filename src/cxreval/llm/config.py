@@ -16,7 +16,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
@@ -29,9 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-Provider = Literal["openai", "anthropic"]
-ResponseFormat = Literal["auto", "json_schema", "json_object", "none"]
-SchemaStyle = Literal["dense", "sparse"]
+from cxreval.literals import Provider, ResponseFormat, SchemaStyle
 
 DEFAULT_KEY_ENV: dict[str, str] = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 DEFAULT_BASE_URL: dict[str, str] = {

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cxreval.literals import SchemaStyle as Style
 from cxreval.ontology import Ontology
 
 Mode = Literal["pairwise", "extract"]
-Style = Literal["dense", "sparse"]
 MAX_LISTED_PROBLEMS = 8
 #: The deepest nesting an answer may have (every schema here needs at most 4 levels); deeper
 #: answers are rejected before anything walks them (recursion in validation or storage).

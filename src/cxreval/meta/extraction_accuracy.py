@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from cxreval.datasets.iu_xray import GoldReport, load_families
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction
+from cxreval.literals import UncertainPolicy
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import AttributeScore, PresenceScore
 
@@ -87,7 +87,7 @@ def mesh_universe(ontology: Ontology, labelset: str = "mesh") -> list[str]:
 #: :data:`cxreval.extract.models.CERTAINTY_POLICIES`), or a set of grades
 #: (``benchmarks/iu_certainty.py`` scores every set). The engine grades each hedge once
 #: (``extract/rules/cues.yaml``); the benchmark keeps no hedge list of its own.
-GoldPolicy = Literal["positive", "negative", "probable", "probable-alternative"]
+GoldPolicy = UncertainPolicy
 
 #: The policy the IU X-ray benchmark reads the coders with: the grade set that matches them best
 #: on the train split (``python benchmarks/iu_certainty.py``; with ``rules@5.c10``: definite +

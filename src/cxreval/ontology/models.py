@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cxreval.literals import HedgeGrade
+
 Attribute = Literal["location", "severity", "comparison"]
 EntityKind = Literal["finding", "differential"]
 
@@ -43,10 +45,6 @@ class Group(_Strict):
     name: str
     category: str
 
-
-#: The hedged certainty grades (``cxreval.extract.models.HEDGE_GRADES``, the same names: a test
-#: keeps the two equal; spelled here because the ontology is read before the extractors exist).
-HedgeGrade = Literal["probable", "possible", "alternative"]
 
 
 class LabelSet(_Strict):

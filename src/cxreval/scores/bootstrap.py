@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cxreval.io import fingerprints_comparable
+from cxreval.literals import COUNTED_PRESENCE
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import ATTRIBUTES
 from cxreval.scores.ratios import presence_prf, safe_div
@@ -39,7 +40,6 @@ from cxreval.scores.stats import (
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.evaluate import EvaluationResult
 
-PRESENCE_COLUMNS = ("TP", "FP", "FN")
 ENTITY_SCORES = ("precision", "recall", "f1")
 
 
@@ -58,7 +58,7 @@ def entity_counts(frame: pd.DataFrame, ontology: Ontology, pair_ids: Sequence[st
         return out
     pair = _pair_codes(frame, pair_ids)
     ent = pd.Index(ontology.entity_ids).get_indexer(frame["entity"])
-    kind = pd.Index(PRESENCE_COLUMNS).get_indexer(frame["presence"])
+    kind = pd.Index(COUNTED_PRESENCE).get_indexer(frame["presence"])
     keep = (kind >= 0) & (ent >= 0)
     np.add.at(out, (pair[keep], ent[keep], kind[keep]), 1)
     return out

@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.judge.models import EntityJudgement
+from cxreval.literals import COUNTED_PRESENCE
 from cxreval.ontology import Ontology
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
 
@@ -127,7 +128,7 @@ def count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
     """
     ids = ontology.entity_ids
     counts = pd.DataFrame(0, index=pd.Index(ids, name="entity"), columns=[
-        "TP", "FP", "FN",
+        *COUNTED_PRESENCE,
         "location_correct", "location_judged", "location_na",
         "severity_correct", "severity_judged", "severity_na",
         "comparison_correct", "comparison_judged", "comparison_na",
@@ -135,7 +136,7 @@ def count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
     if frame.empty:
         return counts
     pres = pd.crosstab(frame["entity"], frame["presence"])
-    for col in ("TP", "FP", "FN"):
+    for col in COUNTED_PRESENCE:
         if col in pres:
             counts[col] = pres[col].reindex(ids, fill_value=0).to_numpy()
     tp = frame[frame["presence"] == "TP"]

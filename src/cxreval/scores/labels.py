@@ -61,17 +61,17 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, Mention
+from cxreval.literals import UncertainLabel, UncertainPolicy
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import PresenceScore
 from cxreval.scores.ratios import mean_defined, mean_defined_rows, prf, ratio, safe_div
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import PairCache, StatFn
 
-UncertainLabel = Literal["negative", "positive", "exclude"]
 Undefined = Literal["skip", "zero"]
 #: Which hedge grades a projection affirms as ``1`` (see the module doc); the names and grade sets
 #: of :data:`cxreval.extract.models.CERTAINTY_POLICIES`.
-CertaintyPolicy = Literal["negative", "positive", "probable", "probable-alternative"]
+CertaintyPolicy = UncertainPolicy
 #: The projections' default: no hedge affirmed, as the CheXpert labeler and NegBio do.
 DEFAULT_CERTAINTY: CertaintyPolicy = "negative"
 

@@ -31,6 +31,7 @@ from cxreval.extract.rules.lexicon import Lexicon, LexiconError, lexicon_from_da
 from cxreval.extract.rules.regex_shape import within_full_stops
 from cxreval.extract.rules.scanning import PhraseTrie
 from cxreval.extract.text import term_tokens
+from cxreval.literals import HedgeGrade
 from cxreval.ontology import Ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.yaml_files import YAMLError, parse, safe_load
@@ -89,7 +90,7 @@ class CueRecord(Record):
 
     kind: Literal["cue"] = "cue"
     category: CueCategory
-    grade: Literal["probable", "possible", "alternative"] | None = None
+    grade: HedgeGrade | None = None
     phrases: list[str]
 
 
