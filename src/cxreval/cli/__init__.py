@@ -44,6 +44,7 @@ from cxreval.cli.common import (
     err_console,
     fail,
     interrupt_code,
+    ontology_or_fail,
     sigterm_as_interrupt,
     user_rules,
 )
@@ -64,7 +65,7 @@ from cxreval.literals import (
     SCHEMA_STYLES,
     UNCERTAIN_POLICIES,
 )
-from cxreval.ontology import Ontology, OntologyError, load_ontology
+from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
@@ -110,15 +111,6 @@ def example_path() -> Path:
 
 
 _fail = fail
-
-
-def _ontology(path: Path | None) -> Ontology:
-    """The packaged ontology or the user's YAML; a bad one ends the command with exit 2."""
-    try:
-        return load_ontology(path)
-    except OntologyError as exc:
-        _fail(str(exc))
-        raise  # unreachable: _fail exits
 
 
 def _version_callback(value: bool) -> None:
@@ -626,7 +618,7 @@ def ontology_cmd(
     list_entities: Annotated[bool, typer.Option("--list", help="List every entity.")] = False,
 ) -> None:
     """Validate an ontology and summarise it."""
-    onto = _ontology(path)
+    onto = ontology_or_fail(path)
     out_console.print(
         f"{onto.signature}: {len(onto.findings())} findings, {len(onto.differentials())} differential "
         f"diagnoses, {len(onto.groups)} groups, label sets: {', '.join(onto.labelsets)}",

@@ -51,6 +51,17 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+def ontology_or_fail(path: Path | None) -> Ontology:
+    """The packaged ontology or the user's YAML (``--ontology``); a bad one ends the command with
+    exit 2 and the message."""
+    from cxreval.ontology import OntologyError, load_ontology
+
+    try:
+        return load_ontology(path)
+    except OntologyError as exc:
+        fail(str(exc))
+
+
 def user_rules(ontology: Ontology, rules: Path | None, engine: str = "rules") -> RuleSet | None:
     """The rule set of ``--rules FILE`` (None without one). A file that cannot be used, or one given
     to an LLM engine, ends the command with exit 2 and the message (which names the file and line)."""

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cxreval.cli.common import RulesOption, choice_members, fail, user_rules
+from cxreval.cli.common import (
+    RulesOption,
+    choice_members,
+    fail,
+    ontology_or_fail,
+    user_rules,
+)
 from cxreval.literals import INPUT_FORMATS
 
 if TYPE_CHECKING:
@@ -46,14 +52,10 @@ def extract(
     TEXT: one or more report texts, each read as one report (or give --file).
     """
     from cxreval.extract.rules import RuleExtractor
-    from cxreval.ontology import OntologyError, load_ontology
 
     if explain and as_json:
         fail("--json already holds each mention's rules (under `rules`); --explain is for the text lines")
-    try:
-        onto = load_ontology(ontology)
-    except OntologyError as exc:
-        fail(str(exc))
+    onto = ontology_or_fail(ontology)
     extractor = RuleExtractor(onto, user_rules(onto, rules))
     reports = _reports(texts or [], file, text_col, id_col, input_format.value if input_format else None)
     if as_json:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cxreval.cli.common import RulesOption, fail, user_rules
+from cxreval.cli.common import RulesOption, fail, ontology_or_fail, user_rules
 
 if TYPE_CHECKING:
     from cxreval.extract.rules import RuleSet
@@ -30,12 +30,8 @@ OntologyOption = Annotated[Path | None, typer.Option(
 
 def _rule_set(rules: Path | None, ontology: Path | None) -> RuleSet:
     from cxreval.extract.rules import load_rules
-    from cxreval.ontology import OntologyError, load_ontology
 
-    try:
-        onto = load_ontology(ontology)
-    except OntologyError as exc:
-        fail(str(exc))
+    onto = ontology_or_fail(ontology)
     return user_rules(onto, rules) or load_rules(onto)
 
 
