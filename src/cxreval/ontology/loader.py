@@ -12,7 +12,7 @@ import yaml
 from cxreval import yaml_files
 from pydantic import ValidationError
 
-from cxreval.ontology.models import Ontology, normalize_term
+from cxreval.ontology.models import Entity, Group, Ontology, normalize_term
 
 DEFAULT_ONTOLOGY = "cxr-entities.yaml"
 
@@ -22,73 +22,88 @@ class OntologyError(ValueError):
 
 
 def _problems(onto: Ontology) -> list[str]:
-    problems: list[str] = []
+    """Every problem of an ontology the model alone does not catch, in a stable order: categories
+    and groups, each entity, label sets, then synonyms claimed twice and precedence entries."""
     cat_ids = [c.id for c in onto.categories]
-    group_ids = {g.id: g for g in onto.groups}
-    for dup in {c for c in cat_ids if cat_ids.count(c) > 1}:
-        problems.append(f"category id {dup!r} is defined more than once")
-    if len(group_ids) != len(onto.groups):
-        problems.append("group ids are not unique")
-    for g in onto.groups:
-        if g.category not in cat_ids:
-            problems.append(f"group {g.id!r} names unknown category {g.category!r}")
-
+    groups = {g.id: g for g in onto.groups}
+    problems = _group_problems(onto, cat_ids, groups)
     seen_ids: set[str] = set()
     claims: dict[str, list[str]] = defaultdict(list)
     for e in onto.entities:
-        where = f"entity {e.id!r}"
-        if e.id in seen_ids:
-            problems.append(f"{where} is defined more than once")
+        problems.extend(_entity_problems(onto, e, cat_ids, groups, seen_ids))
         seen_ids.add(e.id)
-        if e.category not in cat_ids:
-            problems.append(f"{where} names unknown category {e.category!r}")
-        group = group_ids.get(e.group)
-        if group is None:
-            problems.append(f"{where} names unknown group {e.group!r}")
-        elif group.category != e.category:
-            problems.append(
-                f"{where} is in category {e.category!r} but its group {e.group!r} "
-                f"belongs to {group.category!r}"
-            )
         for term in e.terms:
-            if not term:
-                problems.append(f"{where} has an empty synonym")
             claims[term].append(e.id)
-        for labelset_id, targets in e.mappings.items():
-            labelset = onto.labelsets.get(labelset_id)
-            if labelset is None:
-                problems.append(f"{where} maps to unknown label set {labelset_id!r}")
-                continue
-            known = set(labelset.labels)
-            for target in targets:
-                head = target.split("/")[0].strip() if labelset.kind == "mesh" else target
-                if head not in known:
-                    problems.append(
-                        f"{where} maps to {target!r}, which is not a label of {labelset_id!r}"
-                    )
+    problems.extend(_labelset_problems(onto, seen_ids))
+    problems.extend(_precedence_problems(onto, claims, seen_ids))
+    return problems
 
+
+def _group_problems(onto: Ontology, cat_ids: list[str], groups: dict[str, Group]) -> list[str]:
+    """Category ids defined twice, group ids not unique, groups of unknown categories."""
+    problems = [f"category id {dup!r} is defined more than once" for dup in {c for c in cat_ids if cat_ids.count(c) > 1}]
+    if len(groups) != len(onto.groups):
+        problems.append("group ids are not unique")
+    problems.extend(f"group {g.id!r} names unknown category {g.category!r}" for g in onto.groups if g.category not in cat_ids)
+    return problems
+
+
+def _entity_problems(onto: Ontology, e: Entity, cat_ids: list[str], groups: dict[str, Group],
+                     seen_ids: set[str]) -> list[str]:
+    """One entity's problems: defined twice, its category and group, an empty synonym, its mappings."""
+    where = f"entity {e.id!r}"
+    problems = []
+    if e.id in seen_ids:
+        problems.append(f"{where} is defined more than once")
+    if e.category not in cat_ids:
+        problems.append(f"{where} names unknown category {e.category!r}")
+    group = groups.get(e.group)
+    if group is None:
+        problems.append(f"{where} names unknown group {e.group!r}")
+    elif group.category != e.category:
+        problems.append(f"{where} is in category {e.category!r} but its group {e.group!r} belongs to {group.category!r}")
+    problems.extend(f"{where} has an empty synonym" for term in e.terms if not term)
+    for labelset_id, targets in e.mappings.items():
+        labelset = onto.labelsets.get(labelset_id)
+        if labelset is None:
+            problems.append(f"{where} maps to unknown label set {labelset_id!r}")
+            continue
+        known = set(labelset.labels)
+        for target in targets:
+            head = target.split("/")[0].strip() if labelset.kind == "mesh" else target
+            if head not in known:
+                problems.append(f"{where} maps to {target!r}, which is not a label of {labelset_id!r}")
+    return problems
+
+
+def _labelset_problems(onto: Ontology, entity_ids: set[str]) -> list[str]:
+    """Label sets' terms and word mappings naming labels they lack, or unknown entities."""
+    problems = []
     for labelset_id, ls in onto.labelsets.items():
-        for label in ls.terms:
-            if label not in ls.labels:
-                problems.append(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels")
+        problems.extend(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels"
+                        for label in ls.terms if label not in ls.labels)
         for label, by_entity in ls.word_mappings.items():
             if label not in ls.labels:
                 problems.append(f"label set {labelset_id!r} maps words onto {label!r}, which is not one of its labels")
-            for entity in by_entity:
-                if entity not in seen_ids:
-                    problems.append(f"label set {labelset_id!r} maps words of unknown entity {entity!r} onto {label!r}")
+            problems.extend(f"label set {labelset_id!r} maps words of unknown entity {entity!r} onto {label!r}"
+                            for entity in by_entity if entity not in entity_ids)
+    return problems
+
+
+def _precedence_problems(onto: Ontology, claims: dict[str, list[str]], entity_ids: set[str]) -> list[str]:
+    """Synonyms two entities claim with no precedence entry (or one naming neither), and
+    precedence entries naming unknown entities or written unnormalised."""
+    problems = []
     for term, owners in claims.items():
         if len(set(owners)) > 1:
             winner = onto.precedence.get(term)
             if winner is None:
-                problems.append(
-                    f"synonym {term!r} is claimed by {sorted(set(owners))} and no precedence "
-                    "entry says which wins"
-                )
+                problems.append(f"synonym {term!r} is claimed by {sorted(set(owners))} and no precedence "
+                                "entry says which wins")
             elif winner not in owners:
                 problems.append(f"precedence for {term!r} names {winner!r}, which does not claim it")
     for term, winner in onto.precedence.items():
-        if winner not in seen_ids:
+        if winner not in entity_ids:
             problems.append(f"precedence for {term!r} names unknown entity {winner!r}")
         if normalize_term(term) != term:
             problems.append(f"precedence key {term!r} must be written normalised: {normalize_term(term)!r}")
