@@ -365,6 +365,48 @@ def _normal_flags(d: "DatasetRun", tables: Sequence[PairTable], runner: "Runner"
     return ~positive
 
 
+def _strata(d: "DatasetRun", normal: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The pair indices of each stratum of a dataset: all, normal, abnormal, then each site."""
+    strata: list[tuple[str, np.ndarray]] = [("all", np.arange(len(d.ids)))]
+    strata += [("normal", np.flatnonzero(normal)), ("abnormal", np.flatnonzero(~normal))]
+    if d.sites is not None:
+        site_arr = np.array(d.sites)
+        for site in sorted(set(d.sites)):
+            strata.append((f"site:{site}", np.flatnonzero(site_arr == site)))
+    return strata
+
+
+def _site_cells(dataset: str, site: str, lb: Leaderboard, names: Sequence[str],
+                higher: dict[str, bool]) -> list[SiteCell]:
+    """One site's leaderboard as cells: each system's value and rank on each metric."""
+    cells = []
+    for m in names:
+        vals = np.array([np.nan if r.metrics[m].value is None else r.metrics[m].value for r in lb.rows])
+        ranks = _ranks(vals, higher[m])
+        for r, rk in zip(lb.rows, ranks):
+            cells.append(SiteCell(dataset=dataset, site=site, system=r.system, metric=m, value=r.metrics[m].value,
+                                  rank=None if r.metrics[m].value is None else int(rk), n_pairs=r.n_pairs))
+    return cells
+
+
+def _pooled_per_pair(d: "DatasetRun", tables: Sequence[PairTable], config: BenchConfig,
+                     runner: "Runner") -> dict[str, list[np.ndarray]]:
+    """Each metric's per-pair values for every non-baseline system of a dataset (for correlations)."""
+    per_pair: dict[str, list[np.ndarray]] = {}
+    for s, t in zip(d.systems, tables):
+        if s.baseline:
+            continue
+        per_pair.setdefault(JUDGEMENT_METRIC, []).append(t.errors)
+        for m in config.metrics:
+            if m == JUDGEMENT_METRIC:
+                continue
+            v = s.metrics[m]
+            if v.ndim == 2:  # statistics: the pair's own value is the metric's compute of its row
+                v = np.asarray(runner.metric(m).compute(v), dtype=float)
+            per_pair.setdefault(m, []).append(v)
+    return per_pair
+
+
 def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner", created: str) -> BenchmarkResult:
     """The :class:`BenchmarkResult` of a judged and scored run."""
     ontology = runner.evaluator.ontology
@@ -392,45 +434,21 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
         normal = d.normal if d.normal is not None else _normal_flags(d, tables, runner)
         feats = [features(s, t, names, runner) for s, t in zip(d.systems, tables)]
         entries = [(s.name, s.baseline, f, 0) for s, f in zip(d.systems, feats)]
-        strata: list[tuple[str, np.ndarray]] = [("all", np.arange(len(d.ids)))]
-        strata += [("normal", np.flatnonzero(normal)), ("abnormal", np.flatnonzero(~normal))]
-        if d.sites is not None:
-            site_arr = np.array(d.sites)
-            for site in sorted(set(d.sites)):
-                strata.append((f"site:{site}", np.flatnonzero(site_arr == site)))
-        for k, (stratum, idx) in enumerate(strata):
+        for k, (stratum, idx) in enumerate(_strata(d, normal)):
             if len(idx) == 0:
                 continue
             lb = leaderboard(d.name, stratum, entries, idx, config.rank_by, higher,
                              bs.resamples, bs.seed + k, bs.confidence)
             boards.append(lb)
             if stratum.startswith("site:"):
-                for m in names:
-                    vals = np.array([np.nan if r.metrics[m].value is None else r.metrics[m].value for r in lb.rows])
-                    ranks = _ranks(vals, higher[m])
-                    for r, rk in zip(lb.rows, ranks):
-                        sites.append(SiteCell(dataset=d.name, site=stratum[5:], system=r.system, metric=m,
-                                              value=r.metrics[m].value,
-                                              rank=None if r.metrics[m].value is None else int(rk),
-                                              n_pairs=r.n_pairs))
+                sites.extend(_site_cells(d.name, stratum[5:], lb, names, higher))
         for s, t in zip(d.systems, tables):
             summaries.append(SystemSummary(system=s.name, dataset=d.name, n_pairs=len(t.spec.errors),
                                            values=t.spec.headline()))
             e, g = entity_results(d.name, s, t, d.ids, ontology, config.examples_per_kind)
             ents.extend(e)
             groups.extend(g)
-        per_pair: dict[str, list[np.ndarray]] = {}
-        for s, t in zip(d.systems, tables):
-            if s.baseline:
-                continue
-            per_pair.setdefault(JUDGEMENT_METRIC, []).append(t.errors)
-            for m in config.metrics:
-                if m == JUDGEMENT_METRIC:
-                    continue
-                v = s.metrics[m]
-                if v.ndim == 2:  # statistics: the pair's own value is the metric's compute of its row
-                    v = np.asarray(runner.metric(m).compute(v), dtype=float)
-                per_pair.setdefault(m, []).append(v)
+        per_pair = _pooled_per_pair(d, tables, config, runner)
         if per_pair:
             corrs.extend(correlations(d.name, {m: np.concatenate(v) for m, v in per_pair.items()}))
         if d.normal is None:
