@@ -25,7 +25,8 @@ import pandas as pd
 
 from cxreval.ontology import load_ontology
 from cxreval.scores import averages, entity_scores
-from cxreval.scores.bootstrap import entity_cache
+from cxreval.judge.table import JudgementTable
+from cxreval.metrics.intervals import table_cache
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import DEFAULT_CHUNK, bootstrap, weights_from_indices
 
@@ -86,7 +87,7 @@ def main() -> None:
           f"({onto.signature}), {len(frame):,} explicit rows")
 
     t0 = time.perf_counter()
-    cache = entity_cache(frame, onto, pair_ids)
+    cache = table_cache(JudgementTable(pair_ids, frame), onto)
     t1 = time.perf_counter()
     sig = Signature(metric="spec-cxr-bootstrap", ontology=onto.signature, engine="synthetic")
     res = {m: None for m in ("bca", "percentile")}

@@ -8,15 +8,15 @@ import pytest
 
 import cxreval
 from cxreval.cli import example_path
-from cxreval.scores import averages, entity_scores, judgement_frame, pair_errors
-from cxreval.scores.bootstrap import (
+from cxreval.judge.table import JudgementTable
+from cxreval.metrics.intervals import (
     bootstrap_evaluation,
     compare_evaluations,
-    entity_cache,
-    entity_counts,
-    report_cache,
+    table_cache,
 )
+from cxreval.scores import averages, entity_scores, judgement_frame, pair_errors
 from cxreval.scores.signature import SignatureMismatch
+from cxreval.scores.statistics import TableStatistics
 from cxreval.scores.stats import weights_from_indices
 from tests.test_scores import J
 
@@ -39,9 +39,13 @@ def table():
 PAIRS = ["p1", "p2", "p3", "p4", "p5"]
 
 
+def entity_cache(rows, ontology, pair_ids):
+    return table_cache(JudgementTable.from_rows(rows, pair_ids), ontology)
+
+
 def test_entity_counts_sum_to_the_entity_scores(tiny, table):
     frame = judgement_frame(table)
-    counts = entity_counts(frame, tiny, PAIRS)
+    counts = TableStatistics(JudgementTable.from_rows(table, PAIRS), tiny).presence()
     assert counts.shape == (5, 4, 3)
     for j, s in enumerate(entity_scores(frame, tiny, len(PAIRS))):
         assert counts[:, j].sum(axis=0).tolist() == [s.presence.tp, s.presence.fp, s.presence.fn]
@@ -51,7 +55,7 @@ def test_cache_estimates_equal_the_table_scores(tiny, table):
     frame = judgement_frame(table)
     ents = entity_scores(frame, tiny, len(PAIRS))
     avg = averages(ents)
-    est = dict(zip((c := entity_cache(frame, tiny, PAIRS)).names, c.estimate()))
+    est = dict(zip((c := entity_cache(table, tiny, PAIRS)).names, c.estimate()))
     assert est["presence_macro_f1"] == pytest.approx(avg.macro_f1)
     assert est["presence_micro_f1"] == pytest.approx(avg.micro.f1)
     assert est["presence_micro_precision"] == pytest.approx(avg.micro.precision)
@@ -59,15 +63,18 @@ def test_cache_estimates_equal_the_table_scores(tiny, table):
     assert np.isnan(est["pneumonia/f1"]) and np.isnan(est["consolidation/recall"])
     for attr in ("location", "severity", "comparison"):
         assert est[f"{attr}_accuracy"] == pytest.approx(getattr(avg, attr).accuracy)
-    rep = report_cache(pair_errors(frame, PAIRS))
     errs = pair_errors(frame, PAIRS)["errors"]
-    assert rep.estimate().tolist() == pytest.approx([errs.mean(), (errs == 0).mean()])
+    assert [est["errors_per_report_mean"], est["error_free_rate"]] == pytest.approx([errs.mean(), (errs == 0).mean()])
+    # effusion and pneumothorax are not critical in the tiny ontology unless marked: the rate is of marked ones
+    critical = {e.id for e in tiny.entities if e.critical}
+    crit = pair_errors(frame[frame["entity"].isin(critical)], PAIRS)["errors"]
+    assert est["critical_error_free_rate"] == pytest.approx((crit == 0).mean())
 
 
 def test_weighted_cache_equals_recomputing_on_the_resampled_table(tiny, table):
     """One resample: weights @ counts gives the same scores as rebuilding the table."""
     frame = judgement_frame(table)
-    cache = entity_cache(frame, tiny, PAIRS)
+    cache = entity_cache(table, tiny, PAIRS)
     idx = np.array([[0, 0, 3, 4, 2]])
     fast = dict(zip(cache.names, cache.weighted(weights_from_indices(idx, len(PAIRS)))[0]))
     parts = [frame[frame["pair_id"] == PAIRS[i]].assign(pair_id=f"r{k}") for k, i in enumerate(idx[0])]
@@ -80,7 +87,7 @@ def test_weighted_cache_equals_recomputing_on_the_resampled_table(tiny, table):
 
 def test_unknown_pair_in_the_table_is_an_error(tiny, table):
     with pytest.raises(ValueError, match="not in pair_ids"):
-        entity_counts(judgement_frame(table), tiny, ["p1"])
+        TableStatistics(JudgementTable.from_rows(table, ["p1"]), tiny)
 
 
 @pytest.fixture(scope="module")

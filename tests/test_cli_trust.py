@@ -170,12 +170,13 @@ class _Boom(list):  # a judgement table that breaks half-way through being writt
             yield row
 
 
-def test_a_crash_while_saving_never_leaves_a_mixed_folder(tmp_path: Path) -> None:
+def test_a_crash_while_saving_never_leaves_a_mixed_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = cxreval.evaluate(read_pairs(example_path()))
     result.save(tmp_path)
     names = ["errors.csv", "judgements.jsonl", "scores.json"]
     before = {n: (tmp_path / n).read_bytes() for n in names}
-    result.judgements = _Boom(result.judgements)
+    rows = result.judgements
+    monkeypatch.setattr(type(result.table), "rows", lambda self: _Boom(rows))
     with pytest.raises(RuntimeError):
         result.save(tmp_path)
     # the earlier run is whole (its scores.json with it); the broken file is named for what it is

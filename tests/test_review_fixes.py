@@ -62,7 +62,7 @@ def test_a_corpus_plugin_keeps_its_corpus_value_and_level_mismatches_are_refused
 
 
 def test_a_pickled_metric_keeps_every_evaluator_option() -> None:
-    m = SpecErrors.from_evaluator(Evaluator(spec_compat=True))
+    m = SpecErrors.from_runner(Evaluator(spec_compat=True).engine_runner)
     back = pickle.loads(pickle.dumps(m))
     refs, cands = ["Small left pleural effusion, increased from prior."], ["Small left pleural effusion, decreased from prior."]
     assert back.score_pairs(refs, cands).tolist() == m.score_pairs(refs, cands).tolist() == [0.0]

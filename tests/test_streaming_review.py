@@ -82,11 +82,13 @@ def test_kept_columns_that_differ_between_pairs_stop_the_run(tmp_path: Path) -> 
 
 # -- 3. duplicate ids in different chunks --------------------------------------------------------------
 def test_duplicate_ids_in_different_chunks_are_refused_or_scored_as_the_whole_list(tmp_path: Path) -> None:
-    """The Python API takes any iterable: a duplicate id split over two chunks is scored
-    differently from the whole list (which pools both pairs' rows), silently."""
+    """The Python API takes any iterable: a duplicate id split over two chunks would be scored
+    differently from the whole list, which pooled both pairs' rows silently until cxreval 0.4:
+    now both paths refuse it."""
     pairs = [ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion."),
              ReportPair(pair_id="1", reference="Clear lungs.", candidate="Right lower lobe pneumonia.")]
-    Evaluator().evaluate(pairs).save(tmp_path / "whole")
+    with pytest.raises(ValueError, match="duplicate pair id '1'"):
+        Evaluator().evaluate(pairs)
     try:
         evaluate_stream(Evaluator().judge_engine, iter(pairs), tmp_path / "stream", chunk_pairs=1)
     except ValueError as exc:

@@ -122,6 +122,7 @@ class Engine(Protocol):
 
     name: str
     offline: bool
+    ontology: Ontology
 
     @property
     def signature(self) -> Signature: ...
@@ -632,3 +633,103 @@ def no_extraction(name: str) -> NoExtraction:
     extracting = " or ".join(repr(n) for n, i in ENGINES.items() if i.extracts)
     return NoExtraction(f"engine {name!r} judges pairs and makes no extraction of a report; label metrics "
                         f"(Ran Score, CheXpert-14) need the {extracting} engine")
+
+
+class ExtractionFailed(RuntimeError):
+    """Reports whose LLM extraction stayed unusable, so no number can be computed from them."""
+
+
+class EngineRunner:
+    """An engine with what it needs to run: the LLM settings, the answer store and the retry
+    policy. The one path from report texts to a judgement table or to extractions, which the
+    evaluator, the table metrics and the label metrics all take.
+
+    An offline engine runs here; an LLM engine opens a runner on the answer store (the given one,
+    else the config's) for each call, so a rerun repeats no finished LLM call.
+    """
+
+    def __init__(self, engine: Engine, *, llm: LLMConfig | None = None, cache: AnswerCache | None = None,
+                 retry_failed: bool = False, options: dict[str, Any] | None = None) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.cache = cache
+        self.retry_failed = retry_failed
+        self._options = dict(options or {})
+
+    @classmethod
+    def build(cls, ontology: Ontology, *, uncertain: UncertainPolicy = "positive", engine: EngineName = "rules",
+              llm: LLMConfig | None = None, spec_compat: bool = False, retry_failed: bool = False,
+              cache: AnswerCache | None = None, rules: RuleSet | str | Path | None = None) -> EngineRunner:
+        """The engine ``engine`` for these options (:func:`get_engine`), ready to run."""
+        info = engine_info(engine)  # an unknown name fails first, listing the known ones
+        if info.needs_llm and llm is not None:
+            from cxreval.llm.config import require_backend
+
+            require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
+        built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules)
+        options = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
+                   "spec_compat": spec_compat, "retry_failed": retry_failed,
+                   "rules": getattr(built, "rules", None)}
+        return cls(built, llm=llm, cache=cache, retry_failed=retry_failed, options=options)
+
+    def options(self) -> dict[str, Any]:
+        """The options :meth:`build` was given (what rebuilds the same engine elsewhere)."""
+        return dict(self._options)
+
+    @property
+    def offline(self) -> bool:
+        return bool(self.engine.offline)
+
+    def open(self) -> Any:
+        """An async context with the LLM runner of one call (see the class doc)."""
+        assert self.llm is not None
+        return open_runner(self.llm, cache=self.cache, retry_failed=self.retry_failed)
+
+    def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, progress: bool = False,
+              label: str = "LLM calls") -> EngineOutput:
+        """The engine's output on ``pairs`` for run ``run`` (an LLM engine's failures included)."""
+        if self.offline:
+            return run_offline(self.engine.judge(pairs, run, progress=progress))
+        import asyncio
+
+        async def go() -> EngineOutput:
+            async with self.open() as runner:
+                return await self.engine.judge(pairs, run, runner=runner, progress=progress, label=label)
+
+        return asyncio.run(go())
+
+    def judge_texts(self, references: Sequence[str], candidates: Sequence[str]) -> EngineOutput:
+        """:meth:`judge` on pairs of texts, their ids ``"0"``, ``"1"``... in input order."""
+        return self.judge([ReportPair(pair_id=str(i), reference=r, candidate=c)
+                           for i, (r, c) in enumerate(zip(references, candidates, strict=True))])
+
+    def extract(self, text: str) -> Extraction:
+        """The extraction of one report text (:meth:`extract_all`)."""
+        return self.extract_all([text])[text]
+
+    def extract_all(self, texts: Iterable[str]) -> dict[str, Extraction]:
+        """Extractions of report texts by this engine.
+
+        ``rules``: the rule engine, cached by the text's hash for the life of the engine.
+        ``llm-extract``: one LLM call per distinct text, through the answer store; a text whose
+        answer stayed unusable raises :class:`ExtractionFailed` (never a rule-engine stand-in).
+        The pairwise engines judge pairs and make no extraction: asking for one is an error
+        (:class:`NoExtraction`, a ``ValueError``).
+        """
+        distinct = list(dict.fromkeys(texts))
+        if self.offline:
+            return run_offline(self.engine.extract(distinct)).extractions
+        import asyncio
+
+        async def go() -> ExtractOutput:
+            async with self.open() as runner:
+                return await self.engine.extract(distinct, 0, runner=runner, progress=False, label="LLM calls")
+
+        read = asyncio.run(go())
+        failed = [t for t in distinct if t not in read.extractions]
+        if failed:
+            first = read.failures[failed[0]]
+            raise ExtractionFailed(f"{len(failed)} of {len(distinct)} reports have no usable LLM extraction "
+                                   f"(first: {first.reason}: {first.error}); rerun with --retry-failed "
+                                   "or use the rules engine")
+        return read.extractions

@@ -32,12 +32,9 @@ from cxreval._version import __version__
 from cxreval.engines import (
     Engine,
     EngineOutput,
+    EngineRunner,
     Failure,
-    engine_info,
     engine_names,
-    get_engine,
-    open_runner,
-    run_offline,
 )
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor, RuleSet
@@ -61,16 +58,14 @@ from cxreval.scores import (
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
+    import numpy as np
+
     from cxreval.llm.cache import AnswerCache
     from cxreval.llm.config import LLMConfig
     from cxreval.llm.runner import LLMRunner, Usage
 
 PROGRESS_MIN_PAIRS = 200
 ENGINES: tuple[str, ...] = engine_names()
-
-
-class ExtractionFailed(RuntimeError):
-    """Reports whose LLM extraction stayed unusable, so no number can be computed from them."""
 
 
 @dataclass(kw_only=True)
@@ -94,8 +89,9 @@ class EvaluationScores:
     flags: list[InjectionFlag] = field(default_factory=list)
     """Pairs whose text reads like instructions to the judge (LLM engines; :mod:`cxreval.judge.crosscheck`)."""
     run: int = 1
-    critical_error_free: float | None = None
-    """Share of pairs with no error on an entity the ontology marks critical."""
+    totals: dict[str, np.ndarray] = field(default_factory=dict)
+    """Each statistic block's sum over the scored pairs (:mod:`cxreval.scores.statistics`): what
+    the headline metrics compute from."""
     references_sha256: str | None = None
     """Fingerprint of the input's (pair id, reference text) pairs (:func:`references_fingerprint`):
     two results compare only if equal."""
@@ -105,14 +101,20 @@ class EvaluationScores:
         return len({f.pair_id for f in self.failures})
 
     def metrics(self) -> list[dict[str, Any]]:
-        """The headline numbers (:data:`cxreval.scores.spec.HEADLINE`), each with direction and signature."""
-        from cxreval.scores.spec import HEADLINE, headline_values
+        """The headline numbers (:data:`cxreval.metrics.table.HEADLINE`, each a registered metric
+        computed from :attr:`totals`), each with direction and signature."""
+        from cxreval.metrics.table import headline_metrics, headline_values
 
-        values = headline_values(self.averages, self.error_summary, self.critical_error_free)
-        return [
-            {"name": n, "value": values[n], "higher_is_better": h, "signature": str(self.signature.with_metric(m))}
-            for n, h, m in HEADLINE
-        ]
+        metrics = headline_metrics(self.ontology)
+        values = headline_values(metrics, self.totals)
+        return [{"name": m.headline, "value": values[m.headline], "higher_is_better": m.higher_is_better,
+                 "signature": str(self.signature.with_metric(m.signature_id))} for m in metrics]
+
+    @property
+    def critical_error_free(self) -> float | None:
+        """Share of pairs with no error on an entity the ontology marks critical (the
+        ``spec-report-critical-error-free-rate`` metric)."""
+        return next(m["value"] for m in self.metrics() if m["name"] == "critical_error_free_rate")
 
     def to_dict(self) -> dict[str, Any]:
         """The content of ``scores.json``."""
@@ -145,9 +147,10 @@ class EvaluationScores:
 class EvaluationResult(EvaluationScores):
     """Everything one evaluation produced, rows included; ``save`` writes it to a directory."""
 
-    pair_ids: list[str]
-    judgements: list[EntityJudgement]
+    table: JudgementTable
+    """The judgement table of the scored pairs: every number here is computed from it."""
     errors: pd.DataFrame
+    """Per pair: errors, then one column per error kind (``errors.csv``'s counts)."""
     meta: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per pair id, the extra input columns the user asked to keep (written to errors.csv)."""
     lookalikes: dict[str, int] = field(default_factory=dict)
@@ -155,8 +158,18 @@ class EvaluationResult(EvaluationScores):
     look like (:func:`~cxreval.extract.text.lookalike_count`; errors.csv's ``lookalikes`` column)."""
 
     def __post_init__(self) -> None:
-        if self.n_pairs != len(self.pair_ids):
-            raise ValueError(f"n_pairs is {self.n_pairs} but {len(self.pair_ids)} pair ids are given")
+        if self.n_pairs != len(self.table.pair_ids):
+            raise ValueError(f"n_pairs is {self.n_pairs} but the table holds {len(self.table.pair_ids)} pairs")
+
+    @property
+    def pair_ids(self) -> list[str]:
+        """The scored pairs, error-free ones included."""
+        return list(self.table.pair_ids)
+
+    @property
+    def judgements(self) -> list[EntityJudgement]:
+        """The judgement rows (``judgements.jsonl``)."""
+        return self.table.rows()
 
     def errors_table(self) -> pd.DataFrame:
         """``errors.csv``: error counts per pair, then the kept input columns (``--meta-col``)."""
@@ -230,22 +243,18 @@ class Evaluator:
         workers: int | None = None,
         rules: RuleSet | str | Path | None = None,
     ) -> None:
-        info = engine_info(engine)  # an unknown name fails first, listing the known ones
-        if info.needs_llm and llm is None:
-            raise ValueError(f"engine {engine!r} needs llm=LLMConfig(...)")
-        if info.needs_llm and llm is not None:
-            from cxreval.llm.config import require_backend
-
-            require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
         self.engine: EngineName = engine
         self.llm = llm
         self.retry_failed = retry_failed
-        self._answer_cache = cache
-        self.judge_engine: Engine = get_engine(engine, self.ontology, uncertain, llm=llm, spec_compat=spec_compat,
-                                               rules=rules)
+        self.engine_runner = EngineRunner.build(self.ontology, uncertain=uncertain, engine=engine, llm=llm,
+                                                spec_compat=spec_compat, retry_failed=retry_failed, cache=cache,
+                                                rules=rules)
+        """The engine with its LLM settings and answer store: the one path to judgements and
+        extractions, which the table metrics share (:meth:`TableMetric.from_runner`)."""
+        self.judge_engine: Engine = self.engine_runner.engine
         self.rules: RuleSet | None = getattr(self.judge_engine, "rules", None)
         """The rule set with the user's rules (None: the packaged rules only)."""
         if workers is not None:
@@ -279,41 +288,26 @@ class Evaluator:
         The pairwise engines judge pairs and make no extraction: asking for one is an error
         (:class:`cxreval.engines.NoExtraction`, a ``ValueError``).
         """
-        texts = list(dict.fromkeys(texts))
-        if self.judge_engine.offline:
-            return run_offline(self.judge_engine.extract(texts)).extractions
-        return asyncio.run(self._aextract_all(texts))
-
-    async def _aextract_all(self, texts: list[str]) -> dict[str, Extraction]:
-        async with self._runner() as runner:
-            read = await self.judge_engine.extract(texts, 0, runner=runner, progress=False, label="LLM calls")
-        failed = [t for t in texts if t not in read.extractions]
-        if failed:
-            first = read.failures[failed[0]]
-            raise ExtractionFailed(f"{len(failed)} of {len(texts)} reports have no usable LLM extraction "
-                                   f"(first: {first.reason}: {first.error}); rerun with --retry-failed "
-                                   "or use the rules engine")
-        return read.extractions
+        return self.engine_runner.extract_all(texts)
 
     def _runner(self) -> AbstractAsyncContextManager[LLMRunner]:
         """The LLM runner of one evaluation (on the given answer store, else the config's)."""
-        assert self.llm is not None
-        return open_runner(self.llm, cache=self._answer_cache, retry_failed=self.retry_failed)
+        return self.engine_runner.open()  # type: ignore[no-any-return]
 
     def judge(self, pair: ReportPair) -> list[EntityJudgement]:
         """Judgement rows of one pair by an offline engine (the synchronous path)."""
         if not self.judge_engine.offline:
             raise ValueError(f"judge() is the rules engine's path; engine {self.engine!r} judges through evaluate()")
-        return run_offline(self.judge_engine.judge([pair])).table.rows()
+        return self.engine_runner.judge([pair]).table.rows()
 
     def evaluate(self, pairs: Iterable[ReportPair], *, progress: bool | None = None) -> EvaluationResult:
-        """Judge every pair and compute all scores."""
-        pairs = list(pairs)
+        """Judge every pair and compute all scores (pair ids must be unique)."""
+        pairs = unique_pairs(pairs)
         if not self.judge_engine.offline:
             return self.evaluate_runs(pairs, runs=1, progress=progress)[0]
         if progress is None:
             progress = len(pairs) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
-        return self._result(run_offline(self.judge_engine.judge(pairs, 0, progress=progress)), pairs, 0)
+        return self._result(self.engine_runner.judge(pairs, 0, progress=progress), pairs, 0)
 
     def evaluate_runs(
         self, pairs: Iterable[ReportPair], *, runs: int = 1, progress: bool | None = None
@@ -322,7 +316,7 @@ class Evaluator:
 
         An offline engine (the rule engine) is deterministic, so its runs are identical copies.
         """
-        pairs = list(pairs)
+        pairs = unique_pairs(pairs)
         if runs < 1:
             raise ValueError("runs must be at least 1")
         if self.judge_engine.offline:
@@ -366,6 +360,18 @@ class Evaluator:
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
         """Scores from an existing judgement table (any engine's)."""
         return score_judgements(rows, pair_ids, self.ontology, self.signature)
+
+
+def unique_pairs(pairs: Iterable[ReportPair]) -> list[ReportPair]:
+    """The pairs as a list; a pair id given twice is an error (its rows would be pooled into one
+    pair, a silently wrong number)."""
+    pairs = list(pairs)
+    seen: set[str] = set()
+    for p in pairs:
+        if p.pair_id in seen:
+            raise ValueError(f"duplicate pair id {p.pair_id!r}: every pair needs an id of its own")
+        seen.add(p.pair_id)
+    return pairs
 
 
 class FormatFallbackWarning(UserWarning):
@@ -432,15 +438,14 @@ def score_table(table: JudgementTable, ontology: Ontology, signature: Signature)
     return EvaluationResult(
         signature=signature,
         n_pairs=len(table.pair_ids),
-        pair_ids=list(table.pair_ids),
-        judgements=table.rows(),
+        table=table,
         entities=spec.entities,
         groups=spec.groups,
         averages=spec.averages,
         errors=spec.errors,
         error_summary=spec.error_summary,
         ontology=ontology,
-        critical_error_free=spec.critical_error_free,
+        totals=spec.totals,
     )
 
 

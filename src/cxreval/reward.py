@@ -47,12 +47,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from cxreval.extract.text import lookalike_count
-from cxreval.scores.ratios import f1_score
 from cxreval.scores.signature import Signature
 
 RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted"]
 SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted")
+#: Pairs judged into one table at a time when a batch is scored.
+TABLE_PAIRS = 64
 
 
 def completion_text(completion: Any) -> str:
@@ -85,7 +88,9 @@ class ClinicalReward:
         completion_cache: int = 10_000,
         rules: str | Path | None = None,
     ) -> None:
-        from cxreval.evaluate import Evaluator
+        from cxreval.engines import EngineRunner
+        from cxreval.metrics.table import table_metric
+        from cxreval.ontology import Ontology, load_ontology
 
         if shape not in SHAPES:
             raise ValueError(f"unknown reward shape {shape!r}; choose from {', '.join(SHAPES)}")
@@ -94,8 +99,12 @@ class ClinicalReward:
         self.shape: RewardShape = shape
         self.reference_key = reference_key
         self.critical_weight = float(critical_weight)
-        self._evaluator = Evaluator(ontology, uncertain=uncertain, rules=rules)  # type: ignore[arg-type]
-        self._critical = frozenset(e.id for e in self._evaluator.ontology.entities if e.critical)
+        self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
+        self.uncertain = uncertain
+        self._runner = EngineRunner.build(self.ontology, uncertain=uncertain, rules=rules)  # type: ignore[arg-type]
+        self._extractor = self._runner.engine.extractor  # type: ignore[attr-defined]
+        # the registered metrics whose per-pair values the shapes are (one arithmetic for all)
+        self._metric = table_metric("spec-presence-micro-f1" if shape == "entity-f1" else "spec-errors", self.ontology)
         self._references: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
         self._completions: OrderedDict[str, Any] = OrderedDict()
@@ -107,7 +116,7 @@ class ClinicalReward:
         options = {"shape": self.shape}
         if self.shape == "critical-weighted":
             options["critical_weight"] = f"{self.critical_weight:g}"
-        sig = self._evaluator.signature.with_metric(f"reward-{self.shape}")
+        sig = self._runner.engine.signature.with_metric(f"reward-{self.shape}")
         return sig.model_copy(update={"options": {**sig.options, **options}})
 
     @property
@@ -119,7 +128,7 @@ class ClinicalReward:
         """A report's entity states, read once while ``cache`` (an LRU of ``size``) keeps them."""
         hit = cache.get(text)
         if hit is None:
-            hit = self._evaluator.extractor.extract(text).states()
+            hit = self._extractor.extract(text).states()
             if size:
                 cache[text] = hit
                 if len(cache) > size:
@@ -131,10 +140,7 @@ class ClinicalReward:
     def score_one(self, reference: Any, completion: Any) -> float:
         """The reward of one completion against one reference (a completion holding look-alike
         letters is worth no more than the floor of :meth:`lookalike_floor`)."""
-        text = completion_text(completion)
-        ref = self._states(completion_text(reference), self._references, self._cache_size)
-        value = self._value(ref, self._states(text, self._completions, self._completion_cache))
-        return min(value, self._floor(ref)) if lookalike_count(text) else value
+        return self.score([reference], [completion])[0]
 
     def lookalike_floor(self, reference: Any) -> float:
         """The most a completion with look-alike letters (a Cyrillic "о" in "pneumоthorax",
@@ -142,36 +148,56 @@ class ClinicalReward:
         engine reads such words as the letters they imitate, and this floor takes away any gain a
         policy could find in writing them. ``entity-f1``: 0.0, the least F1; ``neg-errors`` and
         ``critical-weighted``: the reward of an empty completion (every reference finding missed)."""
-        return self._floor(self._states(completion_text(reference), self._references, self._cache_size))
+        ref = self._states(completion_text(reference), self._references, self._cache_size)
+        return float(self._floors([ref])[0])
 
-    def _floor(self, reference_states: Any) -> float:
+    def _floors(self, reference_states: Sequence[Any]) -> np.ndarray:
         if self.shape == "entity-f1":
-            return 0.0
-        return self._value(reference_states, self._states("", self._completions, self._completion_cache))
+            return np.zeros(len(reference_states))
+        empty = self._states("", self._completions, self._completion_cache)
+        return self._values(reference_states, [empty] * len(reference_states))
 
-    def _value(self, ref: Any, cand: Any) -> float:
-        """The reward of candidate states against reference states, in this shape."""
+    def _values(self, refs: Sequence[Any], cands: Sequence[Any]) -> np.ndarray:
+        """The rewards of candidate states against reference states, in this shape, a slice of
+        :data:`TABLE_PAIRS` pairs at a time (a batch's judgement rows all alive at once would
+        make the garbage collector walk them again and again)."""
+        return np.concatenate([self._table_values(refs[i:i + TABLE_PAIRS], cands[i:i + TABLE_PAIRS])
+                               for i in range(0, len(refs), TABLE_PAIRS)]) if len(refs) else np.zeros(0)
+
+    def _table_values(self, refs: Sequence[Any], cands: Sequence[Any]) -> np.ndarray:
+        """Each pair's value of a registered table metric (``spec-presence-micro-f1``,
+        ``spec-errors``), from the table statistics of these pairs (read once for them)."""
         from cxreval.judge.compare import compare_states
+        from cxreval.judge.table import JudgementTable
+        from cxreval.scores.statistics import TableStatistics
 
-        ev = self._evaluator
-        rows = compare_states("r", ref, cand, ev.ontology, ev.uncertain)
+        ids = [str(i) for i in range(len(refs))]
+        rows = [row for i, ref, cand in zip(ids, refs, cands, strict=True)
+                for row in compare_states(i, ref, cand, self.ontology, self.uncertain)  # type: ignore[arg-type]
+                if row.presence != "TN" or row.error_count]  # a TN row without error counts in no statistic
+        stats = TableStatistics(JudgementTable.from_rows(rows, ids), self.ontology)
+        values = np.asarray(self._metric.compute(self._metric.table_stats(stats)), dtype=float)
         if self.shape == "entity-f1":
-            tp = sum(r.presence == "TP" for r in rows)
-            fp = sum(r.presence == "FP" for r in rows)
-            fn = sum(r.presence == "FN" for r in rows)
-            f1 = f1_score(tp, fp, fn)  # the F1 every score uses; undefined = both normal
-            return 1.0 if f1 is None else f1
-        errors = sum(r.error_count for r in rows)
+            return np.where(np.isnan(values), 1.0, values)  # undefined: both reports normal, full agreement
         if self.shape == "critical-weighted":
-            critical = sum(r.error_count for r in rows if r.entity in self._critical)
-            return -float(errors + (self.critical_weight - 1) * critical)
-        return -float(errors)
+            return -(values + (self.critical_weight - 1) * stats.critical_errors())
+        return -values
 
     def score(self, references: Sequence[Any], completions: Sequence[Any]) -> list[float]:
-        """Rewards of completions against their references, in order."""
+        """Rewards of completions against their references, in order (one table for the batch)."""
         if len(references) != len(completions):
             raise ValueError(f"{len(references)} references but {len(completions)} completions")
-        return [self.score_one(r, c) for r, c in zip(references, completions)]
+        if not len(references):
+            return []
+        texts = [completion_text(c) for c in completions]
+        refs = [self._states(completion_text(r), self._references, self._cache_size) for r in references]
+        cands = [self._states(t, self._completions, self._completion_cache) for t in texts]
+        values = self._values(refs, cands)
+        marked = [i for i, t in enumerate(texts) if lookalike_count(t)]
+        if marked:
+            floors = self._floors([refs[i] for i in marked])
+            values[marked] = np.minimum(values[marked], floors)
+        return [float(v) for v in values]
 
     def __call__(self, prompts: Any = None, completions: Sequence[Any] | None = None, **columns: Any) -> list[float]:
         """TRL's reward-function call: the completions, and the dataset's columns as keywords

@@ -47,8 +47,8 @@ from cxreval.outputs import (
     frame_rows,
     sigterm_raises,
 )
-from cxreval.scores.report import pair_errors
 from cxreval.scores.spec import SpecTotals
+from cxreval.scores.statistics import TableStatistics
 
 if TYPE_CHECKING:
     from cxreval.ontology import Ontology
@@ -139,15 +139,14 @@ class ResultWriter:
         return EvaluationScores(
             signature=self.signature, n_pairs=self.totals.n_pairs, entities=spec.entities, groups=spec.groups,
             averages=spec.averages, error_summary=spec.error_summary, ontology=self.ontology,
-            critical_error_free=spec.critical_error_free,
-            references_sha256=fingerprint_hex(self.reference_digests),
+            totals=spec.totals, references_sha256=fingerprint_hex(self.reference_digests),
         )
 
     def finish(self) -> EvaluationScores:
         """Write ``scores.json`` (under its partial name, like the others); return the scores.
         A ``failures.jsonl`` of an earlier run goes when the run commits (the rule engine fails no pair)."""
         if not self._header_written:  # no pair at all: the header of an empty table
-            empty = errors_table(pair_errors(JudgementTable.empty().frame, []), {})
+            empty = errors_table(TableStatistics(JudgementTable.empty(), self.ontology).error_table(), {})
             self._errors.append(csv_text(frame_rows(empty)))
             self._header_written = True
         warn_lookalikes(self.lookalike_pairs)

@@ -11,13 +11,11 @@ percentile intervals over the resamples where the score is defined.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from scipy import sparse
 from scipy import stats as sps
 
@@ -37,22 +35,21 @@ from cxreval.bench.models import (
     SystemSummary,
 )
 from cxreval.judge.table import JudgementTable, full_compact
-from cxreval.metrics.base import mean_of_stats, mean_stats
+from cxreval.metrics.base import mean_stats
+from cxreval.metrics.table import headline_metrics, headline_values, table_metric_names
 from cxreval.ontology import Ontology
-from cxreval.scores.ratios import presence_f1
+from cxreval.scores.ratios import finite_or_none
 from cxreval.scores.spec import SpecScores, spec_scores
+from cxreval.scores.statistics import TableStatistics
 from cxreval.scores.stats import bootstrap_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.bench.runner import DatasetRun, Runner, SystemRun
 
 CHUNK = 200
+TABLE_METRIC_NAMES = frozenset(table_metric_names())
 KINDS = ("FP", "FN", "location", "severity", "comparison")
 _ATTRS = ("location", "severity", "comparison")
-
-
-def _none(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
 
 
 # ------------------------------------------------------------------------------------------
@@ -97,38 +94,30 @@ class Features:
 
 @dataclass
 class PairTable:
-    """One system's judgements on one dataset: its SPEC scores and per-pair arrays for resampling."""
+    """One system's judgements on one dataset: its SPEC tables and its table statistics for resampling."""
 
-    judged: np.ndarray  # bool (n,)
+    stats: TableStatistics  # every pair of the dataset; the ones not judged are marked so
     errors: np.ndarray  # float (n,), NaN where not judged
-    critical_errors: np.ndarray  # float (n,)
-    presence: sparse.csr_matrix  # (n, 3 * E_active): TP, FP, FN per active entity
-    entities: list[str]  # the active entities (any TP/FP/FN)
-    reference_positive: np.ndarray  # bool (n,): the reference states a positive entity
-    spec: SpecScores  # every SPEC number of the judged pairs (the one module evaluate uses too)
+    presence: sparse.csr_matrix  # (n, 3 E): TP, FP, FN per ontology entity, as the presence block
+    spec: SpecScores  # every SPEC table of the judged pairs (the one module evaluate uses too)
+
+    @property
+    def judged(self) -> np.ndarray:
+        return self.stats.judged
+
+    @property
+    def reference_positive(self) -> np.ndarray:
+        """Per pair, whether the reference states a positive entity (a TP or FN row)."""
+        return self.stats.reference_positive()
 
 
 def pair_table(sys: "SystemRun", ontology: Ontology, ids: Sequence[str]) -> PairTable:
-    """Per-pair arrays from the compact judgement rows, through :func:`cxreval.scores.spec_scores`."""
-    n = len(ids)
+    """The statistics of a system's compact judgement rows (:class:`TableStatistics`, what every
+    table metric computes from) and its SPEC tables (:func:`cxreval.scores.spec_scores`)."""
     table = JudgementTable.from_compact(ids, sys.judgements)
-    spec = spec_scores(table, ontology)
-    judged = np.array([r is not None for r in sys.judgements], dtype=bool)
-    errors = np.full(n, np.nan)
-    critical = np.full(n, np.nan)
-    errors[judged] = spec.errors["errors"].to_numpy(dtype=float)
-    critical[judged] = spec.critical_errors.to_numpy(dtype=float)
-    frame = table.frame
-    kind = frame["presence"].map({"TP": 0, "FP": 1, "FN": 2})
-    rows = frame[kind.notna()]
-    position = pd.Index(ids).get_indexer(rows["pair_id"])
-    codes, active = pd.factorize(rows["entity"])  # entities in order of first appearance
-    cols = codes.astype(np.int64) * 3 + kind[kind.notna()].to_numpy(dtype=np.int64)
-    presence = sparse.csr_matrix((np.ones(len(rows)), (position.astype(np.int64), cols)),
-                                 shape=(n, 3 * len(active)))  # duplicates are summed
-    ref_pos = np.zeros(n, dtype=bool)
-    ref_pos[position[rows["presence"].isin(("TP", "FN")).to_numpy()]] = True
-    return PairTable(judged, errors, critical, presence, [str(e) for e in active], ref_pos, spec)
+    stats = TableStatistics(table, ontology, ids)
+    errors = np.where(stats.judged, stats.errors(), np.nan)
+    return PairTable(stats, errors, stats.presence_sparse(), spec_scores(table, ontology))
 
 
 def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], runner: "Runner") -> Features:
@@ -148,26 +137,22 @@ def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], ru
         compute[name] = fn
         width += block.shape[1]
 
-    judged = np.where(table.judged, 1.0, np.nan)
     presence_names = []
     for name in metric_names:
-        if name == JUDGEMENT_METRIC:
-            add(name, mean_stats(table.errors), mean_of_stats)
-        elif name in ("spec-presence-macro-f1", "spec-presence-micro-f1"):
-            presence_names.append(name)
-        elif name == "spec-report-error-free-rate":
-            add(name, mean_stats((table.errors == 0) * judged), mean_of_stats)
-        elif name == "spec-report-critical-error-free-rate":
-            add(name, mean_stats((table.critical_errors == 0) * judged), mean_of_stats)
+        if name in TABLE_METRIC_NAMES:  # from the judgement table, by the registered metric's compute
+            from_table = runner.table_metric(name)
+            if from_table.statistic == "presence":
+                presence_names.append(name)
+            else:
+                add(name, from_table.table_stats(table.stats), from_table.compute)
         else:
             metric = runner.metric(name)
             values = sys.metrics[name]
             add(name, values if values.ndim == 2 else mean_stats(values), metric.compute)
-    n_ent = len(table.entities)
     for name in presence_names:
-        blocks[name] = slice(width, width + 3 * n_ent)
-        compute[name] = functools.partial(presence_f1, average="macro" if "macro" in name else "micro")
-    values = np.concatenate(cols, axis=1) if cols else np.zeros((len(judged), 0))
+        blocks[name] = slice(width, width + table.presence.shape[1])
+        compute[name] = runner.table_metric(name).compute
+    values = np.concatenate(cols, axis=1) if cols else np.zeros((table.stats.n_pairs, 0))
     exact = values.size == 0 or (np.array_equal(values, np.round(values)) and len(values) * np.abs(values).max() < 2**24)
     return Features(values.astype(np.float32 if exact else np.float64), table.presence, list(metric_names),
                     blocks, compute)
@@ -227,7 +212,7 @@ def leaderboard(
             hi = np.nanquantile(boots, 1 - alpha, axis=1) if resamples else np.full_like(point, np.nan)
     rows = []
     for s, (name, base, f, failed) in enumerate(systems):
-        metrics = {m: Interval(value=_none(point[s, j]), low=_none(lo[s, j]), high=_none(hi[s, j]))
+        metrics = {m: Interval(value=finite_or_none(point[s, j]), low=finite_or_none(lo[s, j]), high=finite_or_none(hi[s, j]))
                    for j, m in enumerate(names)}
         n_judged = int(f.values[idx][:, f.blocks[JUDGEMENT_METRIC]][:, 1].sum())
         rows.append(LeaderboardRow(
@@ -306,9 +291,9 @@ def correlations(dataset: str, per_pair: dict[str, np.ndarray]) -> list[Correlat
                 elif len(X) < 3 or np.ptp(X[:, a]) == 0 or np.ptp(X[:, b]) == 0:
                     val = None
                 elif method == "pearson":
-                    val = _none(float(np.corrcoef(X[:, a], X[:, b])[0, 1]))
+                    val = finite_or_none(float(np.corrcoef(X[:, a], X[:, b])[0, 1]))
                 else:
-                    val = _none(float(sps.kendalltau(X[:, a], X[:, b]).statistic))
+                    val = finite_or_none(float(sps.kendalltau(X[:, a], X[:, b]).statistic))
                 mat[a][b] = mat[b][a] = val
         out.append(Correlation(dataset=dataset, method=method, metrics=names, matrix=mat, n=len(X)))
     return out
@@ -325,26 +310,19 @@ def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
     bs = config.bootstrap
     interval = {"method": "percentile", "resamples": bs.resamples, "seed": bs.seed, "confidence": bs.confidence}
     sig = runner.evaluator.signature.with_intervals(**interval)
-    infos = [MetricInfo(name=JUDGEMENT_METRIC, higher_is_better=False, label="Errors / report",
-                        signature=str(sig.with_metric("spec-report-errors-mean")),
-                        description="SPEC-CXR errors per report: FP + FN + not-aligned + comparison errors")]
-    for name in config.metrics:
-        if name == JUDGEMENT_METRIC:
+    infos = []
+    for name in [JUDGEMENT_METRIC, *(m for m in config.metrics if m != JUDGEMENT_METRIC), *DERIVED_METRICS]:
+        if name in TABLE_METRIC_NAMES:
+            t = runner.table_metric(name)
+            infos.append(MetricInfo(name=name, higher_is_better=t.higher_is_better, label=t.label,
+                                    description=t.description, level=t.level,
+                                    signature=str(sig.with_metric(t.signature_id))))
             continue
         m = runner.metric(name)
         infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better),
                                 signature=str(m.signature.with_intervals(**interval)),
                                 label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
                                 description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
-    desc = {"spec-presence-macro-f1": "entity presence F1, mean over entities with a defined F1",
-            "spec-presence-micro-f1": "entity presence F1 over pooled TP/FP/FN",
-            "spec-report-error-free-rate": "share of reports with no SPEC-CXR error",
-            "spec-report-critical-error-free-rate": "share of reports with no error on a critical entity "
-                                                    "(ontology `critical: true`)"}
-    for name, (label, higher) in DERIVED_METRICS.items():
-        infos.append(MetricInfo(name=name, higher_is_better=higher, label=label, description=desc[name],
-                                signature=str(sig.with_metric(name)),
-                                level="corpus" if "f1" in name else "pair"))
     return infos
 
 
@@ -398,7 +376,10 @@ def _pooled_per_pair(d: "DatasetRun", tables: Sequence[PairTable], config: Bench
             continue
         per_pair.setdefault(JUDGEMENT_METRIC, []).append(t.errors)
         for m in config.metrics:
-            if m == JUDGEMENT_METRIC:
+            if m in TABLE_METRIC_NAMES:
+                if m != JUDGEMENT_METRIC:
+                    metric = runner.table_metric(m)
+                    per_pair.setdefault(m, []).append(np.asarray(metric.compute(metric.table_stats(t.stats))))
                 continue
             v = s.metrics[m]
             if v.ndim == 2:  # statistics: the pair's own value is the metric's compute of its row
@@ -411,6 +392,7 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
     """The :class:`BenchmarkResult` of a judged and scored run."""
     ontology = runner.evaluator.ontology
     infos = metric_infos(config, runner)
+    headline = headline_metrics(ontology)
     higher = {m.name: m.higher_is_better for m in infos}
     names = [m.name for m in infos]
     bs = config.bootstrap
@@ -444,7 +426,7 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
                 sites.extend(_site_cells(d.name, stratum[5:], lb, names, higher))
         for s, t in zip(d.systems, tables):
             summaries.append(SystemSummary(system=s.name, dataset=d.name, n_pairs=len(t.spec.errors),
-                                           values=t.spec.headline()))
+                                           values=headline_values(headline, t.spec.totals)))
             e, g = entity_results(d.name, s, t, d.ids, ontology, config.examples_per_kind)
             ents.extend(e)
             groups.extend(g)

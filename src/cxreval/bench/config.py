@@ -55,6 +55,7 @@ from cxreval.literals import (
     UncertainPolicy,
 )
 from cxreval.metrics import available_metrics
+from cxreval.metrics.table import table_metric_names
 
 DATA_DIR_ENV = "CXREVAL_DATA_DIR"
 #: Baselines retrieved from the IU X-ray train split at run time (:mod:`cxreval.datasets.baselines`).
@@ -246,6 +247,9 @@ class BenchConfig(_Model):
         for name in self.metric_options:
             if name not in self.metrics:
                 problems.append(f"metric_options names {name!r}, which is not among metrics {self.metrics}")
+            elif name in table_metric_names():
+                problems.append(f"metric_options names {name!r}, which is computed from the judgement table with "
+                                "the engine section's settings: set them under engine")
         if self.rank_by not in self.metrics and self.rank_by not in DERIVED_METRICS:
             rankable = [*self.metrics, *DERIVED_METRICS]
             problems.append(f"rank_by {self.rank_by!r} is not one of the metrics{did_you_mean(self.rank_by, rankable)}; "
@@ -258,14 +262,14 @@ class BenchConfig(_Model):
         return [s for s in self.systems if s.datasets is None or dataset in s.datasets]
 
 
-#: Metrics computed from the judgement table on top of the listed ones (always present), named
-#: by their metric id, the name they have in signatures and in :data:`cxreval.scores.spec.HEADLINE`.
-DERIVED_METRICS: dict[str, tuple[str, bool]] = {
-    "spec-presence-macro-f1": ("Presence macro-F1", True),
-    "spec-presence-micro-f1": ("Presence micro-F1", True),
-    "spec-report-error-free-rate": ("Error-free rate", True),
-    "spec-report-critical-error-free-rate": ("Critical error-free rate", True),
-}
+#: Table metrics (:mod:`cxreval.metrics.table`) every benchmark adds to the listed ones, by their
+#: registry names: computed from the judgement table, never listed under ``metrics``.
+DERIVED_METRICS: tuple[str, ...] = (
+    "spec-presence-macro-f1",
+    "spec-presence-micro-f1",
+    "spec-report-error-free-rate",
+    "spec-report-critical-error-free-rate",
+)
 #: Names the derived metrics had before cxreval 0.x used one name per number; still read.
 OLD_NAMES: dict[str, str] = {
     "presence-macro-f1": "spec-presence-macro-f1",

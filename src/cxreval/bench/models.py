@@ -73,7 +73,7 @@ class ExamplePair(_Frozen):
 
 class SystemSummary(_Frozen):
     """One system's SPEC headline numbers on one dataset, all studies: the same numbers, under the
-    same names, as ``cxreval evaluate`` prints (:data:`cxreval.scores.spec.HEADLINE`)."""
+    same names, as ``cxreval evaluate`` prints (:data:`cxreval.metrics.table.HEADLINE`)."""
 
     system: str
     dataset: str

@@ -30,17 +30,17 @@ from typing import Any
 import numpy as np
 
 from cxreval.bench.cache import RULE_ROWS, BenchCache, compact_rows, dumps, pair_key
-from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, JUDGEMENT_METRIC, PREDICTION_FIELD, BenchConfig
-from cxreval.bench.config import DatasetConfig, Section, SystemConfig
+from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, PREDICTION_FIELD, BenchConfig, DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
 from cxreval.engines import RulesEngine, init_rules_worker, rules_worker
 from cxreval.extract.rules import RuleSet
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
-from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.judge.compare import UncertainPolicy
+from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
+from cxreval.metrics.table import TableMetric, table_metric, table_metric_names
 from cxreval.ontology import Ontology
-from cxreval.parallel import chunked, worker_pool
 from cxreval.outputs import OutputError, check_out_dir
+from cxreval.parallel import chunked, worker_pool
 
 PARALLEL_MIN_PAIRS = 2000
 #: Most pairs a judging or metric chunk holds: the unit of caching (and of work lost to Ctrl-C).
@@ -284,6 +284,10 @@ def _missing_extra(metric: str) -> list[str]:
     return missing
 
 
+#: Metrics computed from the judgement table (:mod:`cxreval.metrics.table`), not from the texts.
+TABLE_METRICS = frozenset(table_metric_names())
+
+
 class Runner:
     """Runs one benchmark config; ``stats`` says what was computed and what came from the cache."""
 
@@ -321,8 +325,18 @@ class Runner:
 
     # -- metrics -----------------------------------------------------------------------------
 
+    def table_metric(self, name: str) -> TableMetric:
+        """A metric computed from the judgement table, judged by this run's engine (its signature
+        is the run's): the leaderboard computes it from the rows the run judged."""
+        if name not in self._metrics:
+            metric = table_metric(name, self.evaluator.ontology)
+            self._metrics[name] = type(metric).from_runner(self.evaluator.engine_runner)
+        return self._metrics[name]  # type: ignore[return-value]
+
     def metric(self, name: str) -> ReportMetric:
         """The configured metric object (built once)."""
+        if name in TABLE_METRICS:
+            return self.table_metric(name)
         if name not in self._metrics:
             self._metrics[name] = get_metric(name, **self.config.metric_options.get(name, {}))
         return self._metrics[name]
@@ -344,7 +358,7 @@ class Runner:
             except RayUnavailable as exc:
                 problems.append(f"engine.executor: ray: {exc}")
         for name in self.config.metrics:
-            if name == JUDGEMENT_METRIC:
+            if name in TABLE_METRICS:  # computed from the judgement table with the run's engine
                 continue
             try:
                 self.metric(name)
@@ -481,7 +495,7 @@ class Runner:
         """Fill ``SystemRun.metrics`` for every configured metric but the judgement-based one."""
         eng = self.config.engine
         for name in self.config.metrics:
-            if name == JUDGEMENT_METRIC:
+            if name in TABLE_METRICS:  # computed from the judgement table
                 continue
             t0 = time.perf_counter()
             metric = self.metric(name)

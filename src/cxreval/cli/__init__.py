@@ -548,7 +548,7 @@ def compare(
     """
     from cxreval.evaluate import ResultsError, load_result
     from cxreval.scores import SignatureMismatch
-    from cxreval.scores.bootstrap import compare_evaluations
+    from cxreval.metrics.intervals import compare_evaluations
 
     try:
         onto = load_ontology(ontology)

@@ -11,7 +11,7 @@ the bench cache stores the same rows compactly (non-TN rows, evidence on error r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from cxreval.judge.models import EntityJudgement
@@ -37,43 +37,74 @@ def full_compact(row: Sequence[str]) -> CompactRow:
     return (*row, *("",) * (_COMPACT_FIELDS - len(row)))  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
 class JudgementTable:
     """Judgement rows of a set of pairs, as a DataFrame with :data:`COLUMNS`.
 
     ``signature`` says what produced the rows (engine, model, prompt, policies), when known.
     A table built :meth:`from_rows` keeps the row objects, so :meth:`rows` gives them back
-    without rebuilding them (the frame is not to be changed in place).
+    without rebuilding them, and builds its :attr:`frame` only when one is asked for (a reward
+    scores one pair at a time and needs none). The frame is not to be changed in place.
     """
 
-    pair_ids: tuple[str, ...]
-    frame: "pd.DataFrame"
-    signature: str | None = None
-    _objects: tuple[EntityJudgement, ...] | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("_frame", "_objects", "pair_ids", "signature")
+
+    def __init__(self, pair_ids: Sequence[str], frame: pd.DataFrame | None = None, signature: str | None = None,
+                 objects: Sequence[EntityJudgement] | None = None) -> None:
+        if frame is None and objects is None:
+            raise ValueError("a judgement table needs its rows: a frame or row objects")
+        self.pair_ids: tuple[str, ...] = tuple(pair_ids)
+        self.signature = signature
+        self._frame = frame
+        self._objects = None if objects is None else tuple(objects)
 
     @classmethod
     def from_rows(cls, rows: Iterable[EntityJudgement], pair_ids: Sequence[str],
-                  signature: str | None = None) -> "JudgementTable":
-        objects = tuple(rows)
-        records = [tuple(getattr(r, c) for c in COLUMNS) for r in objects]
-        return cls(tuple(pair_ids), _frame(records), signature, objects)
+                  signature: str | None = None) -> JudgementTable:
+        return cls(pair_ids, None, signature, tuple(rows))
 
     @classmethod
     def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[CompactRow] | None],
-                     signature: str | None = None) -> "JudgementTable":
+                     signature: str | None = None) -> JudgementTable:
         """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
         left out (it is neither error-free nor erroneous)."""
         judged = [i for i, r in zip(pair_ids, rows, strict=True) if r is not None]
         records = [(pid, *full_compact(row)) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
-        return cls(tuple(judged), _frame(records), signature)
+        return cls(judged, _frame(records), signature)
 
     @classmethod
-    def empty(cls, signature: str | None = None) -> "JudgementTable":
+    def empty(cls, signature: str | None = None) -> JudgementTable:
         """The table of no pairs (the start of a sum, the header of an empty output)."""
-        return cls((), _frame([]), signature, ())
+        return cls((), None, signature, ())
 
     def __len__(self) -> int:
         return len(self.pair_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JudgementTable):
+            return NotImplemented
+        return (self.pair_ids == other.pair_ids and self.signature == other.signature
+                and self.frame.equals(other.frame))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame with :data:`COLUMNS` (built on first use)."""
+        if self._frame is None:
+            assert self._objects is not None
+            self._frame = _frame([tuple(getattr(r, c) for c in COLUMNS) for r in self._objects])
+        return self._frame
+
+    @property
+    def n_rows(self) -> int:
+        return len(self._objects) if self._objects is not None else len(self.frame)
+
+    def column(self, name: str) -> list[str]:
+        """One column's values, row by row (from the row objects when the table has them, so no
+        frame is built)."""
+        if self._objects is not None:
+            return list(map(attrgetter(name), self._objects))
+        return self.frame[name].tolist()
 
     def rows(self) -> list[EntityJudgement]:
         """The rows as :class:`EntityJudgement` objects (``judgements.jsonl``)."""
@@ -82,7 +113,7 @@ class JudgementTable:
         return [EntityJudgement(**dict(zip(COLUMNS, r))) for r in self.frame.itertuples(index=False, name=None)]
 
 
-def _frame(records: list[tuple[str, ...]]) -> "pd.DataFrame":
+def _frame(records: list[tuple[str, ...]]) -> pd.DataFrame:
     import pandas as pd
 
     if not records:

@@ -57,6 +57,7 @@ from cxreval.io import (
     text_value,
 )
 from cxreval.metrics.base import ReportMetric
+from cxreval.scores.ratios import finite_or_none
 
 TOTAL = "total"
 
@@ -394,10 +395,6 @@ class Alignment(BaseModel):
     correlations: list[Correlation]
 
 
-def _f(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
-
-
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Kendall's tau-b and its p-value (scipy, ties corrected); NaN pairs dropped."""
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -475,11 +472,12 @@ def align_scores(
         rho = np.array(rhos)
         out.append(Correlation(
             category=cat, n=int(np.sum(np.isfinite(first) & np.isfinite(human))),
-            tau_b=_f(taus[0][0]), tau_b_p=_f(taus[0][1]), tau_b_ci=(_f(lo), _f(hi)), spearman=_f(rhos[0]),
-            tau_b_runs=[float(v) for v in t], tau_b_mean=_f(np.nanmean(t)) if np.isfinite(t).any() else None,
-            tau_b_sd=_f(np.nanstd(t, ddof=1)) if np.isfinite(t).sum() > 1 else None,
-            spearman_mean=_f(np.nanmean(rho)) if np.isfinite(rho).any() else None,
-            spearman_sd=_f(np.nanstd(rho, ddof=1)) if np.isfinite(rho).sum() > 1 else None,
+            tau_b=finite_or_none(taus[0][0]), tau_b_p=finite_or_none(taus[0][1]),
+            tau_b_ci=(finite_or_none(lo), finite_or_none(hi)), spearman=finite_or_none(rhos[0]),
+            tau_b_runs=[float(v) for v in t], tau_b_mean=finite_or_none(np.nanmean(t)) if np.isfinite(t).any() else None,
+            tau_b_sd=finite_or_none(np.nanstd(t, ddof=1)) if np.isfinite(t).sum() > 1 else None,
+            spearman_mean=finite_or_none(np.nanmean(rho)) if np.isfinite(rho).any() else None,
+            spearman_sd=finite_or_none(np.nanstd(rho, ddof=1)) if np.isfinite(rho).sum() > 1 else None,
         ))
     return Alignment(metric=metric, signature=signature, higher_is_better=higher_is_better, runs=len(runs),
                      resamples=resamples, seed=seed, source=ratings.source, correlations=out)

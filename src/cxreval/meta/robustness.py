@@ -64,7 +64,8 @@ def EvaluatorMetric(evaluator: object | None = None) -> "SpecErrors":
     from cxreval.evaluate import Evaluator
     from cxreval.metrics.spec import SpecErrors
 
-    return SpecErrors.from_evaluator(evaluator if evaluator is not None else Evaluator())
+    ev = evaluator if evaluator is not None else Evaluator()
+    return SpecErrors.from_runner(ev.engine_runner)  # type: ignore[attr-defined,return-value]
 
 
 def is_error_row(row: EntityJudgement) -> bool:

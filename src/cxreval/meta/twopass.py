@@ -23,8 +23,10 @@ from cxreval.judge.compare import UncertainPolicy
 from cxreval.judge.models import EntityJudgement
 from cxreval.judge.twopass import VERIFY_PROMPT, VERIFY_VERSION
 from cxreval.llm.config import LLMConfig
+from cxreval.metrics.table import table_metric
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.scores.signature import Signature
+from cxreval.scores.statistics import TableStatistics
 
 __all__ = ["VERIFY_PROMPT", "VERIFY_VERSION", "LLMJudgeMetric"]
 
@@ -70,10 +72,9 @@ class LLMJudgeMetric:
         by_pair: dict[str, list[EntityJudgement]] = {p.pair_id: [] for p in pairs}
         for row in out.table.rows():
             by_pair[row.pair_id].append(row)
-        scored = set(out.table.pair_ids)
-        finals = [by_pair[p.pair_id] if p.pair_id in scored else None for p in pairs]
-        scores = np.array([float(sum(r.error_count for r in rows)) if rows is not None else np.nan for rows in finals])
-        return scores, [rows or [] for rows in finals]
+        metric = table_metric("spec-errors", self.ontology)  # the registered metric's own arithmetic
+        scores = metric.compute(metric.table_stats(TableStatistics(out.table, self.ontology, [p.pair_id for p in pairs])))
+        return np.asarray(scores, dtype=float), [by_pair[p.pair_id] for p in pairs]
 
     def score_pairs(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         return self.score_and_judge(references, candidates)[0]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cxreval.scores.spec import SpecScores, spec_scores
+    from cxreval.scores.statistics import TableStatistics
     from cxreval.scores.entity import (
         AttributeScore,
         Averages,
@@ -21,13 +22,6 @@ if TYPE_CHECKING:
         entity_scores,
         group_scores,
         judgement_frame,
-    )
-    from cxreval.scores.bootstrap import (
-        bootstrap_evaluation,
-        compare_evaluations,
-        entity_cache,
-        evaluation_cache,
-        report_cache,
     )
     from cxreval.scores.labels import (
         LabelCounts,
@@ -71,6 +65,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     'SpecScores': 'cxreval.scores.spec',
     'spec_scores': 'cxreval.scores.spec',
+    'TableStatistics': 'cxreval.scores.statistics',
     'AttributeScore': 'cxreval.scores.entity',
     'Averages': 'cxreval.scores.entity',
     'EntityScore': 'cxreval.scores.entity',
@@ -80,11 +75,6 @@ _LAZY: dict[str, str] = {
     'entity_scores': 'cxreval.scores.entity',
     'group_scores': 'cxreval.scores.entity',
     'judgement_frame': 'cxreval.scores.entity',
-    'bootstrap_evaluation': 'cxreval.scores.bootstrap',
-    'compare_evaluations': 'cxreval.scores.bootstrap',
-    'entity_cache': 'cxreval.scores.bootstrap',
-    'evaluation_cache': 'cxreval.scores.bootstrap',
-    'report_cache': 'cxreval.scores.bootstrap',
     'LabelCounts': 'cxreval.scores.labels',
     'LabelMetrics': 'cxreval.scores.labels',
     'binarize': 'cxreval.scores.labels',

@@ -15,11 +15,9 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from cxreval.judge.models import EntityJudgement
-from cxreval.literals import COUNTED_PRESENCE
 from cxreval.ontology import Ontology
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
-
-ATTRIBUTES = ("location", "severity", "comparison")
+from cxreval.scores.statistics import ATTRIBUTES
 
 
 class AttributeScore(BaseModel):
@@ -121,42 +119,18 @@ def judgement_frame(rows: Sequence[EntityJudgement]) -> pd.DataFrame:
 
 
 def count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
-    """Per-entity counts: TP/FP/FN and, per attribute, correct / judged / not-available.
+    """Per-entity counts of judgement rows: TP/FP/FN and, per attribute, correct / judged /
+    not-available (:meth:`cxreval.scores.statistics.TableStatistics.entity_counts`, the one
+    place they are counted).
 
     Counts add: the table of a whole set of pairs is the sum of its chunks' tables, which is how
     a streamed evaluation scores pairs it no longer holds (:class:`cxreval.scores.spec.SpecTotals`).
     """
-    ids = ontology.entity_ids
-    counts = pd.DataFrame(0, index=pd.Index(ids, name="entity"), columns=[
-        *COUNTED_PRESENCE,
-        "location_correct", "location_judged", "location_na",
-        "severity_correct", "severity_judged", "severity_na",
-        "comparison_correct", "comparison_judged", "comparison_na",
-    ])
-    if frame.empty:
-        return counts
-    pres = pd.crosstab(frame["entity"], frame["presence"])
-    for col in COUNTED_PRESENCE:
-        if col in pres:
-            counts[col] = pres[col].reindex(ids, fill_value=0).to_numpy()
-    tp = frame[frame["presence"] == "TP"]
-    applies = {a: {e.id for e in ontology.entities if a in e.attributes} for a in ATTRIBUTES}
-    for attr in ("location", "severity"):
-        sub = tp[tp["entity"].isin(applies[attr])]
-        grouped = pd.crosstab(sub["entity"], sub[attr]) if not sub.empty else pd.DataFrame()
-        aligned = grouped.get("aligned", pd.Series(dtype=int)).reindex(ids, fill_value=0)
-        wrong = grouped.get("not-aligned", pd.Series(dtype=int)).reindex(ids, fill_value=0)
-        na = grouped.get("not-available", pd.Series(dtype=int)).reindex(ids, fill_value=0)
-        counts[f"{attr}_correct"] = aligned.to_numpy()
-        counts[f"{attr}_judged"] = (aligned + wrong).to_numpy()
-        counts[f"{attr}_na"] = na.to_numpy()
-    sub = tp[tp["entity"].isin(applies["comparison"])]
-    if not sub.empty:
-        total = sub.groupby("entity").size().reindex(ids, fill_value=0)
-        ok = sub[sub["comparison"] == "other"].groupby("entity").size().reindex(ids, fill_value=0)
-        counts["comparison_correct"] = ok.to_numpy()
-        counts["comparison_judged"] = total.to_numpy()
-    return counts
+    from cxreval.judge.table import JudgementTable
+    from cxreval.scores.statistics import TableStatistics
+
+    pair_ids = list(dict.fromkeys(frame["pair_id"].tolist())) if not frame.empty else []
+    return TableStatistics(JudgementTable(pair_ids, frame), ontology).entity_counts()
 
 
 def _attr(row: pd.Series, attr: str) -> AttributeScore:

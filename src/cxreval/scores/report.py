@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from cxreval.judge.models import ERROR_KINDS
-
-#: The error kinds of :data:`cxreval.judge.models.ERROR_KINDS`, in ``errors.csv`` column order.
-ERROR_COLUMNS = tuple(ERROR_KINDS)
+from cxreval.scores.statistics import ERROR_COLUMNS  # noqa: F401  (errors.csv's column order)
 
 
 class ErrorDistribution(BaseModel):
@@ -29,23 +26,16 @@ class ErrorDistribution(BaseModel):
     histogram: dict[str, int]
 
 
-def pair_errors(frame: pd.DataFrame, pair_ids: Sequence[str], *, entities: Collection[str] | None = None) -> pd.DataFrame:
-    """Error counts per pair, every pair listed (a pair with no rows has zero errors).
+def pair_errors(frame: pd.DataFrame, pair_ids: Sequence[str]) -> pd.DataFrame:
+    """Error counts per pair of judgement rows, every pair listed (a pair with no rows has zero
+    errors): :meth:`cxreval.scores.statistics.TableStatistics.error_table`, the one place errors
+    are counted under :data:`~cxreval.judge.models.ERROR_KINDS`."""
+    from cxreval.judge.table import JudgementTable
+    from cxreval.ontology import load_ontology
+    from cxreval.scores.statistics import TableStatistics
 
-    The rule is :data:`~cxreval.judge.models.ERROR_KINDS`; ``entities`` keeps only the rows of
-    those entities (e.g. the ontology's critical ones, for critical-error-free rates).
-    """
-    index = pd.Index(list(pair_ids), name="pair_id")
-    if entities is not None and not frame.empty:
-        frame = frame[frame["entity"].isin(set(entities))]
-    if frame.empty:
-        out = pd.DataFrame(0, index=index, columns=list(ERROR_COLUMNS))
-    else:
-        flags = pd.DataFrame({"pair_id": frame["pair_id"],
-                              **{kind: frame[field].isin(bad) for kind, (field, bad) in ERROR_KINDS.items()}})
-        out = flags.groupby("pair_id").sum().reindex(index, fill_value=0).astype(int)
-    out.insert(0, "errors", out[list(ERROR_COLUMNS)].sum(axis=1))
-    return out
+    # the error rule reads no entity property: any ontology codes the rows the same way
+    return TableStatistics(JudgementTable(pair_ids, frame), load_ontology()).error_table()
 
 
 def error_histogram(errors: pd.DataFrame) -> dict[int, int]:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from scipy import special
 from scipy import stats as sps
 
+from cxreval.scores.ratios import finite_or_none
 from cxreval.scores.signature import Signature
 
 CIMethod = Literal["percentile", "bca"]
@@ -44,10 +45,6 @@ def stat_signature(metric: str, base: Signature | None = None, **options: object
     sig = base if base is not None else Signature(metric=metric, ontology="none", engine="none")
     merged = {**sig.options, **{k: str(v) for k, v in options.items()}}
     return sig.model_copy(update={"metric": metric, "options": merged})
-
-
-def _none(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
 
 
 # ------------------------------------------------------------------------------------------
@@ -174,7 +171,8 @@ def cohens_kappa(a: Sequence[object] | np.ndarray, b: Sequence[object] | np.ndar
     for u, v in zip(xa, xb):
         table[index[u], index[v]] += 1
     kappa, po, pe = cohens_kappa_table(table) if cats else (np.nan, np.nan, np.nan)
-    return KappaResult(kappa=_none(kappa), observed=_none(po), expected=_none(pe), n_items=int(keep.sum()),
+    return KappaResult(kappa=finite_or_none(kappa), observed=finite_or_none(po), expected=finite_or_none(pe),
+                       n_items=int(keep.sum()),
                        n_raters=2, method="cohen", signature=stat_signature("cohen-kappa", signature))
 
 
@@ -209,7 +207,8 @@ def fleiss_kappa(ratings: np.ndarray | Sequence[Sequence[object]], *,
     with a missing rating (NaN / None) are left out, so every remaining item has all raters."""
     counts, n_raters = _category_counts(ratings)
     kappa, p_bar, p_e = fleiss_kappa_counts(counts) if len(counts) else (np.nan, np.nan, np.nan)
-    return KappaResult(kappa=_none(kappa), observed=_none(p_bar), expected=_none(p_e), n_items=len(counts),
+    return KappaResult(kappa=finite_or_none(kappa), observed=finite_or_none(p_bar), expected=finite_or_none(p_e),
+                       n_items=len(counts),
                        n_raters=n_raters, method="fleiss", signature=stat_signature("fleiss-kappa", signature))
 
 
@@ -487,8 +486,8 @@ def _estimates(cache: PairCache, theta_b: np.ndarray, method: CIMethod, confiden
     if many.any():
         se[many] = np.nanstd(theta_b[:, many], axis=0, ddof=1)
     return [
-        Estimate(name=name, estimate=_none(theta_hat[i]), low=_none(low[i]), high=_none(high[i]),
-                 std_error=_none(se[i]), n_defined=int(n_def[i]))
+        Estimate(name=name, estimate=finite_or_none(theta_hat[i]), low=finite_or_none(low[i]), high=finite_or_none(high[i]),
+                 std_error=finite_or_none(se[i]), n_defined=int(n_def[i]))
         for i, name in enumerate(cache.names)
     ]
 
@@ -589,8 +588,8 @@ def paired_comparison(
     p_rand = randomization_pvalues(observed, null)
     est_a, est_b = a.estimate(), b.estimate()
     tests = [
-        PairedTest(name=e.name, a=_none(est_a[i]), b=_none(est_b[i]), difference=e.estimate, low=e.low,
-                   high=e.high, p_bootstrap=_none(p_boot[i]), p_randomization=_none(p_rand[i]),
+        PairedTest(name=e.name, a=finite_or_none(est_a[i]), b=finite_or_none(est_b[i]), difference=e.estimate, low=e.low,
+                   high=e.high, p_bootstrap=finite_or_none(p_boot[i]), p_randomization=finite_or_none(p_rand[i]),
                    n_defined=e.n_defined)
         for i, e in enumerate(estimates)
     ]
