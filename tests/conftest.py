@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,54 @@ def shared_data_dir() -> Path | None:
     env = os.environ.get("CXREVAL_DATA_DIR")
     path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
     return path if path.is_dir() else None
+
+
+# --- tiny checkpoints of the weight-based metrics (tests/tiny_checkpoints.py), once per session ----
+# torch and transformers come with the [test] extra (through [rl]): without them these fail, not skip.
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread while a tiny model runs: xdist runs several workers on few cores, and
+    torch's threads per worker then wait on each other (a pass over the tester's pairs went from
+    0.6 s to 12 s on 2 busy cores)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def chexbert_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny CheXbert in its two layouts: ``original`` (chexbert.pth) and ``hf`` (+ heads.safetensors)."""
+    from tests.tiny_checkpoints import write_chexbert
+
+    return write_chexbert(tmp_path_factory.mktemp("chexbert"))
+
+
+@pytest.fixture(scope="session")
+def roberta_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny 6-layer RoBERTa named ``distilroberta-base`` (bertscore-distilroberta's shape)."""
+    from tests.tiny_checkpoints import write_roberta
+
+    return write_roberta(tmp_path_factory.mktemp("roberta") / "distilroberta-base")
+
+
+@pytest.fixture(scope="session")
+def radgraph_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny RadGraph archive (config.json, weights.th, vocabulary/, encoder/)."""
+    from tests.tiny_checkpoints import write_tiny_radgraph
+
+    folder = tmp_path_factory.mktemp("rg") / "radgraph"
+    write_tiny_radgraph(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def rate_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny RaTEScore: ``ner`` (token classifier over RaTE's labels) and ``emb`` (entity encoder)."""
+    from tests.tiny_checkpoints import write_rate
+
+    return write_rate(tmp_path_factory.mktemp("rate"))

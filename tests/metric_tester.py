@@ -1,115 +1,44 @@
-"""MetricTester: the checks every registered report metric must pass (cf. torchmetrics' testers.py).
+"""cxreval's own :class:`~cxreval.testing.metric_tester.MetricCase` for every registered metric.
 
-``tests/test_metric_tester.py`` runs :class:`MetricTester` once per name in
-:func:`cxreval.metrics.available_metrics`; :data:`CASES` says, per metric, what it promises
-(bounds, the value of identical reports, documented NaN, the options that change its numbers and
-what they put in the signature) and what it is checked against (a reference implementation, a
-functional form). A newly registered metric fails until it has a :class:`MetricCase` here.
+The tester itself (``MetricTester``, ``MetricCase``, the report pairs) is
+:mod:`cxreval.testing.metric_tester`, shipped for plug-in authors; this module holds what each
+built-in metric promises and the independent reference it is checked against, and doubles as
+worked examples of every kind of case. ``tests/test_metric_tester.py`` runs the tester over
+:func:`cxreval.metrics.available_metrics` with nothing skipped: a newly registered metric fails
+there until it has a case here.
 
-The report pairs (:func:`report_pairs`) are the package example (20 pairs), ten pairs that cross
-its references with other candidates (so references repeat, as they do in a benchmark), and edge
-cases: identical reports, reports differing only in case, one-token and empty reports,
-whitespace, no-break spaces, ligatures, accents, CJK, emoji, a long repeated report.
+References, per family:
+
+- lexical: sacreBLEU (BLEU-4), pycocoevalcap's ROUGE-L (:mod:`cxreval.testing.reference`), and
+  ReXrank's own BLEU-2 values (in ``tests/test_lexical.py``);
+- SPEC-CXR's numbers (:data:`SPEC_NAMES`): judgement tables written out and worked by hand on the
+  tiny ontology of ``tests/conftest.py`` (:data:`HAND_TABLES`); on the 47 report pairs, the rule
+  engine's judgement rows (the judge, not the metric) scored by the plain-Python arithmetic of
+  :func:`spec_by_hand`, itself checked against the hand tables;
+- label metrics: :func:`cxreval.scores.label_metrics` on the engine's labels;
+- weight-based metrics, on tiny random checkpoints (``tests/tiny_checkpoints.py``): BERTScore
+  unbatched and written out, SembScore from the checkpoint's raw state dict, RadGraph-F1's and
+  RadCliQ-v1's formulas (each checked by hand in ``tests/test_weight_metrics*.py``);
+- LLM metrics, against the loopback server answering with :func:`green_answer` /
+  :func:`finerad_answer` (a scripted judge): the values written out from the scripted answers.
 """
 
 from __future__ import annotations
 
-import csv
-import inspect
-import json
-import pickle
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cxreval.metrics import ReportMetric, get_metric
-
-Options = dict[str, Any]
-Reference = Callable[[Options, Sequence[str], Sequence[str]], np.ndarray]
-Functional = Callable[[ReportMetric, str, str], float]
+from cxreval.metrics import Metric
+from cxreval.testing.metric_tester import HandTable, MetricCase, Options, Variant
 
 # --------------------------------------------------------------------------------------------
-# The pairs
+# Lexical metrics
 # --------------------------------------------------------------------------------------------
-
-_LONG = ("Findings: The heart is normal in size. The mediastinum is unremarkable. The lungs are clear "
-         "without focal consolidation, pleural effusion or pneumothorax. No acute bony abnormality. ")
-
-#: Identical or case-only-different reports of at least four words: every metric's best value.
-IDENTICAL: list[tuple[str, str]] = [
-    ("No acute cardiopulmonary process.", "No acute cardiopulmonary process."),
-    ("NO PLEURAL EFFUSION OR PNEUMOTHORAX.", "no pleural effusion or pneumothorax."),
-    (_LONG * 3, _LONG * 3),
-]
-
-EDGE: list[tuple[str, str]] = [
-    (".", "."),  # one token, identical
-    ("a", "a"),
-    ("", "No pneumothorax."),  # empty reference
-    ("No pneumothorax.", ""),  # empty candidate
-    ("", ""),
-    ("\t \n", "   "),  # whitespace only
-    ("\u00a0No\u00a0pneumothorax.\u00a0", "No pneumothorax."),  # no-break spaces
-    ("ﬁndings: small left eﬀusion.", "Findings: small left effusion."),  # ligatures (NFKC)
-    ("Épanchement pleural gauche, modéré.", "Épanchement pleural gauche, modéré."),  # accents, identical
-    ("Pleural effusion — small, left-sided (≈ 2 cm).", "Small left pleural effusion ≈ 2 cm."),
-    ("肺野清晰。心影不大。", "肺野清晰。心影不大。"),  # CJK, identical
-    ("No effusion 🙂. Heart normal ✓", "No effusion. Heart normal 🙂"),  # emoji, symbols
-    ("the the the the the the", "the the"),  # clipping of repeated n-grams
-    (_LONG * 3, _LONG + "Small right pleural effusion."),  # long vs short
-]
-
-
-def example_pairs() -> list[tuple[str, str]]:
-    """The 20 (reference, candidate) pairs of the package example, in file order."""
-    from cxreval.cli import example_path
-
-    with example_path().open(newline="", encoding="utf-8") as fh:
-        return [(row["reference"], row["candidate"]) for row in csv.DictReader(fh)]
-
-
-def report_pairs() -> tuple[list[str], list[str]]:
-    """The fixed pairs every metric is run on (references, candidates): 47 pairs."""
-    ex = example_pairs()
-    crossed = [(ex[i][0], ex[(i + 7) % len(ex)][1]) for i in range(0, len(ex), 2)]
-    pairs = ex + crossed + IDENTICAL + EDGE
-    return [r for r, _ in pairs], [c for _, c in pairs]
-
-
-# --------------------------------------------------------------------------------------------
-# What each metric promises
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Variant:
-    """Non-default options for the factory, and what they must put in the signature."""
-
-    options: Callable[[], Options]
-    shows: tuple[str, ...]
-    scored: bool = True  # False: built for its signature only (e.g. an LLM engine with no server)
-
-
-@dataclass(frozen=True)
-class MetricCase:
-    name: str
-    signature_metric: str  # ``metric:`` field of the signature
-    bounds: tuple[float, float]
-    perfect: float  # the value for :data:`IDENTICAL` pairs
-    variants: tuple[Variant, ...] = ()
-    unsigned: dict[str, str] = field(default_factory=dict)  # option -> why it is not in the signature
-    nan: str | None = None  # when the metric documents NaN; None: never
-    integer: bool = False
-    reference: Reference | None = None  # options, refs, cands -> per-pair values
-    corpus_reference: Callable[[Options, Sequence[str], Sequence[str]], float] | None = None
-    reference_elsewhere: tuple[str, ...] = ()  # tests that already check the values exactly
-    functional: Functional | None = None  # a per-pair function the class must agree with
-    atol: float = 0.0  # batch composition may move values this much (padding in an encoder)
-    slack: float = 0.0  # rounding past the bounds that the metric's own reference also shows
-    extra: str = ""  # what to install when the metric is unavailable
-    cased: str = ""  # why reports that differ only in case are not perfect (a cased encoder); "" : they are
 
 
 def _sacrebleu(options: Options) -> Any:
@@ -136,21 +65,328 @@ def _rouge_l_reference(options: Options, refs: Sequence[str], cands: Sequence[st
     return np.array([rouge_l_f(rouge_tokens(r), rouge_tokens(c), beta) for r, c in zip(refs, cands)])
 
 
-def _spec_errors_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
-    import cxreval
-    from cxreval.io import ReportPair
+def _bleu2_functional(metric: Metric, ref: str, cand: str) -> float:
+    from cxreval.metrics.lexical import bleu2_rexrank
 
-    pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
-    result = cxreval.evaluate(pairs, progress=False, **options)
-    return result.errors["errors"].reindex([p.pair_id for p in pairs]).to_numpy(dtype=float)
+    return bleu2_rexrank(ref, cand)
 
+
+def _rouge_l_functional(metric: Metric, ref: str, cand: str) -> float:
+    from cxreval.metrics.lexical import rouge_l
+
+    return rouge_l(ref, cand, beta=metric.beta)  # type: ignore[attr-defined]
+
+
+# --------------------------------------------------------------------------------------------
+# SPEC-CXR's numbers: hand-computed judgement tables, and the same arithmetic in plain Python
+# --------------------------------------------------------------------------------------------
+
+PRESENCE_NAMES = tuple(f"spec-presence-{avg}-{what}" for avg in ("macro", "micro")
+                       for what in ("precision", "recall", "f1"))
+ATTRIBUTE_NAMES = ("spec-location-accuracy", "spec-severity-accuracy", "spec-comparison-accuracy")
+PAIR_MEAN_NAMES = ("spec-errors", "spec-report-error-free-rate", "spec-report-critical-error-free-rate")
+#: Every SPEC-CXR number the registry holds.
+SPEC_NAMES = PRESENCE_NAMES + ATTRIBUTE_NAMES + PAIR_MEAN_NAMES
+NAN = float("nan")
+
+
+def _tiny_ontology() -> Any:
+    from cxreval.ontology import parse_ontology
+    from tests.conftest import TINY
+
+    return parse_ontology(TINY, "tiny")
+
+
+Row = tuple[str, str, str, str, str, str]  # pair_id, entity, presence, location, severity, comparison
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else NAN
+
+
+def _mean_defined(values: list[float]) -> float:
+    kept = [v for v in values if not np.isnan(v)]
+    return sum(kept) / len(kept) if kept else NAN
+
+
+def _row_errors(row: Row) -> int:
+    """SPEC-CXR's errors of one row, written out: a false or missed finding, a location or
+    severity that does not match, and a comparison added, missed or contradicted."""
+    _, _, presence, location, severity, comparison = row
+    return ((presence in ("FP", "FN")) + (location == "not-aligned") + (severity == "not-aligned")
+            + (comparison in ("adding-unmentioned-comparison", "missing-mentioned-comparison",
+                              "conflicting-comparison")))
+
+
+def spec_by_hand(name: str, rows: Sequence[Row], pair_ids: Sequence[str], ontology: Any) -> tuple[list[float], float]:
+    """A SPEC number of judgement rows in plain Python: (each pair's value, the value of all).
+
+    Presence: P = TP / (TP + FP), R = TP / (TP + FN), F1 = 2 TP / (2 TP + FP + FN) per entity of
+    the ontology (undefined at 0 / 0); macro = mean over the entities where defined, micro = of
+    the pooled counts. Attribute accuracy: correct / judged over the TP rows of entities the
+    attribute applies to (location, severity: aligned / aligned or not-aligned, not-available
+    rows aside; comparison: ``other`` / all). Errors, error-free, critical-error-free: a per-pair
+    count or indicator (:func:`_row_errors`), averaged over the pairs.
+    """
+    entities = {e.id: e for e in ontology.entities}
+    by_pair: dict[str, list[Row]] = {p: [] for p in pair_ids}
+    for row in rows:
+        by_pair[row[0]].append(row)
+
+    def presence(some: Sequence[Row]) -> float:
+        what = name.rsplit("-", 1)[1]
+        counts = {e: {"TP": 0, "FP": 0, "FN": 0} for e in entities}
+        for _, entity, value, *_ in some:
+            if entity in counts and value in ("TP", "FP", "FN"):
+                counts[entity][value] += 1
+
+        def score(tp: int, fp: int, fn: int) -> float:
+            return {"precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn),
+                    "f1": _ratio(2 * tp, 2 * tp + fp + fn)}[what]
+
+        if "-macro-" in name:
+            return _mean_defined([score(c["TP"], c["FP"], c["FN"]) for c in counts.values()])
+        return score(*(sum(c[k] for c in counts.values()) for k in ("TP", "FP", "FN")))
+
+    def attribute(some: Sequence[Row]) -> float:
+        attr = name.split("-")[1]
+        field = ("location", "severity", "comparison").index(attr) + 3
+        correct = judged = 0
+        for row in some:
+            if row[2] != "TP" or row[1] not in entities or attr not in entities[row[1]].attributes:
+                continue
+            if attr == "comparison":
+                correct, judged = correct + (row[field] == "other"), judged + 1
+            elif row[field] in ("aligned", "not-aligned"):
+                correct, judged = correct + (row[field] == "aligned"), judged + 1
+        return _ratio(correct, judged)
+
+    def pair_value(some: Sequence[Row]) -> float:
+        if name == "spec-errors":
+            return float(sum(_row_errors(r) for r in some))
+        if name == "spec-report-error-free-rate":
+            return float(sum(_row_errors(r) for r in some) == 0)
+        critical = [r for r in some if r[1] in entities and entities[r[1]].critical]
+        return float(sum(_row_errors(r) for r in critical) == 0)
+
+    if name in PAIR_MEAN_NAMES:
+        values = [pair_value(by_pair[p]) for p in pair_ids]
+        return values, _ratio(sum(values), len(values))
+    one = presence if name in PRESENCE_NAMES else attribute
+    return [one(by_pair[p]) for p in pair_ids], one(list(rows))
+
+
+# -- the hand tables --------------------------------------------------------------------------
+# The tiny ontology (tests/conftest.py TINY): effusion (location, severity, comparison),
+# pneumothorax (location, severity, comparison; critical), consolidation (location, comparison),
+# pneumonia (no attribute). "n/a" stands for not-available.
+
+_A, _N, _NA = "aligned", "not-aligned", "not-available"
+HAND_ROWS: list[Row] = [
+    ("p1", "effusion", "TP", _A, _N, "other"),  # r1: severity wrong
+    ("p1", "pneumothorax", "FN", _NA, _NA, "other"),  # r2: missed (critical)
+    ("p1", "consolidation", "FP", _NA, _NA, "other"),  # r3: invented
+    ("p2", "effusion", "TP", _N, _A, "adding-unmentioned-comparison"),  # r4: side wrong, comparison added
+    ("p2", "pneumonia", "TP", _NA, _NA, "other"),  # r5: no attribute applies
+    ("p2", "consolidation", "TN", _NA, _NA, "other"),  # r6: TN, counts nowhere
+    ("p3", "pneumothorax", "TP", _A, _NA, "missing-mentioned-comparison"),  # r7: severity n/a, comparison missed
+    ("p3", "consolidation", "TP", _A, _NA, "other"),  # r8
+    ("p3", "effusion", "FN", _NA, _NA, "other"),  # r9
+    # p4: no row (neither report states a finding)
+    ("p5", "pneumothorax", "FP", _NA, _NA, "other"),  # r10: invented (critical)
+    ("p5", "effusion", "TP", _A, _A, "conflicting-comparison"),  # r11: directions disagree
+    ("p5", "pneumonia", "FN", _NA, _NA, "other"),  # r12
+]
+HAND_PAIRS = ("p1", "p2", "p3", "p4", "p5")
+
+# Counts per entity over the table: effusion TP 3 (r1 r4 r11), FP 0, FN 1 (r9); pneumothorax TP 1
+# (r7), FP 1 (r10), FN 1 (r2); consolidation TP 1 (r8), FP 1 (r3), FN 0; pneumonia TP 1 (r5), FP 0,
+# FN 1 (r12). Pooled: TP 6, FP 2, FN 3.
+#   effusion       P 3/3 = 1    R 3/4   F1 6/(6+0+1) = 6/7
+#   pneumothorax   P 1/2        R 1/2   F1 2/(2+1+1) = 1/2
+#   consolidation  P 1/2        R 1/1   F1 2/(2+1+0) = 2/3
+#   pneumonia      P 1/1        R 1/2   F1 2/(2+0+1) = 2/3
+#   macro P (1 + 1/2 + 1/2 + 1)/4 = 3/4; macro R (3/4 + 1/2 + 1 + 1/2)/4 = 11/16;
+#   macro F1 (6/7 + 1/2 + 2/3 + 2/3)/4 = (113/42)/4 = 113/168
+#   micro P 6/8 = 3/4; micro R 6/9 = 2/3; micro F1 12/(12+2+3) = 12/17
+# Per pair (entities with nothing to count are undefined and left out of the macro mean):
+#   p1: effusion TP -> P R F1 1; pneumothorax FN -> P 0/0, R 0, F1 0; consolidation FP -> P 0,
+#       R 0/0, F1 0. macro P (1+0)/2 = 1/2, R (1+0)/2 = 1/2, F1 (1+0+0)/3 = 1/3; micro TP 1 FP 1 FN 1:
+#       P 1/2, R 1/2, F1 2/4 = 1/2
+#   p2: effusion TP, pneumonia TP (TN r6 counts nowhere): every score 1
+#   p3: pneumothorax TP, consolidation TP -> 1; effusion FN -> P 0/0, R 0, F1 0. macro P 1,
+#       R (1+1+0)/3 = 2/3, F1 2/3; micro TP 2 FN 1: P 1, R 2/3, F1 4/5
+#   p4: nothing: every presence score undefined
+#   p5: pneumothorax FP -> P 0, R 0/0, F1 0; effusion TP -> 1; pneumonia FN -> P 0/0, R 0, F1 0.
+#       macro P (0+1)/2 = 1/2, R (1+0)/2 = 1/2, F1 (0+1+0)/3 = 1/3; micro TP 1 FP 1 FN 1: all 1/2
+# Attributes, TP rows of entities they apply to (r5 pneumonia: none applies):
+#   location (effusion, pneumothorax, consolidation): r1 A, r4 N, r7 A, r8 A, r11 A -> 4/5;
+#       per pair p1 1/1, p2 0/1, p3 2/2, p4 0/0, p5 1/1
+#   severity (effusion, pneumothorax): r1 N, r4 A, r7 n/a (aside), r11 A -> 2/3;
+#       per pair p1 0/1, p2 1/1, p3 0/0, p4 0/0, p5 1/1
+#   comparison (effusion, pneumothorax, consolidation): "other" r1, r8 of r1 r4 r7 r8 r11 -> 2/5;
+#       per pair p1 1/1, p2 0/1 (added), p3 1/2 (r7 missed), p4 0/0, p5 0/1 (conflicting)
+# Errors per pair: p1 r1 severity + r2 FN + r3 FP = 3; p2 r4 location + comparison = 2;
+#   p3 r7 comparison + r9 FN = 2; p4 0; p5 r10 FP + r11 comparison + r12 FN = 3. Mean 10/5 = 2.
+#   Error-free: p4 only -> 1/5. Critical (pneumothorax) errors: p1 r2, p3 r7, p5 r10 -> free: p2, p4 -> 2/5.
+HAND_VALUES: dict[str, tuple[tuple[float, ...], float]] = {
+    "spec-presence-macro-precision": ((1 / 2, 1, 1, NAN, 1 / 2), 3 / 4),
+    "spec-presence-macro-recall": ((1 / 2, 1, 2 / 3, NAN, 1 / 2), 11 / 16),
+    "spec-presence-macro-f1": ((1 / 3, 1, 2 / 3, NAN, 1 / 3), 113 / 168),
+    "spec-presence-micro-precision": ((1 / 2, 1, 1, NAN, 1 / 2), 3 / 4),
+    "spec-presence-micro-recall": ((1 / 2, 1, 2 / 3, NAN, 1 / 2), 2 / 3),
+    "spec-presence-micro-f1": ((1 / 2, 1, 4 / 5, NAN, 1 / 2), 12 / 17),
+    "spec-location-accuracy": ((1, 0, 1, NAN, 1), 4 / 5),
+    "spec-severity-accuracy": ((0, 1, NAN, NAN, 1), 2 / 3),
+    "spec-comparison-accuracy": ((1, 0, 1 / 2, NAN, 0), 2 / 5),
+    "spec-errors": ((3, 2, 2, 0, 3), 2.0),
+    "spec-report-error-free-rate": ((0, 0, 0, 1, 0), 1 / 5),
+    "spec-report-critical-error-free-rate": ((0, 1, 0, 1, 0), 2 / 5),
+}
+
+# A second table: every finding found with its attributes right (q1), and a pair with only a TN
+# (q2, nothing to count). q1: effusion and pneumothorax TP, location and severity aligned,
+# comparison "other" -> every presence score 1 (q2 undefined), every accuracy 2/2 = 1 (q2 0/0),
+# errors 0 and 0, both error-free and critical-error-free: each metric at its best value.
+PERFECT_ROWS: list[Row] = [
+    ("q1", "effusion", "TP", _A, _A, "other"),
+    ("q1", "pneumothorax", "TP", _A, _A, "other"),
+    ("q2", "consolidation", "TN", _NA, _NA, "other"),
+]
+PERFECT_PAIRS = ("q1", "q2")
+
+
+def _perfect_values(name: str) -> tuple[tuple[float, ...], float]:
+    if name == "spec-errors":
+        return (0, 0), 0.0
+    if name in PAIR_MEAN_NAMES:
+        return (1, 1), 1.0
+    return (1, NAN), 1.0
+
+
+def judgement_table(rows: Sequence[Row], pair_ids: Sequence[str]) -> Any:
+    """A :class:`~cxreval.judge.table.JudgementTable` of rows written out as tuples."""
+    from cxreval.judge.models import EntityJudgement
+    from cxreval.judge.table import JudgementTable
+
+    fields = ("pair_id", "entity", "presence", "location", "severity", "comparison")
+    return JudgementTable.from_rows([EntityJudgement(**dict(zip(fields, r))) for r in rows], list(pair_ids))
+
+
+def _hand_tables(name: str) -> tuple[HandTable, ...]:
+    per_pair, corpus = HAND_VALUES[name]
+    perfect_pairs, perfect = _perfect_values(name)
+    tiny = lambda: {"ontology": _tiny_ontology()}
+    return (HandTable(lambda: judgement_table(HAND_ROWS, HAND_PAIRS), per_pair, corpus, tiny, "HAND_ROWS"),
+            HandTable(lambda: judgement_table(PERFECT_ROWS, PERFECT_PAIRS), perfect_pairs, perfect, tiny,
+                      "PERFECT_ROWS"))
+
+
+# -- the 47 report pairs: the judge's rows, scored by spec_by_hand -------------------------------
+
+LOCAL_RULES = Path(__file__).resolve().parent / "rules" / "local.yaml"
+
+
+@cache
+def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str) -> Callable[[str, str, str], list[Row]]:
+    """The rule engine's judge (extractor + :func:`cxreval.judge.compare.compare_extractions`),
+    one per distinct options: the input of the SPEC metrics, not their arithmetic."""
+    from cxreval.extract.rules import RuleExtractor, load_rules
+    from cxreval.judge.compare import compare_extractions
+    from cxreval.ontology import load_ontology
+
+    ontology = _tiny_ontology() if ontology_key == "tiny" else load_ontology()
+    extractor = RuleExtractor(ontology, load_rules(ontology, rules) if rules else None)
+    read = cache(extractor.extract)
+
+    def judge(pair_id: str, reference: str, candidate: str) -> list[Row]:
+        out = compare_extractions(pair_id, read(reference), read(candidate), ontology, uncertain,  # type: ignore[arg-type]
+                                  spec_compat)
+        return [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison) for r in out]
+
+    return judge
+
+
+def _rows(options: Options, refs: Sequence[str], cands: Sequence[str]) -> tuple[list[Row], list[str], Any]:
+    from cxreval.ontology import load_ontology
+
+    onto = options.get("ontology")
+    key = "default" if onto is None else str(onto.id)
+    assert key in ("default", "tiny"), f"no reference judge for ontology {key!r}"
+    judge = _judge(key, options.get("uncertain", "positive"), bool(options.get("spec_compat", False)),
+                   str(options.get("rules") or ""))
+    ids = [f"p{i}" for i in range(len(refs))]
+    rows = [row for i, r, c in zip(ids, refs, cands) for row in judge(i, r, c)]
+    return rows, ids, onto if onto is not None else load_ontology()
+
+
+def _spec_reference(name: str) -> tuple[Callable[[Options, Sequence[str], Sequence[str]], np.ndarray],
+                                        Callable[[Options, Sequence[str], Sequence[str]], float]]:
+    def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+        return np.array(spec_by_hand(name, *_rows(options, refs, cands))[0], dtype=float)
+
+    def corpus(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
+        return spec_by_hand(name, *_rows(options, refs, cands))[1]
+
+    return per_pair, corpus
+
+
+def _llm_pairwise() -> Options:
+    from cxreval.llm import LLMConfig
+
+    # Built for its signature only: nothing listens on port 9 and no call is made.
+    return {"engine": "llm-pairwise",
+            "llm": LLMConfig(base_url="http://127.0.0.1:9/v1", model="tester", local_only=True)}
+
+
+def _llm_extract() -> Options:
+    return {**_llm_pairwise(), "engine": "llm-extract"}  # signature only, as _llm_pairwise
+
+
+def _local_rules_field() -> str:
+    """The engine field a user rule file adds: ``.u`` and the first 12 hex digits of its SHA-256."""
+    import hashlib
+
+    return f"engine:rules@*.u{hashlib.sha256(LOCAL_RULES.read_bytes()).hexdigest()[:12]}"
+
+
+def _spec_case(name: str, signature_metric: str, bounds: tuple[float, float], perfect: float, nan: str,
+               integer: bool = False) -> MetricCase:
+    per_pair, corpus = _spec_reference(name)
+    return MetricCase(
+        name, signature_metric, bounds=bounds, perfect=perfect, integer=integer,
+        variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
+                  Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
+                  Variant(lambda: {"spec_compat": True}, ("comparison:spec",)),
+                  Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
+                  Variant(_llm_pairwise, ("engine:llm-pairwise@*", "model:openai:tester"), scored=False)),
+        unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},
+        nan=nan, reference=per_pair, corpus_reference=corpus, tables=_hand_tables(name),
+    )
+
+
+_PRESENCE_NAN = "no entity is present in either report (no TP, FP or FN): the score is undefined"
+_ATTRIBUTE_NAN = "no TP row of an entity the attribute applies to (with a judged value): accuracy is undefined"
+_PAIR_NAN = "a pair whose LLM answer stayed unusable (LLM engines only)"
+SPEC_CASES = [
+    _spec_case("spec-errors", "spec-report-errors-mean", (0, np.inf), 0.0, _PAIR_NAN, integer=True),
+    _spec_case("spec-report-error-free-rate", "spec-report-error-free-rate", (0, 1), 1.0, _PAIR_NAN, integer=True),
+    _spec_case("spec-report-critical-error-free-rate", "spec-report-critical-error-free-rate", (0, 1), 1.0,
+               _PAIR_NAN, integer=True),
+    *[_spec_case(n, n, (0, 1), 1.0, _PRESENCE_NAN) for n in PRESENCE_NAMES],
+    *[_spec_case(n, n, (0, 1), 1.0, _ATTRIBUTE_NAN) for n in ATTRIBUTE_NAMES],
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Label metrics
+# --------------------------------------------------------------------------------------------
 
 _EVALUATORS: dict[str, Any] = {}
 
 
 def _evaluator(**options: Any) -> Any:
-    """One ``cxreval.Evaluator`` per distinct options (building one reads the ontology and rules):
-    the per-pair references call it once per pair."""
+    """One ``cxreval.Evaluator`` per distinct options (building one reads the ontology and rules)."""
     from cxreval import Evaluator
 
     key = repr(sorted(options.items()))
@@ -159,31 +395,8 @@ def _evaluator(**options: Any) -> Any:
     return _EVALUATORS[key]
 
 
-def _evaluate_pairs(refs: Sequence[str], cands: Sequence[str], **options: Any) -> Any:
-    """``cxreval.evaluate(pairs, **options)``, through an Evaluator built once per options."""
-    from cxreval.io import ReportPair
-
-    pairs = [ReportPair(pair_id=f"p{i}", reference=r, candidate=c) for i, (r, c) in enumerate(zip(refs, cands))]
-    return _evaluator(**options).evaluate(pairs, progress=False)
-
-
-def _presence_f1(average: str) -> tuple[Reference, Callable[[Options, Sequence[str], Sequence[str]], float]]:
-    """Per-pair and corpus references: ``evaluate()``'s presence F1 on each pair, and on all."""
-
-    def value(result: Any) -> float:
-        v = result.averages.macro_f1 if average == "macro" else result.averages.micro.f1
-        return np.nan if v is None else float(v)
-
-    def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
-        return np.array([value(_evaluate_pairs([r], [c], **options)) for r, c in zip(refs, cands)])
-
-    def corpus(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
-        return value(_evaluate_pairs(refs, cands, **options))
-
-    return per_pair, corpus
-
-
-def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[str], Sequence[str]], float]]:
+def _labels_f1(labelset: str) -> tuple[Callable[[Options, Sequence[str], Sequence[str]], np.ndarray],
+                                       Callable[[Options, Sequence[str], Sequence[str]], float]]:
     """Per-pair and corpus references: :func:`cxreval.scores.label_metrics` on the engine's labels."""
 
     def value(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
@@ -206,6 +419,11 @@ def _labels_f1(labelset: str) -> tuple[Reference, Callable[[Options, Sequence[st
     return per_pair, value
 
 
+# --------------------------------------------------------------------------------------------
+# Weight-based metrics (tiny checkpoints: the options carry their folders)
+# --------------------------------------------------------------------------------------------
+
+
 def _bertscore_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
     from cxreval.metrics.bertscore import default_encoder_path
     from cxreval.testing.reference import bertscore_f1_unbatched
@@ -214,38 +432,175 @@ def _bertscore_reference(options: Options, refs: Sequence[str], cands: Sequence[
     return np.array(bertscore_f1_unbatched(str(path), refs, cands, int(options.get("max_length", 256))))
 
 
-def _tiny_ontology() -> Any:
-    from cxreval.ontology import parse_ontology
-    from tests.conftest import TINY
+def _bertscore_distilroberta_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+    from tests.test_weight_metrics import _bert_score_by_hand
 
-    return parse_ontology(TINY, "tiny")
+    return _bert_score_by_hand(Path(options["model_path"]), list(refs), list(cands), bool(options.get("idf", False)),
+                               max_length=int(options.get("max_length", 512)))
 
 
-def _llm_pairwise() -> Options:
+def _sembscore_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+    """Cosine of the [CLS] states of CheXbert's BERT, loaded by hand from ``chexbert.pth``
+    (``module.bert.*`` keys) and run one report at a time; CheXbert's whitespace clean-up."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = Path(options["model_path"])
+    state = torch.load(str(folder / "chexbert.pth"), map_location="cpu", weights_only=True)["model_state_dict"]
+    bert = BertModel(BertConfig.from_json_file(str(folder / "config.json")))
+    bert.load_state_dict({k[len("module.bert."):]: v for k, v in state.items() if k.startswith("module.bert.")})
+    bert.eval()
+    # the tokenizer is part of the metric's definition (bert-base-uncased's WordPiece): the folder's vocab.txt
+    tok = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True, do_lower_case=True)
+
+    @cache
+    def cls(text: str) -> np.ndarray:
+        enc = tok([" ".join(text.split())], truncation=True, max_length=512, return_tensors="pt")
+        with torch.no_grad():
+            return bert(**enc).last_hidden_state[0, 0].numpy().astype(float)
+
+    out = []
+    for r, c in zip(refs, cands):
+        a, b = cls(r), cls(c)
+        norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+        out.append(0.0 if norm == 0 else float(np.clip(a @ b / norm, -1, 1)))
+    return np.array(out)
+
+
+def _radgraph_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+    """RadGraph-F1's formula (:func:`radgraph_combined`, checked by hand in
+    tests/test_weight_metrics_radgraph.py) on a fresh model's annotation of each report alone."""
+    from cxreval.metrics.radgraph import RadGraphModel, radgraph_combined
+
+    model = RadGraphModel(Path(options["model_path"]))
+    graph = cache(model.annotate)
+    return np.array([radgraph_combined(graph(r), graph(c)) for r, c in zip(refs, cands)])
+
+
+def _radcliq_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+    """RadCliQ-v1's formula (checked by hand in tests/test_weight_metrics.py) on its four
+    components, each built on its own from the same folders."""
+    from cxreval.metrics import get_metric
+    from cxreval.metrics.radcliq import radcliq_v1
+
+    parts = [get_metric("radgraph-f1", model_path=options["radgraph_path"]),
+             get_metric("bertscore-distilroberta", model_path=options["bertscore_path"]),
+             get_metric("sembscore", model_path=options["chexbert_path"]), get_metric("bleu2")]
+    return radcliq_v1(np.column_stack([p.score_pairs(refs, cands) for p in parts]))
+
+
+# --------------------------------------------------------------------------------------------
+# LLM metrics: a scripted judge behind the loopback server
+# --------------------------------------------------------------------------------------------
+
+_GREEN_CATEGORIES = ("false_finding", "missing_finding", "location", "severity", "false_comparison",
+                     "missing_comparison")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def _sentences(text: str) -> set[str]:
+    """Distinct sentences (split after . ! ? and at line breaks), whitespace-normalised, lower-cased."""
+    return {s for s in (_norm(p) for p in re.split(r"(?<=[.!?])|\n", text)) if s.strip(".!? ")}
+
+
+#: A sentence that states no finding (a normal statement): its errors are not significant.
+_NORMAL = re.compile(r"\b(no|normal|clear|unremarkable|stable)\b")
+
+
+def green_answer(reference: str, candidate: str) -> dict[str, Any]:
+    """The scripted GREEN answer: sentences in both reports are matched findings; a reference
+    sentence the candidate lacks is a missed finding, a candidate sentence the reference lacks a
+    false finding, significant unless the sentence is a normal statement (:data:`_NORMAL`); a
+    prior study the candidate drops is an insignificant missed comparison."""
+    ref, cand = _sentences(reference), _sentences(candidate)
+    zero = dict.fromkeys(_GREEN_CATEGORIES, 0)
+
+    def count(sentences: set[str], significant: bool) -> int:
+        return min(sum(bool(_NORMAL.search(s)) != significant for s in sentences), 50)
+
+    dropped = int("prior" in reference.lower() and "prior" not in candidate.lower())
+    return {"significant": {**zero, "false_finding": count(cand - ref, True), "missing_finding": count(ref - cand, True)},
+            "insignificant": {**zero, "false_finding": count(cand - ref, False),
+                              "missing_finding": count(ref - cand, False), "missing_comparison": dropped},
+            "matched_findings": min(len(ref & cand), 50)}
+
+
+def _grade(line: str) -> int:
+    """A correction's grade: 1 (not actionable) for a normal statement, else 2, 3 or 4 by length."""
+    return 1 if _NORMAL.search(line) else 2 + len(line) % 3
+
+
+def finerad_answer(reference: str, lines: Sequence[str]) -> dict[str, Any]:
+    """The scripted FineRadScore answer on the candidate's numbered lines: delete each line the
+    reference does not hold, insert each reference line the candidate lacks, graded by :func:`_grade`."""
+    from cxreval.metrics.fineradscore import candidate_lines
+
+    ref = [_norm(x) for x in candidate_lines(reference)]
+    cand = [_norm(x) for x in lines]
+    out = [{"type": "delete", "line": k, "text": "", "severity": _grade(t)}
+           for k, t in enumerate(cand, start=1) if t not in ref]
+    out += [{"type": "insert", "line": 0, "text": t[:400], "severity": _grade(t)}
+            for t in sorted(set(ref) - set(cand))]
+    return {"corrections": out[:30]}
+
+
+def loopback_script(reports: dict[str, str], instructions: str) -> dict[str, Any] | None:
+    """The loopback server's answer to a GREEN or FineRadScore prompt (None: any other prompt)."""
+    if "ERROR COUNT TASK" in instructions:
+        return green_answer(reports["reference"], reports["candidate"])
+    if "CORRECTION TASK" in instructions:  # the candidate comes as numbered lines: "1. text"
+        lines = [re.sub(r"^\d+\. ", "", x, count=1) for x in reports["candidate"].split("\n") if x]
+        return finerad_answer(reports["reference"], lines)
+    return None
+
+
+def _green_value(name: str, reference: str, candidate: str) -> float:
+    answer = green_answer(reference, candidate)
+    matched, significant = answer["matched_findings"], sum(answer["significant"].values())
+    if name == "green":  # matched / (matched + significant), 0 when nothing matched
+        return 0.0 if matched == 0 else matched / (matched + significant)
+    return float(significant == 0)
+
+
+def _finerad_value(name: str, reference: str, candidate: str) -> float:
+    from cxreval.metrics.fineradscore import candidate_lines
+
+    grades = [c["severity"] for c in finerad_answer(reference, candidate_lines(candidate))["corrections"]]
+    if name == "fineradscore":  # the sum of the grades
+        return float(sum(grades))
+    limit = 2 if name == "fineradscore-no-actionable-error-rate" else 3  # actionable: 2+, significant: 3+
+    return float(all(g < limit for g in grades))
+
+
+def _llm_reference(name: str) -> Callable[[Options, Sequence[str], Sequence[str]], np.ndarray]:
+    value = _green_value if name.startswith("green") else _finerad_value
+
+    def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
+        return np.array([value(name, r, c) for r, c in zip(refs, cands)])
+
+    return per_pair
+
+
+def _other_model() -> Options:
     from cxreval.llm import LLMConfig
 
     # Built for its signature only: nothing listens on port 9 and no call is made.
-    return {"engine": "llm-pairwise",
-            "llm": LLMConfig(base_url="http://127.0.0.1:9/v1", model="tester", local_only=True)}
+    return {"llm": LLMConfig(base_url="http://127.0.0.1:9/v1", model="tester-2", local_only=True)}
 
 
-def _bleu2_functional(metric: ReportMetric, ref: str, cand: str) -> float:
-    from cxreval.metrics.lexical import bleu2_rexrank
-
-    return bleu2_rexrank(ref, cand)
-
-
-def _rouge_l_functional(metric: ReportMetric, ref: str, cand: str) -> float:
-    from cxreval.metrics.lexical import rouge_l
-
-    return rouge_l(ref, cand, beta=metric.beta)  # type: ignore[attr-defined]
-
+# --------------------------------------------------------------------------------------------
+# The cases
+# --------------------------------------------------------------------------------------------
 
 CASES: dict[str, MetricCase] = {c.name: c for c in [
     MetricCase(
         "bleu2", "bleu2", bounds=(0, 1), perfect=1.0,
-        reference_elsewhere=("test_bleu2_equals_rexrank_values_for_moerad_on_all_590_studies",
-                             "test_bleu2_matches_fast_bleu_when_installed", "test_bleu2_conventions_by_hand"),
+        reference_elsewhere=("tests.test_lexical::test_bleu2_equals_rexrank_values_for_moerad_on_all_590_studies",
+                             "tests.test_lexical::test_bleu2_matches_fast_bleu_when_installed",
+                             "tests.test_lexical::test_bleu2_conventions_by_hand"),
         functional=_bleu2_functional,
     ),
     MetricCase(
@@ -262,34 +617,27 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         # 100), so 1 + 4.4e-16 here; kept equal to sacreBLEU rather than clipped
         slack=1e-15,
     ),
-    MetricCase(
-        "spec-errors", "spec-report-errors-mean", bounds=(0, np.inf), perfect=0.0, integer=True,
-        variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
-                  Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
-                  Variant(_llm_pairwise, ("engine:llm-pairwise@", "model:openai:tester"), scored=False)),
-        unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},
-        nan="a pair whose LLM answer stayed unusable (LLM engines only)",
-        reference=_spec_errors_reference,
-    ),
-    *[MetricCase(
-        f"spec-presence-{avg}-f1", f"spec-presence-{avg}-f1", bounds=(0, 1), perfect=1.0,
-        variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
-                  Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",))),
-        nan="no entity is present in either report (no TP, FP or FN): F1 is undefined",
-        reference=_presence_f1(avg)[0], corpus_reference=_presence_f1(avg)[1],
-    ) for avg in ("macro", "micro")],
+    *SPEC_CASES,
     *[MetricCase(
         name, name, bounds=(0, 1), perfect=1.0,
         variants=(Variant(lambda: {"label_uncertain": "positive"}, ("uncertain:positive",)),
                   Variant(lambda: {"undefined": "zero"}, ("undefined:zero",)),
-                  Variant(lambda: {"certainty": "probable-alternative"}, ("certainty:probable-alternative",))),
+                  Variant(lambda: {"certainty": "probable-alternative"}, ("certainty:probable-alternative",)),
+                  Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
+                  Variant(_llm_extract, ("engine:llm-extract@", "model:openai:tester"), scored=False)),
         unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
-                  "ontology": "in the signature's ontology field; the test ontology has no label sets"},
+                  "ontology": "in the signature's ontology field; the test ontology has no label sets",
+                  "spec_compat": "how comparisons are judged: labels come from the extraction, before any judgement",
+                  "retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},
         nan="no label is positive in either report: every label's F1 is undefined",
         reference=_labels_f1(labelset)[0], corpus_reference=_labels_f1(labelset)[1],
     ) for name, labelset in (("ran-score", "ran21"), ("labels-chexpert14", "chexpert14"),
                              ("labels-chestxray14", "chestxray14"))],
+    # Weight-based metrics (issue 16): tests/test_metric_tester.py gives each the folders of the
+    # tiny random checkpoints of tests/tiny_checkpoints.py (model_path=...); here the options of
+    # the reference carry them too.
     MetricCase(
+        # on the tiny BERT here (the MiniLM of the bertscore extra when installed and no folder is given)
         "bertscore", "bertscore-f1", bounds=(-1, 1), perfect=1.0, atol=1e-5,
         variants=(Variant(lambda: {"max_length": 16}, ("max_length:16",)),),
         unsigned={"batch_size": "batching does not change the values (padding is masked)",
@@ -299,11 +647,6 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         reference=_bertscore_reference,
         extra="pip install 'cxreval[bertscore]'",
     ),
-    # Weight-based metrics (issue 16): unavailable without a local checkpoint folder
-    # (model_path or $CXREVAL_WEIGHTS); tests/test_weight_metrics.py runs these checks on tiny
-    # random checkpoints of the same architectures and checks the values by hand there
-    # (test_bertscore_distilroberta_equals_bert_score_by_hand, test_sembscore_values,
-    # test_radcliq_formula_by_hand): reference_elsewhere names tests of test_lexical only.
     MetricCase(
         "bertscore-distilroberta", "bertscore-f1",
         # rescaled F = (F - b) / (1 - b) with F in [-1, 1] and b = 0.8473319 (layer-5 baseline)
@@ -312,6 +655,8 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         unsigned={"batch_size": "batching does not change the values (padding is masked)",
                   "model_path": "shown as the folder's name and its weights' hash in model:"},
         cased="distilroberta-base is cased and ReXrank does not lowercase: case-only differences cost",
+        # bert-score 0.3.13's greedy_cos_idf written out, one pair at a time (tests/test_weight_metrics.py)
+        reference=_bertscore_distilroberta_reference,
         extra="a local distilroberta-base folder: model_path=... or $CXREVAL_WEIGHTS/distilroberta-base "
               "(pip install 'cxreval[weights]')",
     ),
@@ -319,6 +664,7 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         "sembscore", "sembscore", bounds=(-1, 1), perfect=1.0, atol=1e-5,
         unsigned={"batch_size": "batching does not change the values (padding is masked)",
                   "model_path": "shown as the folder's name and its weights' hash in model:"},
+        reference=_sembscore_reference,
         extra="a local CheXbert folder (chexbert.pth + vocab.txt): model_path=... or $CXREVAL_WEIGHTS/chexbert "
               "(pip install 'cxreval[weights]')",
     ),
@@ -326,234 +672,53 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
         # lower is better; identical reports give every input its best value (RadCliQ's practical minimum)
         "radcliq-v1", "radcliq-v1", bounds=(-1.4406903118732053, np.inf), perfect=-1.4406903118732053,
         atol=1e-5, slack=1e-10,
+        cased="its radgraph-f1 and bertscore-distilroberta inputs compare text as written: case-only differences cost",
         unsigned={"bertscore_path": "its component's model: field", "chexbert_path": "its component's model: field",
                   "radgraph_path": "its component's model: field"},
+        reference=_radcliq_reference,
+        reference_elsewhere=("tests.test_weight_metrics::test_radcliq_formula_by_hand",
+                             "tests.test_weight_metrics_radgraph::test_radcliq_on_tiny_checkpoints"),
         extra="the radgraph-f1, bertscore-distilroberta and sembscore checkpoints (radgraph_path, bertscore_path, "
               "chexbert_path or $CXREVAL_WEIGHTS)",
     ),
     MetricCase(
-        # CXR-Report-Metric's radgraph_combined; tests/test_weight_metrics_radgraph.py checks the F1
-        # functions by hand and the model's scorers by hand on a tiny checkpoint
+        # CXR-Report-Metric's radgraph_combined
         "radgraph-f1", "radgraph-f1", bounds=(0, 1), perfect=1.0,
         unsigned={"model_path": "shown as the folder's name and its weights' hash in model:"},
         cased="entity tokens are compared as written (CXR-Report-Metric): case-only differences cost",
+        reference=_radgraph_reference,
+        reference_elsewhere=("tests.test_weight_metrics_radgraph::test_radgraph_combined_by_hand",
+                             "tests.test_weight_metrics_radgraph::test_radgraph_ner_label_by_hand",
+                             "tests.test_weight_metrics_radgraph::test_radgraph_word_vectors_are_bert_piece_means"),
         extra="a local RadGraph folder (config.json, weights.th, vocabulary/, encoder/): model_path=... or "
               "$CXREVAL_WEIGHTS/radgraph (pip install 'cxreval[weights]')",
     ),
     MetricCase(
         # the reference does not clip: a weighted mean of cosines, so negative cosines can leave [0, 1]
-        # from below; identical reports with at least one entity score 1, with none 0.5
+        # from below; identical reports with at least one entity score 1 (when each entity text has
+        # one type: tests/test_metric_tester.py runs it on a NER that tags one type), with none 0.5
         "ratescore", "ratescore", bounds=(-np.inf, 1), perfect=1.0, atol=1e-6, slack=1e-6,
         variants=(Variant(lambda: {"affinity": "short"}, ("affinity:short",), scored=False),),
         unsigned={"model_path": "shown as the folder's name and its weights' hash in model:",
                   "embedding_path": "shown as the folder's name and its weights' hash in model:"},
         cased="the NER tokenizer may be cased (RaTE-NER-Deberta is): case-only differences can change entities",
+        reference_elsewhere=("tests.test_weight_metrics_radgraph::test_rate_score_by_hand",
+                             "tests.test_weight_metrics_radgraph::test_bio_entities_follow_post_process",
+                             "tests.test_weight_metrics_radgraph::test_ratescore_values"),
         extra="local RaTE-NER-Deberta and BioLORD-2023-C folders: model_path=..., embedding_path=... or "
               "$CXREVAL_WEIGHTS (pip install 'cxreval[weights]')",
     ),
-    # LLM error metrics (issue 16): they need an endpoint, so the default build is unavailable
-    # here; tests/test_green.py runs them against the loopback server with hand-computed values.
+    # LLM error metrics (issue 16): tests/test_metric_tester.py gives them the loopback server
+    # answering with loopback_script; tests/test_green.py checks faults and strata by hand.
     *[MetricCase(
-        name, name, bounds=bounds, perfect=perfect,
+        name, name, bounds=bounds, perfect=perfect, integer=integer,
+        variants=(Variant(_other_model, ("model:tester-2",), scored=False),),
         nan="a pair whose LLM answer stayed unusable after the re-ask",
-        reference_elsewhere=("test_hand_computed_scores_and_rates_per_stratum",),
+        reference=_llm_reference(name),
+        reference_elsewhere=("tests.test_green::test_hand_computed_scores_and_rates_per_stratum",),
         extra="an LLM endpoint: metric_options {llm: {model: ..., base_url: ...}}",
-    ) for name, bounds, perfect in (("green", (0, 1), 1.0), ("green-no-significant-error-rate", (0, 1), 1.0),
-                                    ("fineradscore", (0, np.inf), 0.0),
-                                    ("fineradscore-no-actionable-error-rate", (0, 1), 1.0),
-                                    ("fineradscore-no-significant-error-rate", (0, 1), 1.0))],
+    ) for name, bounds, perfect, integer in (
+        ("green", (0, 1), 1.0, False), ("green-no-significant-error-rate", (0, 1), 1.0, True),
+        ("fineradscore", (0, np.inf), 0.0, True), ("fineradscore-no-actionable-error-rate", (0, 1), 1.0, True),
+        ("fineradscore-no-significant-error-rate", (0, 1), 1.0, True))],
 ]}
-
-
-# --------------------------------------------------------------------------------------------
-# The checks
-# --------------------------------------------------------------------------------------------
-
-
-def _shows(signature: str, part: str) -> bool:
-    """``part`` is a whole ``key:value`` field of the signature (``key:prefix@`` matches a versioned value)."""
-    fields = signature.split("|")
-    return part in fields or (part.endswith("@") and any(f.startswith(part) for f in fields))
-
-
-_WHOLE: dict[int, tuple[ReportMetric, np.ndarray]] = {}  # the metric is kept so that its id stays its own
-
-
-class MetricTester:
-    """Runs every check on one metric; each ``check_*`` method asserts one promise."""
-
-    def __init__(self, case: MetricCase, build: Callable[..., ReportMetric]) -> None:
-        self.case = case
-        self.build = build  # options -> metric (cached by the caller)
-        self.refs, self.cands = report_pairs()
-
-    @property
-    def metric(self) -> ReportMetric:
-        return self.build()
-
-    def scores(self, metric: ReportMetric | None = None, refs: Sequence[str] | None = None,
-               cands: Sequence[str] | None = None) -> np.ndarray:
-        m = metric if metric is not None else self.metric
-        return m.score_pairs(self.refs if refs is None else refs, self.cands if cands is None else cands)
-
-    def whole(self) -> np.ndarray:
-        """The default metric's values on all the pairs, computed once per metric object."""
-        m = self.metric
-        if id(m) not in _WHOLE:
-            _WHOLE[id(m)] = (m, self.scores(m))
-        return _WHOLE[id(m)][1]
-
-    def close(self, a: np.ndarray, b: np.ndarray, atol: float | None = None) -> bool:
-        tol = self.case.atol if atol is None else atol
-        return bool(np.allclose(a, b, rtol=0, atol=tol, equal_nan=True))
-
-    # (a) values: one finite float per pair, in input order --------------------------------
-    def check_values(self) -> None:
-        c, v = self.case, self.scores()  # a fresh call: its type is checked
-        assert isinstance(v, np.ndarray) and v.dtype.kind == "f", f"{c.name}: {type(v)} {getattr(v, 'dtype', '')}"
-        assert v.shape == (len(self.refs),), f"{c.name}: shape {v.shape} for {len(self.refs)} pairs"
-        nan = np.isnan(v)
-        assert c.nan is not None or not nan.any(), (
-            f"{c.name}: NaN for pairs {np.flatnonzero(nan).tolist()}, which it never documents")
-        assert not np.isinf(v).any(), f"{c.name}: infinite values at {np.flatnonzero(np.isinf(v)).tolist()}"
-        lo, hi = c.bounds[0] - c.slack, c.bounds[1] + c.slack
-        ok = v[~nan]
-        assert ((ok >= lo) & (ok <= hi)).all(), f"{c.name}: values outside [{lo}, {hi}]: {ok[(ok < lo) | (ok > hi)]}"
-        if c.integer:
-            assert np.array_equal(ok, np.round(ok)), f"{c.name}: non-integer counts {ok}"
-        identical = [(r, x) for r, x in IDENTICAL if not (c.cased and r != x)]
-        same = self.scores(refs=[r for r, _ in identical], cands=[x for _, x in identical])
-        if c.nan is not None:  # undefined for identical reports that state nothing it counts
-            same = np.where(np.isnan(same), c.perfect, same)
-        assert self.close(same, np.full(len(identical), c.perfect), atol=max(c.atol, 1e-12)), (
-            f"{c.name}: identical reports score {same}, not {c.perfect}")
-        empty = self.metric.score_pairs([], [])
-        assert isinstance(empty, np.ndarray) and empty.shape == (0,)
-
-    def check_order(self) -> None:
-        v = self.whole()
-        perm = np.random.default_rng(12).permutation(len(self.refs))
-        shuffled = self.scores(refs=tuple(self.refs[i] for i in perm), cands=tuple(self.cands[i] for i in perm))
-        assert self.close(shuffled, v[perm]), f"{self.case.name}: shuffling the pairs does not permute the values"
-        assert self.close(self.scores(), v), f"{self.case.name}: a second call gives other values"
-
-    def check_lengths_refused(self) -> None:
-        try:
-            self.metric.score_pairs(self.refs[:3], self.cands[:2])
-        except ValueError as exc:
-            assert "3" in str(exc) and "2" in str(exc), exc
-        else:
-            raise AssertionError(f"{self.case.name}: 3 references and 2 candidates were accepted")
-
-    # (b) a reference implementation -----------------------------------------------------
-    def check_reference(self, options: Options) -> None:
-        c = self.case
-        assert c.reference is not None
-        ours = self.build(**options).score_pairs(self.refs, self.cands) if options else self.whole()
-        theirs = np.asarray(c.reference(options, self.refs, self.cands), dtype=float)
-        bad = ~np.isclose(ours, theirs, rtol=0, atol=max(c.atol, 1e-12), equal_nan=True)
-        assert not bad.any(), (f"{c.name} {options}: differs from the reference at pairs "
-                               f"{np.flatnonzero(bad).tolist()}: {ours[bad]} vs {theirs[bad]}")
-
-    # (c) sufficient statistics and pair independence --------------------------------------
-    def check_halves(self) -> None:
-        m, n = self.metric, len(self.refs) // 2
-        whole = self.whole()
-        parts = np.concatenate([self.scores(refs=self.refs[:n], cands=self.cands[:n]),
-                                self.scores(refs=self.refs[n:], cands=self.cands[n:])])
-        assert self.close(parts, whole), f"{self.case.name}: a pair's value depends on the other pairs in the call"
-        stats = np.asarray(m.pair_stats(self.refs, self.cands), dtype=float)
-        assert stats.ndim == 2 and len(stats) == len(self.refs) and np.isfinite(stats).all()
-        first = np.asarray(m.pair_stats(self.refs[:n], self.cands[:n]))
-        second = np.asarray(m.pair_stats(self.refs[n:], self.cands[n:]))
-        assert np.array_equal(np.concatenate([first, second]), stats)
-        summed = stats.sum(axis=0)  # in the order corpus_score sums them
-        halves = first.sum(axis=0) + second.sum(axis=0)  # float values: equal up to summation order
-        assert np.allclose(halves, summed, rtol=1e-12, atol=0), f"{self.case.name}: statistics do not add up over halves"
-        corpus = m.compute
-        whole_corpus = float(np.asarray(corpus(summed[None, :])).reshape(-1)[0])
-        score = m.corpus_score(self.refs, self.cands)
-        assert score.value == whole_corpus or (np.isnan(score.value) and np.isnan(whole_corpus))
-        assert score.low is None and str(score.signature) == str(m.signature)
-        boot = m.corpus_score(self.refs, self.cands, n_bootstrap=50, seed=3)
-        assert boot.low is not None and boot.low <= boot.high, f"{self.case.name}: interval {boot}"
-        assert all(_shows(str(boot.signature), f) for f in ("resamples:50", "seed:3", "ci:percentile"))
-        # several rows at once (the bootstrap's replicates), as JSON floats (the bench cache)
-        rows = np.stack([first.sum(axis=0), second.sum(axis=0), summed])  # JSON keeps floats exactly
-        rows = np.asarray(json.loads(json.dumps(rows.tolist())))
-        assert np.array_equal(np.asarray(corpus(rows)), [corpus(r.reshape(1, -1))[0] for r in rows],
-                              equal_nan=True), f"{self.case.name}: rows interact"
-        assert self.close(np.asarray(corpus(rows))[2:], np.array([whole_corpus]), atol=0)
-        # per-pair rows give the per-pair values (bench correlates those)
-        assert self.close(np.asarray(corpus(stats), dtype=float), whole, atol=0)
-        if self.case.corpus_reference is not None:
-            want = self.case.corpus_reference({}, self.refs, self.cands)
-            assert abs(whole_corpus - want) <= 1e-12, f"{self.case.name}: corpus {whole_corpus} vs reference {want}"
-            half = self.case.corpus_reference({}, self.refs[:n], self.cands[:n])
-            assert abs(float(np.asarray(corpus(first.sum(axis=0)[None, :])).reshape(-1)[0]) - half) <= 1e-12
-
-    # (d) direction and signature ----------------------------------------------------------
-    def check_signature(self) -> None:
-        from cxreval.scores.signature import Signature
-
-        c, m = self.case, self.metric
-        assert isinstance(m, ReportMetric)
-        assert type(m.higher_is_better) is bool, f"{c.name}: higher_is_better is {m.higher_is_better!r}"
-        assert c.perfect == (c.bounds[1] if m.higher_is_better else c.bounds[0])
-        sig = m.signature
-        assert sig.metric == c.signature_metric, f"{c.name}: signature names metric {sig.metric!r}"
-        assert f"metric:{c.signature_metric}" in str(sig)
-        assert Signature.parse(str(sig)) == sig, f"{c.name}: signature does not read back: {sig}"
-        assert str(self.build().signature) == str(sig), f"{c.name}: two default builds differ in signature"
-
-    def check_options(self) -> None:
-        """Every option of the factory is shown in the signature, or listed as not changing values."""
-        c, default = self.case, str(self.metric.signature)
-        given: set[str] = set()
-        for variant in c.variants:
-            options = variant.options()
-            given |= options.keys()
-            sig = str(self.build(**options).signature)
-            for part in variant.shows:
-                assert _shows(sig, part), f"{c.name} {sorted(options)}: {part!r} not in {sig}"
-                assert not _shows(default, part), f"{c.name}: {part!r} is already in the default signature {default}"
-        params = inspect.signature(type(self.metric).__init__).parameters
-        named = {p for p, v in params.items()
-                 if p != "self" and v.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)}
-        missing = named - given - c.unsigned.keys()
-        assert not missing, f"{c.name}: options {sorted(missing)} have no Variant (signature) nor an unsigned reason"
-        try:
-            self.build(no_such_option=1)
-        except TypeError:
-            pass
-        else:
-            raise AssertionError(f"{c.name}: an unknown option is accepted and ignored")
-
-    # (e) pickling -------------------------------------------------------------------------
-    def check_pickle(self) -> None:
-        m = self.metric
-        back = pickle.loads(pickle.dumps(m))
-        assert str(back.signature) == str(m.signature) and back.higher_is_better is m.higher_is_better
-        assert self.close(self.scores(back), self.whole()), f"{self.case.name}: values change after pickling"
-        assert np.array_equal(back.pair_stats(self.refs, self.cands), m.pair_stats(self.refs, self.cands))
-
-    # (f) class and functional form --------------------------------------------------------
-    def check_functional(self) -> None:
-        c, m = self.case, self.metric
-        assert c.functional is not None
-        want = np.array([c.functional(m, r, x) for r, x in zip(self.refs, self.cands)])
-        got = self.whole()
-        bad = ~np.isclose(got, want, rtol=0, atol=max(c.atol, 1e-15), equal_nan=True)
-        assert not bad.any(), f"{c.name}: class and function differ at pairs {np.flatnonzero(bad).tolist()}"
-
-
-def build_metric(name: str, cache: dict[tuple[str, str], ReportMetric]) -> Callable[..., ReportMetric]:
-    """``options -> get_metric(name, **options)``, built once per distinct options."""
-
-    def build(**options: Any) -> ReportMetric:
-        key = (name, repr(sorted(options.items())))
-        if key not in cache:
-            cache[key] = get_metric(name, **options)
-        return cache[key]
-
-    return build

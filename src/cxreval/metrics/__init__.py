@@ -1,5 +1,6 @@
 """Report metrics behind one interface (:class:`Metric`: additive per-pair statistics and a
-``compute`` of their sums), and the registry: cxreval's SPEC and label metrics, lexical metrics,
+``compute`` of their sums), and the registry: cxreval's SPEC metrics (every headline number,
+computed from the judgement table: :mod:`cxreval.metrics.table`), label metrics, lexical metrics,
 BERTScore (MiniLM, and ReXrank's distilroberta-base), SembScore, RadGraph-F1, RaTEScore, RadCliQ-v1, LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
 
 # Registered on import, nothing heavy at import: LLM error metrics (GREEN-style,
@@ -13,6 +14,7 @@ from cxreval.metrics import ratescore as _ratescore  # noqa: F401
 from cxreval.metrics.base import (
     CorpusScore,
     Metric,
+    MetricPluginWarning,
     MetricSpec,
     MetricUnavailable,
     PairMeanMetric,
@@ -27,6 +29,7 @@ from cxreval.metrics.base import (
 __all__ = [
     "CorpusScore",
     "Metric",
+    "MetricPluginWarning",
     "MetricSpec",
     "MetricUnavailable",
     "PairMeanMetric",

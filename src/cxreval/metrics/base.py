@@ -207,7 +207,13 @@ class MetricSpec:
 
 _REGISTRY: dict[str, MetricSpec] = {}
 #: The modules whose import registers the built-in metrics (cheap: no heavy imports at the top).
-_BUILTIN_MODULES = ("cxreval.metrics.lexical", "cxreval.metrics.bertscore", "cxreval.metrics.spec")
+_BUILTIN_MODULES = ("cxreval.metrics.lexical", "cxreval.metrics.bertscore", "cxreval.metrics.table",
+                    "cxreval.metrics.spec")
+#: The entry-point group of third-party metrics: each entry point names a module (imported; its
+#: ``@register_metric`` decorators register) or a function (called with no arguments, registers).
+PLUGIN_GROUP = "cxreval.metrics"
+#: Whether the plug-ins have been loaded (once per process, on the registry's first use).
+_PLUGINS_LOADED = False
 
 
 class UnknownMetric(KeyError):
@@ -235,11 +241,53 @@ def register_metric(
     return wrap
 
 
+class MetricPluginWarning(UserWarning):
+    """A metric plug-in of the ``cxreval.metrics`` entry-point group that could not be loaded, or
+    that tried to replace a metric registered before it; the other metrics are still served."""
+
+
 def _load_builtins() -> None:
     import importlib
 
     for module in _BUILTIN_MODULES:
         importlib.import_module(module)
+    if not _PLUGINS_LOADED:
+        _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Load every entry point of :data:`PLUGIN_GROUP`, after the built-ins, once per process.
+
+    A plug-in that fails to import or to register (any exception) is named in a
+    :class:`MetricPluginWarning` with its error, and the registry goes on without it; a plug-in
+    may not replace a metric registered before it (the built-ins, an earlier plug-in): the
+    earlier one is kept, with a warning naming both.
+    """
+    global _PLUGINS_LOADED
+    import inspect
+    import warnings
+    from importlib.metadata import entry_points
+
+    _PLUGINS_LOADED = True  # first, so that a plug-in that asks the registry does not load again
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "an unknown distribution"
+        where = f"metric plug-in {ep.name!r} ({ep.value}, from {dist})"
+        before = dict(_REGISTRY)
+        try:
+            loaded = ep.load()
+            if inspect.isfunction(loaded) or inspect.isbuiltin(loaded):
+                loaded()
+        except Exception as exc:  # noqa: BLE001  (a broken plug-in must not take the registry down)
+            warnings.warn(f"{where} failed to load and is skipped: {type(exc).__name__}: {exc}",
+                          MetricPluginWarning, stacklevel=4)
+            _REGISTRY.clear()  # what it registered before failing is dropped with it
+            _REGISTRY.update(before)
+            continue
+        replaced = sorted(n for n, spec in before.items() if _REGISTRY.get(n) is not spec)
+        if replaced:
+            warnings.warn(f"{where} registers {', '.join(replaced)}, already registered: the earlier "
+                          f"registration is kept", MetricPluginWarning, stacklevel=4)
+            _REGISTRY.update({n: before[n] for n in replaced})
 
 
 def available_metrics() -> list[str]:
