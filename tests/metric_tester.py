@@ -360,7 +360,8 @@ def _spec_case(name: str, signature_metric: str, bounds: tuple[float, float], pe
                   Variant(lambda: {"spec_compat": True}, ("comparison:spec",)),
                   Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
                   Variant(_llm_pairwise, ("engine:llm-pairwise@*", "model:openai:tester"), scored=False)),
-        unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},
+        unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored",
+                  "workers": "processes of the rule engine: the judgements are identical"},
         nan=nan, reference=per_pair, corpus_reference=corpus, tables=_hand_tables(name),
     )
 
@@ -626,6 +627,7 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
                   Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
                   Variant(_llm_extract, ("engine:llm-extract@", "model:openai:tester"), scored=False)),
         unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
+                  "workers": "processes of the rule engine: the extractions are identical",
                   "ontology": "in the signature's ontology field; the test ontology has no label sets",
                   "spec_compat": "how comparisons are judged: labels come from the extraction, before any judgement",
                   "retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},

@@ -113,8 +113,8 @@ def test_engine_output_scores_to_what_evaluate_returns(name, onto, server, tmp_p
     assert result.judgements == out.table.rows()
     assert result.entities == spec.entities and result.groups == spec.groups and result.averages == spec.averages
     assert result.errors.equals(spec.errors) and result.error_summary == spec.error_summary
-    assert result.totals.keys() == spec.totals.keys()
-    assert all((result.totals[b] == spec.totals[b]).all() for b in spec.totals)
+    assert result.block_sums.keys() == spec.block_sums.keys()
+    assert all((result.block_sums[b] == spec.block_sums[b]).all() for b in spec.block_sums)
     assert result.failures == out.failures
     if llm is not None:  # the fault pair is listed, never scored
         assert [f.pair_id for f in out.failures] == ["e"] and "e" not in out.table.pair_ids

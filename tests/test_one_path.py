@@ -82,7 +82,7 @@ def test_scores_json_headline_is_each_metric_on_the_table(example) -> None:
     refs, cands = [p.reference for p in pairs], [p.candidate for p in pairs]
     for name in HEADLINE:
         m = get_metric(name)
-        value = m.score_table(result.table)
+        value = m.value_of_table(result.table)
         want = written[m.headline]["value"]
         assert (want is None and np.isnan(value)) or value == want, name
         text = m.corpus_score(refs, cands)  # judged again from the texts: the same number
@@ -164,3 +164,46 @@ def test_streamed_scores_json_equals_the_whole_list(example, tmp_path: Path) -> 
     streamed = json.loads((tmp_path / "s" / "scores.json").read_text())
     whole = json.loads((tmp_path / "w" / "scores.json").read_text())
     assert streamed["metrics"] == whole["metrics"]
+
+
+def test_statistics_refuse_a_table_whose_pairs_are_not_listed() -> None:
+    """A table's judged pair missing from the pair ids would mark another pair judged."""
+    from cxreval.judge.models import EntityJudgement
+    from cxreval.judge.table import JudgementTable
+
+    onto = cxreval.Evaluator().ontology
+    row = EntityJudgement(pair_id="a", entity="pleural_effusion", presence="FN")
+    table = JudgementTable.from_rows([row], ["a", "x"])  # "x": judged, error-free, no rows
+    with pytest.raises(ValueError, match=r"not among them: \['x'\]"):
+        TableStatistics(table, onto, ["a", "b", "c"])
+
+
+def test_an_unknown_entity_counts_its_errors_but_no_entity_statistic() -> None:
+    """A row of an entity the ontology does not know (an LLM engine's, an older ontology's) is an
+    error of the pair (the rule reads no entity) but no entity's TP / FP / FN."""
+    from cxreval.judge.models import EntityJudgement
+    from cxreval.judge.table import JudgementTable
+
+    onto = cxreval.Evaluator().ontology
+    rows = [EntityJudgement(pair_id="a", entity="not_in_the_ontology", presence="FP"),
+            EntityJudgement(pair_id="a", entity="pleural_effusion", presence="TP", location="not-aligned")]
+    stats = TableStatistics(JudgementTable.from_rows(rows, ["a", "b"]), onto, ["a", "b", "c"])
+    assert stats.judged.tolist() == [True, True, False]
+    assert stats.errors().tolist() == [2, 0, 0]
+    assert stats.entity_presence().sum(axis=0).tolist() == [1, 0, 0]
+    assert table_metric("spec-errors").compute(stats.block("errors").sum(axis=0, keepdims=True))[0] == 1.0
+    assert table_metric("spec-location-accuracy").compute(stats.total("location")[None])[0] == 0.0
+
+
+def test_table_metric_options_are_checked_when_built_and_travel_whole() -> None:
+    import pickle
+
+    with pytest.raises(ValueError, match="needs llm"):
+        get_metric("spec-errors", engine="llm-pairwise")
+    with pytest.raises(ValueError, match="unknown uncertain policy"):
+        get_metric("spec-location-accuracy", uncertain="bogus")
+    m = get_metric("spec-errors", workers=2)
+    back = pickle.loads(pickle.dumps(m))
+    assert back.runner.engine.workers == 2 and str(back.signature) == str(m.signature)
+    ev = cxreval.Evaluator(workers=3)
+    assert pickle.loads(pickle.dumps(get_metric("spec-errors").from_runner(ev.engine_runner))).runner.engine.workers == 3

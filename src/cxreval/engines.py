@@ -598,13 +598,11 @@ def engine_info(name: str) -> EngineInfo:
     return info
 
 
-def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
-               llm: LLMConfig | None = None, spec_compat: bool = False,
-               rules: RuleSet | str | Path | None = None) -> Engine:
-    """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
-    three comparison values only); LLM engines need ``llm`` and check its endpoint
-    (``--local-only``) and API key now, before anything is sent. ``rules``: a user's rule file
-    for the rule engine (:class:`RulesEngine`); the other engines take none."""
+def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = None,
+                         rules: RuleSet | str | Path | None = None) -> None:
+    """Refuse engine options that cannot work together, before anything is built: an unknown
+    engine or uncertain policy, an LLM engine without ``llm`` or with a graded policy, a rule
+    file for an engine other than ``rules``."""
     info = engine_info(name)
     if rules is not None and name != "rules":
         raise ValueError(f"a rule file applies to the rules engine; engine {name!r} reads reports without it")
@@ -617,6 +615,17 @@ def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "posi
         # would silently read every hedge as "possible"
         raise ValueError(f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
                          f"grades; engine {name!r} takes positive or negative")
+
+
+def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
+               llm: LLMConfig | None = None, spec_compat: bool = False,
+               rules: RuleSet | str | Path | None = None) -> Engine:
+    """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
+    three comparison values only); LLM engines need ``llm`` and check its endpoint
+    (``--local-only``) and API key now, before anything is sent. ``rules``: a user's rule file
+    for the rule engine (:class:`RulesEngine`); the other engines take none."""
+    check_engine_options(name, uncertain, llm=llm, rules=rules)
+    info = engine_info(name)
     if rules is not None:
         return RulesEngine(ontology, uncertain, spec_compat, rules)
     return info.build(ontology, uncertain, llm, spec_compat)
@@ -659,17 +668,24 @@ class EngineRunner:
     @classmethod
     def build(cls, ontology: Ontology, *, uncertain: UncertainPolicy = "positive", engine: EngineName = "rules",
               llm: LLMConfig | None = None, spec_compat: bool = False, retry_failed: bool = False,
-              cache: AnswerCache | None = None, rules: RuleSet | str | Path | None = None) -> EngineRunner:
-        """The engine ``engine`` for these options (:func:`get_engine`), ready to run."""
+              cache: AnswerCache | None = None, rules: RuleSet | str | Path | None = None,
+              workers: int | None = None) -> EngineRunner:
+        """The engine ``engine`` for these options (:func:`get_engine`), ready to run; ``workers``
+        processes judge a large batch with the rule engine (LLM engines use ``concurrency``)."""
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
         if info.needs_llm and llm is not None:
             from cxreval.llm.config import require_backend
 
             require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
         built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules)
+        if workers is not None:
+            if workers < 1:
+                raise ValueError("workers must be at least 1")
+            if hasattr(built, "workers"):  # the rule engine; LLM engines use concurrency
+                built.workers = workers
         options = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
-                   "spec_compat": spec_compat, "retry_failed": retry_failed,
-                   "rules": getattr(built, "rules", None)}
+                   "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
+                   "rules": getattr(built, "rules", None), "workers": workers}
         return cls(built, llm=llm, cache=cache, retry_failed=retry_failed, options=options)
 
     def options(self) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class EvaluationScores:
     flags: list[InjectionFlag] = field(default_factory=list)
     """Pairs whose text reads like instructions to the judge (LLM engines; :mod:`cxreval.judge.crosscheck`)."""
     run: int = 1
-    totals: dict[str, np.ndarray] = field(default_factory=dict)
+    block_sums: dict[str, np.ndarray] = field(default_factory=dict)
     """Each statistic block's sum over the scored pairs (:mod:`cxreval.scores.statistics`): what
     the headline metrics compute from."""
     references_sha256: str | None = None
@@ -102,11 +102,11 @@ class EvaluationScores:
 
     def metrics(self) -> list[dict[str, Any]]:
         """The headline numbers (:data:`cxreval.metrics.table.HEADLINE`, each a registered metric
-        computed from :attr:`totals`), each with direction and signature."""
+        computed from :attr:`block_sums`), each with direction and signature."""
         from cxreval.metrics.table import headline_metrics, headline_values
 
         metrics = headline_metrics(self.ontology)
-        values = headline_values(metrics, self.totals)
+        values = headline_values(metrics, self.block_sums)
         return [{"name": m.headline, "value": values[m.headline], "higher_is_better": m.higher_is_better,
                  "signature": str(self.signature.with_metric(m.signature_id))} for m in metrics]
 
@@ -251,17 +251,12 @@ class Evaluator:
         self.retry_failed = retry_failed
         self.engine_runner = EngineRunner.build(self.ontology, uncertain=uncertain, engine=engine, llm=llm,
                                                 spec_compat=spec_compat, retry_failed=retry_failed, cache=cache,
-                                                rules=rules)
+                                                rules=rules, workers=workers)
         """The engine with its LLM settings and answer store: the one path to judgements and
         extractions, which the table metrics share (:meth:`TableMetric.from_runner`)."""
         self.judge_engine: Engine = self.engine_runner.engine
         self.rules: RuleSet | None = getattr(self.judge_engine, "rules", None)
         """The rule set with the user's rules (None: the packaged rules only)."""
-        if workers is not None:
-            if workers < 1:
-                raise ValueError("workers must be at least 1")
-            if hasattr(self.judge_engine, "workers"):  # the rule engine; LLM engines use --concurrency
-                self.judge_engine.workers = workers
 
     @cached_property
     def extractor(self) -> RuleExtractor:
@@ -445,7 +440,7 @@ def score_table(table: JudgementTable, ontology: Ontology, signature: Signature)
         errors=spec.errors,
         error_summary=spec.error_summary,
         ontology=ontology,
-        totals=spec.totals,
+        block_sums=spec.block_sums,
     )
 
 

@@ -139,7 +139,7 @@ class ResultWriter:
         return EvaluationScores(
             signature=self.signature, n_pairs=self.totals.n_pairs, entities=spec.entities, groups=spec.groups,
             averages=spec.averages, error_summary=spec.error_summary, ontology=self.ontology,
-            totals=spec.totals, references_sha256=fingerprint_hex(self.reference_digests),
+            block_sums=spec.block_sums, references_sha256=fingerprint_hex(self.reference_digests),
         )
 
     def finish(self) -> EvaluationScores:

@@ -426,7 +426,7 @@ def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner",
                 sites.extend(_site_cells(d.name, stratum[5:], lb, names, higher))
         for s, t in zip(d.systems, tables):
             summaries.append(SystemSummary(system=s.name, dataset=d.name, n_pairs=len(t.spec.errors),
-                                           values=headline_values(headline, t.spec.totals)))
+                                           values=headline_values(headline, t.spec.block_sums)))
             e, g = entity_results(d.name, s, t, d.ids, ontology, config.examples_per_kind)
             ents.extend(e)
             groups.extend(g)

@@ -285,7 +285,7 @@ def _missing_extra(metric: str) -> list[str]:
 
 
 #: Metrics computed from the judgement table (:mod:`cxreval.metrics.table`), not from the texts.
-TABLE_METRICS = frozenset(table_metric_names())
+TABLE_METRIC_NAMES = frozenset(table_metric_names())
 
 
 class Runner:
@@ -335,7 +335,7 @@ class Runner:
 
     def metric(self, name: str) -> ReportMetric:
         """The configured metric object (built once)."""
-        if name in TABLE_METRICS:
+        if name in TABLE_METRIC_NAMES:
             return self.table_metric(name)
         if name not in self._metrics:
             self._metrics[name] = get_metric(name, **self.config.metric_options.get(name, {}))
@@ -358,7 +358,7 @@ class Runner:
             except RayUnavailable as exc:
                 problems.append(f"engine.executor: ray: {exc}")
         for name in self.config.metrics:
-            if name in TABLE_METRICS:  # computed from the judgement table with the run's engine
+            if name in TABLE_METRIC_NAMES:  # computed from the judgement table with the run's engine
                 continue
             try:
                 self.metric(name)
@@ -495,7 +495,7 @@ class Runner:
         """Fill ``SystemRun.metrics`` for every configured metric but the judgement-based one."""
         eng = self.config.engine
         for name in self.config.metrics:
-            if name in TABLE_METRICS:  # computed from the judgement table
+            if name in TABLE_METRIC_NAMES:  # computed from the judgement table
                 continue
             t0 = time.perf_counter()
             metric = self.metric(name)

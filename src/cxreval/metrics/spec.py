@@ -28,6 +28,7 @@ from cxreval.metrics.table import (
 from cxreval.metrics.table import (
     SpecErrors,
     TableMetric,
+    rebuild_metric,
 )
 from cxreval.scores.signature import Signature
 
@@ -66,7 +67,7 @@ class LabelF1(Metric):
                  label_uncertain: str = "negative", undefined: str = "skip", certainty: str = "negative", *,
                  engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
                  retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None) -> None:
+                 rules: str | Path | None = None, workers: int | None = None) -> None:
         from cxreval.engines import EngineRunner
         from cxreval.extract.models import CERTAINTY_POLICIES
         from cxreval.ontology import Ontology, load_ontology
@@ -76,11 +77,11 @@ class LabelF1(Metric):
         onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self._options: dict[str, Any] = {
             "ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm, "spec_compat": spec_compat,
-            "retry_failed": retry_failed, "rules": rules,
+            "retry_failed": retry_failed, "cache": cache, "rules": rules, "workers": workers,
             "label_uncertain": label_uncertain, "undefined": undefined, "certainty": certainty}
         self._runner: EngineRunner = EngineRunner.build(onto, uncertain=uncertain, engine=engine, llm=llm,  # type: ignore[arg-type]
                                                         spec_compat=spec_compat, retry_failed=retry_failed,
-                                                        cache=cache, rules=rules)
+                                                        cache=cache, rules=rules, workers=workers)
         self.label_uncertain, self.undefined = label_uncertain, undefined
         self.certainty = certainty
         """Which hedged grades project to a positive label (the ``--uncertain`` policy names);
@@ -105,7 +106,7 @@ class LabelF1(Metric):
                                rules=labelset_rules(self._runner.engine.ontology, self.labelset))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self._options))
+        return (rebuild_metric, (type(self), self._options))
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         from cxreval.scores.labels import binarize, label_confusion, project_pairs
@@ -134,10 +135,6 @@ class ChestXray14F1(LabelF1):
     """Macro F1 over the ChestX-ray14 labels, projected from the engine's extractions."""
 
     labelset = "chestxray14"
-
-
-def _rebuild(cls: type, options: dict[str, Any]) -> Any:
-    return cls(**options)
 
 
 # The factories are the classes themselves (an unknown option is a TypeError, never ignored).

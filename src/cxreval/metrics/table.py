@@ -9,7 +9,7 @@ a number cannot differ between them; a new number is one class here.
 Given report texts (``pair_stats(references, candidates)``, the :class:`~cxreval.metrics.Metric`
 interface), a table metric judges the pairs with its engine first (the rule engine by default,
 any engine of :mod:`cxreval.engines` by option); given a table, it judges nothing
-(:meth:`TableMetric.score_table`). Engines are built on first use: a metric that only scores
+(:meth:`TableMetric.value_of_table`). Engines are built on first use: a metric that only scores
 tables costs nothing to build.
 """
 
@@ -56,30 +56,31 @@ class TableMetric(Metric):
     def __init__(self, ontology: Ontology | str | Path | None = None, uncertain: str = "positive", *,
                  engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
                  retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None) -> None:
-        from cxreval.engines import engine_info
+                 rules: str | Path | None = None, workers: int | None = None) -> None:
+        from cxreval.engines import check_engine_options
         from cxreval.ontology import Ontology, load_ontology
 
-        engine_info(engine)  # an unknown engine fails now, naming the known ones
+        check_engine_options(engine, uncertain, llm=llm, rules=rules)  # now, though the engine is built later
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self._options: dict[str, Any] = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
-                                         "spec_compat": spec_compat, "retry_failed": retry_failed, "rules": rules}
-        self._cache = cache
+                                         "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
+                                         "rules": rules, "workers": workers}
         self._runner: EngineRunner | None = None
 
     @classmethod
     def from_runner(cls, runner: EngineRunner) -> TableMetric:
-        """The metric judged by an existing engine (its answer store, its rules): what
-        ``cxreval meta`` and ``bench`` use to score with the evaluator they already hold."""
+        """The metric judged by an existing engine (its answer store, its rules, its workers):
+        what ``cxreval meta`` and ``bench`` use to score with the evaluator they already hold."""
         metric = cls.__new__(cls)
         metric.ontology = runner.engine.ontology
         metric._options = runner.options()
-        metric._cache = runner.cache
         metric._runner = runner
         return metric
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self._options))
+        # every option travels, the answer store included (an open SQLite store does not pickle:
+        # that fails loudly rather than scoring elsewhere on another store)
+        return (rebuild_metric, (type(self), self._options))
 
     @property
     def runner(self) -> EngineRunner:
@@ -87,9 +88,8 @@ class TableMetric(Metric):
         if self._runner is None:
             from cxreval.engines import EngineRunner
 
-            opts = dict(self._options)
-            self._runner = EngineRunner.build(self.ontology, cache=self._cache, **{
-                k: v for k, v in opts.items() if k != "ontology"})
+            opts = {k: v for k, v in self._options.items() if k != "ontology"}
+            self._runner = EngineRunner.build(self.ontology, **opts)
         return self._runner
 
     @property
@@ -100,7 +100,7 @@ class TableMetric(Metric):
         """This metric's statistics per pair ``(n_pairs, k)``."""
         return stats.block(self.statistic)
 
-    def score_table(self, table: JudgementTable) -> float:
+    def value_of_table(self, table: JudgementTable) -> float:
         """The value of a whole judgement table (NaN where undefined)."""
         total = TableStatistics(table, self.ontology).total(self.statistic)
         return float(np.asarray(self.compute(total[None, :]), dtype=float)[0])
@@ -121,7 +121,8 @@ class TableMetric(Metric):
         return self.table_stats(self.judge(references, candidates))
 
 
-def _rebuild(cls: type, options: dict[str, Any]) -> Any:
+def rebuild_metric(cls: type, options: dict[str, Any]) -> Any:
+    """A metric built again from its options (how metrics unpickle in worker processes)."""
     return cls(**options)
 
 
@@ -309,18 +310,3 @@ def block_layout(metrics: Sequence[TableMetric], stats: TableStatistics) -> tupl
             width += block.shape[1]
     values = np.concatenate(columns, axis=1) if columns else np.zeros((stats.n_pairs, 0))
     return values, blocks
-
-
-def metrics_cache(metrics: Sequence[TableMetric], stats: TableStatistics) -> Any:
-    """A :class:`~cxreval.scores.stats.PairCache` of several table metrics over one table: the
-    statistics of :func:`block_layout`, and each score its metric's ``compute`` of its block
-    (named by the metric's headline name)."""
-    from cxreval.scores.stats import PairCache
-
-    values, blocks = block_layout(metrics, stats)
-    parts = [(m, blocks[m.statistic]) for m in metrics]
-
-    def statistic(sums: np.ndarray) -> np.ndarray:
-        return np.stack([np.asarray(m.compute(sums[:, cols]), dtype=float) for m, cols in parts], axis=-1)
-
-    return PairCache(values, statistic, tuple(m.headline for m in metrics))

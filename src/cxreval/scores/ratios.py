@@ -21,8 +21,8 @@ def ratio(num: float, den: float) -> float | None:
 
 def f1_score(tp: float, fp: float, fn: float) -> float | None:
     """F1 of counts, ``2 TP / (2 TP + FP + FN)``; ``None`` when nothing was affirmed by either side.
-    The one scalar F1: presence scores, agreement tables and the entity-F1 reward call it (``prf``
-    is its array twin)."""
+    The one scalar F1: presence scores and agreement tables call it (``prf`` is its array twin,
+    which the registered metrics and the reward use)."""
     return ratio(2 * tp, 2 * tp + fp + fn)
 
 

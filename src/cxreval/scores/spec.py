@@ -2,7 +2,7 @@
 
 Presence P/R/F1 per entity and group, macro and micro; attribute accuracies (pooled over TP
 rows); errors per pair and their distribution. The headline numbers are registered metrics
-(:mod:`cxreval.metrics.table`) computed from the same statistics (:class:`SpecTotals.blocks`);
+(:mod:`cxreval.metrics.table`) computed from the same statistics (:attr:`SpecTotals.block_sums`);
 ``cxreval evaluate``, ``cxreval bench`` and the HTML page all take their SPEC numbers from
 :func:`spec_scores` and those metrics, so a number cannot differ between them.
 """
@@ -50,7 +50,7 @@ class SpecTotals:
     counts: pd.DataFrame  # :meth:`TableStatistics.entity_counts`
     n_pairs: int
     error_histogram: dict[int, int] = field(default_factory=dict)
-    blocks: dict[str, np.ndarray] = field(default_factory=dict)
+    block_sums: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: JudgementTable, ontology: Ontology) -> SpecTotals:
@@ -67,7 +67,7 @@ class SpecTotals:
         errors = stats.error_table()
         critical = pd.Series(stats.critical_errors(), index=errors.index, name="errors")
         totals = cls(counts=stats.entity_counts(), n_pairs=stats.n_pairs, error_histogram=error_histogram(errors),
-                     blocks={b: stats.total(b) for b in BLOCKS})
+                     block_sums={b: stats.total(b) for b in BLOCKS})
         return totals, errors, critical
 
     @classmethod
@@ -80,7 +80,7 @@ class SpecTotals:
     def __add__(self, other: SpecTotals) -> SpecTotals:
         return SpecTotals(counts=self.counts + other.counts, n_pairs=self.n_pairs + other.n_pairs,
                           error_histogram=add_histograms(self.error_histogram, other.error_histogram),
-                          blocks={b: self.blocks[b] + other.blocks[b] for b in self.blocks})
+                          block_sums={b: self.block_sums[b] + other.block_sums[b] for b in self.block_sums})
 
     def scores(self, ontology: Ontology) -> SpecSummary:
         """Every SPEC table of these totals."""
@@ -90,7 +90,7 @@ class SpecTotals:
             groups=group_scores(ents, ontology),
             averages=averages(ents),
             error_summary=distribution_of(self.error_histogram),
-            totals=dict(self.blocks),
+            block_sums=dict(self.block_sums),
         )
 
 
@@ -107,7 +107,7 @@ class SpecSummary:
     groups: list[GroupScore]
     averages: Averages
     error_summary: ErrorDistribution
-    totals: dict[str, np.ndarray]
+    block_sums: dict[str, np.ndarray]
     """Each statistic block's sum: what the headline metrics compute from."""
 
 

@@ -145,8 +145,12 @@ class TableStatistics:
         index = {p: i for i, p in enumerate(self.pair_ids)}
         if len(index) != len(self.pair_ids):
             raise ValueError("pair ids repeat: every pair needs an id of its own")
+        judged = _codes(list(table.pair_ids), index)
+        if (judged < 0).any() or len(set(table.pair_ids)) != len(table.pair_ids):
+            unknown = [p for p, c in zip(table.pair_ids, judged, strict=True) if c < 0][:5]
+            raise ValueError(f"the table's pairs must be among pair_ids, once each (not among them: {unknown})")
         self.judged = np.zeros(len(self.pair_ids), dtype=bool)
-        self.judged[_codes(list(table.pair_ids), index)] = True
+        self.judged[judged] = True
         self._rows = _read_rows(table, ontology, index)
 
     @property

@@ -427,7 +427,7 @@ class MetricTester:
         c = self.case
         assert c.tables, f"{c.name}: no hand-computed table"
         for k, hand in enumerate(c.tables):
-            m: Any = self.build(**hand.options())  # a table metric: score_table, table_pair_values
+            m: Any = self.build(**hand.options())  # a table metric: value_of_table, table_pair_values
             table = hand.table()
             where = f"{c.name} table {k}{f' ({hand.note})' if hand.note else ''}"
             want = np.asarray(hand.pair_values, dtype=float)
@@ -435,7 +435,7 @@ class MetricTester:
             assert got.shape == want.shape, f"{where}: {got.shape} pair values for {want.shape} pairs"
             bad = ~np.isclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
             assert not bad.any(), f"{where}: pairs {np.flatnonzero(bad).tolist()}: {got[bad]} vs by hand {want[bad]}"
-            value = float(m.score_table(table))
+            value = float(m.value_of_table(table))
             assert abs(value - hand.corpus) <= 1e-12 or (np.isnan(value) and np.isnan(hand.corpus)), (
                 f"{where}: the table's value {value} vs by hand {hand.corpus}")
             if hasattr(m, "table_stats"):
@@ -445,7 +445,7 @@ class MetricTester:
                 assert len(stats) == len(want) and np.isfinite(stats).all(), f"{where}: statistics {stats.shape}"
                 summed = float(np.asarray(m.compute(stats.sum(axis=0, keepdims=True)), dtype=float)[0])
                 assert summed == value or (np.isnan(summed) and np.isnan(value)), (
-                    f"{where}: compute of the summed statistics {summed} vs score_table {value}")
+                    f"{where}: compute of the summed statistics {summed} vs value_of_table {value}")
 
 
 __all__ = ["EDGE", "IDENTICAL", "CorpusReference", "Functional", "HandTable", "MetricCase", "MetricTester",
