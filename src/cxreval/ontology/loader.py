@@ -8,10 +8,9 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-
-from cxreval import yaml_files
 from pydantic import ValidationError
 
+from cxreval import yaml_files
 from cxreval.ontology.models import Entity, Group, Ontology, normalize_term
 
 DEFAULT_ONTOLOGY = "cxr-entities.yaml"
@@ -23,7 +22,8 @@ class OntologyError(ValueError):
 
 def _problems(onto: Ontology) -> list[str]:
     """Every problem of an ontology the model alone does not catch, in a stable order: categories
-    and groups, each entity, label sets, then synonyms claimed twice and precedence entries."""
+    and groups, each entity, label sets, synonyms claimed twice and precedence entries, then the
+    is-a hierarchy and the near-synonym classes."""
     cat_ids = [c.id for c in onto.categories]
     groups = {g.id: g for g in onto.groups}
     problems = _group_problems(onto, cat_ids, groups)
@@ -36,6 +36,8 @@ def _problems(onto: Ontology) -> list[str]:
             claims[term].append(e.id)
     problems.extend(_labelset_problems(onto, seen_ids))
     problems.extend(_precedence_problems(onto, claims, seen_ids))
+    problems.extend(_hierarchy_problems(onto))
+    problems.extend(_near_synonym_problems(onto))
     return problems
 
 
@@ -78,7 +80,7 @@ def _entity_problems(onto: Ontology, e: Entity, cat_ids: list[str], groups: dict
 
 def _labelset_problems(onto: Ontology, entity_ids: set[str]) -> list[str]:
     """Label sets' terms and word mappings naming labels they lack, or unknown entities."""
-    problems = []
+    problems: list[str] = []
     for labelset_id, ls in onto.labelsets.items():
         problems.extend(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels"
                         for label in ls.terms if label not in ls.labels)
@@ -107,6 +109,115 @@ def _precedence_problems(onto: Ontology, claims: dict[str, list[str]], entity_id
             problems.append(f"precedence for {term!r} names unknown entity {winner!r}")
         if normalize_term(term) != term:
             problems.append(f"precedence key {term!r} must be written normalised: {normalize_term(term)!r}")
+    return problems
+
+
+def _hierarchy_problems(onto: Ontology) -> list[str]:
+    """Parent links: the ``parents`` key missing where the file declares a hierarchy, unknown parents
+    and sources, a parent named twice, a finding under a differential, and cycles."""
+    by_id = {e.id: e for e in onto.entities}
+    sources = sorted(onto.hierarchy_sources)
+    problems = []
+    for e in onto.entities:
+        where = f"entity {e.id!r}"
+        if onto.has_hierarchy and "parents" not in e.model_fields_set:
+            problems.append(f"{where} has no 'parents' key: a file that declares hierarchy_sources lists every "
+                            "entity's parents ([] for none)")
+        named: set[str] = set()
+        for link in e.parents:
+            parent = by_id.get(link.id)
+            if parent is None:
+                problems.append(f"{where} names unknown parent {link.id!r}")
+            elif e.kind == "finding" and parent.kind == "differential":
+                problems.append(f"{where} is a finding but names the differential {link.id!r} as its parent: "
+                                "a diagnosis is not a parent of an imaging finding")
+            if link.id in named:
+                problems.append(f"{where} names parent {link.id!r} more than once")
+            named.add(link.id)
+            if link.source not in onto.hierarchy_sources:
+                problems.append(f"{where} links to {link.id!r} with unknown source {link.source!r} "
+                                f"(hierarchy_sources: {sources})")
+    problems.extend(_cycle_problems(onto))
+    return problems
+
+
+def _cycle_problems(onto: Ontology) -> list[str]:
+    """Each cycle of parent links once, named at its first entity in declaration order."""
+    edges = {e.id: [p.id for p in e.parents] for e in onto.entities}
+    problems = []
+    reported: set[frozenset[str]] = set()
+    for e in onto.entities:
+        path = _path_back_to(e.id, edges)
+        if path and frozenset(path) not in reported:
+            reported.add(frozenset(path))
+            problems.append(f"entity {e.id!r} is its own ancestor: {' -> '.join([*path, e.id])}")
+    return problems
+
+
+def _path_back_to(start: str, edges: dict[str, list[str]]) -> list[str]:
+    """The shortest path ``start -> ... -> x`` whose last step leads back to ``start`` (``[]``: none)."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in edges.get(node, []):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return path[::-1]
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return []
+
+
+def _near_synonym_problems(onto: Ontology) -> list[str]:
+    """Near-synonym classes: ids defined twice, unknown sources and members, fewer than two members,
+    an entity in two classes, members of two kinds, and classes that are not one node of the hierarchy."""
+    kinds = {e.id: e.kind for e in onto.entities}
+    problems = []
+    seen_ids: set[str] = set()
+    member_of: dict[str, str] = {}
+    for c in onto.near_synonyms:
+        where = f"near-synonym class {c.id!r}"
+        if c.id in seen_ids:
+            problems.append(f"{where} is defined more than once")
+        seen_ids.add(c.id)
+        if c.source not in onto.hierarchy_sources:
+            problems.append(f"{where} has unknown source {c.source!r} (hierarchy_sources: {sorted(onto.hierarchy_sources)})")
+        if len(set(c.members)) < 2:
+            problems.append(f"{where} has fewer than two members")
+        for member in dict.fromkeys(c.members):
+            if member not in kinds:
+                problems.append(f"{where} names unknown entity {member!r}")
+            elif member in member_of:
+                problems.append(f"entity {member!r} is in near-synonym classes {member_of[member]!r} and {c.id!r}")
+            else:
+                member_of[member] = c.id
+        if len({kinds[m] for m in c.members if m in kinds}) > 1:
+            problems.append(f"{where} mixes findings and differentials: its members must be of one kind")
+        problems.extend(_class_between_problems(onto, c.id, [m for m in c.members if m in kinds]))
+    return problems
+
+
+def _class_between_problems(onto: Ontology, class_id: str, members: list[str]) -> list[str]:
+    """A class is judged as one node of the hierarchy, so a member may be another member's ancestor
+    (near-synonymy wins between them), but no entity outside the class may lie between two members:
+    collapsing the class would make a cycle through it."""
+    inside = set(members)
+    problems = []
+    for member in members:
+        for ancestor in onto.ancestors(member):
+            if ancestor in inside:
+                continue
+            above = [m for m in members if m in onto.ancestors(ancestor)]
+            if above:
+                problems.append(f"near-synonym class {class_id!r}: {ancestor!r} is an ancestor of member {member!r} "
+                                f"and a descendant of member {above[0]!r}; a class is one node of the hierarchy, so "
+                                "every entity between two members must be a member")
     return problems
 
 

@@ -127,6 +127,26 @@ def _term_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.I)
 
 
+class ParentLink(_Strict):
+    """One is-a link of an entity: every instance of the entity is an instance of ``id``, as a
+    radiologist reads a chest X-ray, anchored in the source ``source`` (a key of the ontology's
+    ``hierarchy_sources``)."""
+
+    id: str
+    source: str
+
+
+class NearSynonymClass(_Strict):
+    """Entities radiologists use interchangeably at one place ("airspace disease" and "airspace
+    opacity"): two members of one class named at the same place are one finding. A class is judged
+    as one node of the is-a hierarchy (docs/engine.md, "The finding hierarchy")."""
+
+    id: str
+    members: list[str]
+    source: str
+    note: str = ""
+
+
 class Entity(_Strict):
     """One radiological finding or differential diagnosis."""
 
@@ -140,6 +160,10 @@ class Entity(_Strict):
     attributes: list[Attribute] = Field(default_factory=list)
     critical: bool = False
     mappings: dict[str, list[str]] = Field(default_factory=dict)
+    #: Is-a parents, nearest first as listed. A file that declares ``hierarchy_sources`` gives every
+    #: entity this key (``[]`` for none: "considered, no parent"); in a file without a hierarchy an
+    #: absent key reads as ``[]``. Whether the key was given is ``"parents" in model_fields_set``.
+    parents: list[ParentLink] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -170,6 +194,10 @@ class Ontology(_Strict):
         default_factory=dict,
         description="term -> entity id that wins where two entities claim the same term",
     )
+    #: Source id -> one-line citation; every parent link and near-synonym class names one. A file
+    #: that declares it declares a hierarchy: then every entity must list its ``parents``.
+    hierarchy_sources: dict[str, str] = Field(default_factory=dict)
+    near_synonyms: list[NearSynonymClass] = Field(default_factory=list)
     entities: list[Entity]
 
     @property
@@ -196,3 +224,78 @@ class Ontology(_Strict):
 
     def differentials(self) -> list[Entity]:
         return [e for e in self.entities if e.kind == "differential"]
+
+    # ------------------------------------------------------------------ the is-a hierarchy
+
+    @property
+    def has_hierarchy(self) -> bool:
+        """Whether the file declares a hierarchy (``hierarchy_sources``), so every entity lists its parents."""
+        return bool(self.hierarchy_sources)
+
+    @cached_property
+    def _parent_ids(self) -> dict[str, list[str]]:
+        return {e.id: [p.id for p in e.parents] for e in self.entities}
+
+    @cached_property
+    def _child_ids(self) -> dict[str, list[str]]:
+        """Entity id -> its children, in the order the entities are declared."""
+        children: dict[str, list[str]] = {e.id: [] for e in self.entities}
+        for e in self.entities:
+            for p in e.parents:
+                if e.id not in children.setdefault(p.id, []):
+                    children[p.id].append(e.id)
+        return children
+
+    @cached_property
+    def _class_of(self) -> dict[str, NearSynonymClass]:
+        found: dict[str, NearSynonymClass] = {}
+        for c in self.near_synonyms:
+            for member in c.members:
+                found.setdefault(member, c)
+        return found
+
+    def _start(self, entity_id: str, classes: bool) -> list[str]:
+        self.entity(entity_id)  # KeyError naming the ontology for an unknown id
+        return self.near_synonym_members(entity_id) if classes else [entity_id]
+
+    def ancestors(self, entity_id: str, *, classes: bool = False) -> list[str]:
+        """Every entity ``entity_id`` is-a, transitively: nearest first (breadth first), ties in the
+        order the parents are listed. With ``classes`` the entity's near-synonym class counts as one
+        node: the ancestors of all its members, the members themselves left out."""
+        return _reach(self._start(entity_id, classes), self._parent_ids)
+
+    def descendants(self, entity_id: str, *, classes: bool = False) -> list[str]:
+        """Every entity that is-a ``entity_id``, transitively: nearest first, ties in declaration
+        order. ``classes`` as for :meth:`ancestors`."""
+        return _reach(self._start(entity_id, classes), self._child_ids)
+
+    def near_synonym_class(self, entity_id: str) -> str | None:
+        """The id of the near-synonym class ``entity_id`` belongs to, None when it is in none."""
+        self.entity(entity_id)
+        found = self._class_of.get(entity_id)
+        return found.id if found else None
+
+    def near_synonym_members(self, entity_id: str) -> list[str]:
+        """The members of ``entity_id``'s near-synonym class in their listed order (itself
+        included); ``[entity_id]`` when it is in none."""
+        self.entity(entity_id)
+        found = self._class_of.get(entity_id)
+        return list(found.members) if found else [entity_id]
+
+
+def _reach(start: list[str], edges: dict[str, list[str]]) -> list[str]:
+    """Ids reachable from ``start`` along ``edges``, breadth first (nearest first), each once, the
+    start ids left out; terminates on a cycle (the loader reports those)."""
+    seen = set(start)
+    found: list[str] = []
+    frontier = list(start)
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in edges.get(node, []):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    found.append(nxt)
+                    following.append(nxt)
+        frontier = following
+    return found
