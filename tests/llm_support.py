@@ -47,10 +47,11 @@ def with_fault(pair_id: str, fault: str, *, side: str = "candidate") -> ReportPa
 
 
 def rule_rows(pairs: list[ReportPair], ontology: Ontology | None = None, *, drop_tn: bool = False,
-              spec_compat: bool = False) -> dict[str, set[tuple]]:
+              spec_compat: bool = False, flat: bool = False) -> dict[str, set[tuple]]:
     """What the rule engine judges per pair (the loopback server answers with exactly this;
-    its pairwise answers hold SPEC-CXR's three comparison values: ``spec_compat=True``)."""
-    res = Evaluator(ontology, spec_compat=spec_compat).evaluate(pairs)
+    its pairwise answers hold SPEC-CXR's three comparison values: ``spec_compat=True``, and are
+    judged entity by entity: ``flat=True``; llm-extract compares its extractions by the hierarchy)."""
+    res = Evaluator(ontology, spec_compat=spec_compat, hierarchy=not flat).evaluate(pairs)
     out: dict[str, set[tuple]] = {p.pair_id: set() for p in pairs}
     for r in res.judgements:
         if drop_tn and r.presence == "TN":

@@ -84,7 +84,8 @@ def _rouge_l_functional(metric: Metric, ref: str, cand: str) -> float:
 PRESENCE_NAMES = tuple(f"spec-presence-{avg}-{what}" for avg in ("macro", "micro")
                        for what in ("precision", "recall", "f1"))
 ATTRIBUTE_NAMES = ("spec-location-accuracy", "spec-severity-accuracy", "spec-comparison-accuracy")
-PAIR_MEAN_NAMES = ("spec-errors", "spec-report-error-free-rate", "spec-report-critical-error-free-rate")
+PAIR_MEAN_NAMES = ("spec-errors", "spec-report-error-free-rate", "spec-report-critical-error-free-rate",
+                   "spec-specificity-errors")
 #: Every SPEC-CXR number the registry holds.
 SPEC_NAMES = PRESENCE_NAMES + ATTRIBUTE_NAMES + PAIR_MEAN_NAMES
 NAN = float("nan")
@@ -97,7 +98,7 @@ def _tiny_ontology() -> Any:
     return parse_ontology(TINY, "tiny")
 
 
-Row = tuple[str, str, str, str, str, str]  # pair_id, entity, presence, location, severity, comparison
+Row = tuple[str, ...]  # pair_id, entity, presence, location, severity, comparison[, specificity]
 
 
 def _ratio(num: float, den: float) -> float:
@@ -112,10 +113,12 @@ def _mean_defined(values: list[float]) -> float:
 def _row_errors(row: Row) -> int:
     """SPEC-CXR's errors of one row, written out: a false or missed finding, a location or
     severity that does not match, and a comparison added, missed or contradicted."""
-    _, _, presence, location, severity, comparison = row
+    presence, location, severity, comparison = row[2:6]
+    specificity = row[6] if len(row) > 6 else "exact"
     return ((presence in ("FP", "FN")) + (location == "not-aligned") + (severity == "not-aligned")
             + (comparison in ("adding-unmentioned-comparison", "missing-mentioned-comparison",
-                              "conflicting-comparison")))
+                              "conflicting-comparison"))
+            + (specificity in ("less-specific", "more-specific")))
 
 
 def spec_by_hand(name: str, rows: Sequence[Row], pair_ids: Sequence[str], ontology: Any) -> tuple[list[float], float]:
@@ -162,6 +165,8 @@ def spec_by_hand(name: str, rows: Sequence[Row], pair_ids: Sequence[str], ontolo
         return _ratio(correct, judged)
 
     def pair_value(some: Sequence[Row]) -> float:
+        if name == "spec-specificity-errors":
+            return float(sum(len(r) > 6 and r[6] in ("less-specific", "more-specific") for r in some))
         if name == "spec-errors":
             return float(sum(_row_errors(r) for r in some))
         if name == "spec-report-error-free-rate":
@@ -242,6 +247,7 @@ HAND_VALUES: dict[str, tuple[tuple[float, ...], float]] = {
     "spec-errors": ((3, 2, 2, 0, 3), 2.0),
     "spec-report-error-free-rate": ((0, 0, 0, 1, 0), 1 / 5),
     "spec-report-critical-error-free-rate": ((0, 1, 0, 1, 0), 2 / 5),
+    "spec-specificity-errors": ((0, 0, 0, 0, 0), 0.0),  # the flat hand table names every finding exactly
 }
 
 # A second table: every finding found with its attributes right (q1), and a pair with only a TN
@@ -257,7 +263,7 @@ PERFECT_PAIRS = ("q1", "q2")
 
 
 def _perfect_values(name: str) -> tuple[tuple[float, ...], float]:
-    if name == "spec-errors":
+    if name in ("spec-errors", "spec-specificity-errors"):
         return (0, 0), 0.0
     if name in PAIR_MEAN_NAMES:
         return (1, 1), 1.0
@@ -288,7 +294,8 @@ LOCAL_RULES = Path(__file__).resolve().parent / "rules" / "local.yaml"
 
 
 @cache
-def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str) -> Callable[[str, str, str], list[Row]]:
+def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str,
+           hierarchy: bool = True) -> Callable[[str, str, str], list[Row]]:
     """The rule engine's judge (extractor + :func:`cxreval.judge.compare.compare_extractions`),
     one per distinct options: the input of the SPEC metrics, not their arithmetic."""
     from cxreval.extract.rules import RuleExtractor, load_rules
@@ -301,8 +308,8 @@ def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str) -> 
 
     def judge(pair_id: str, reference: str, candidate: str) -> list[Row]:
         out = compare_extractions(pair_id, read(reference), read(candidate), ontology, uncertain,  # type: ignore[arg-type]
-                                  spec_compat)
-        return [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison) for r in out]
+                                  spec_compat, hierarchy)
+        return [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison, r.specificity) for r in out]
 
     return judge
 
@@ -314,7 +321,7 @@ def _rows(options: Options, refs: Sequence[str], cands: Sequence[str]) -> tuple[
     key = "default" if onto is None else str(onto.id)
     assert key in ("default", "tiny"), f"no reference judge for ontology {key!r}"
     judge = _judge(key, options.get("uncertain", "positive"), bool(options.get("spec_compat", False)),
-                   str(options.get("rules") or ""))
+                   str(options.get("rules") or ""), bool(options.get("hierarchy", True)))
     ids = [f"p{i}" for i in range(len(refs))]
     rows = [row for i, r, c in zip(ids, refs, cands) for row in judge(i, r, c)]
     return rows, ids, onto if onto is not None else load_ontology()
@@ -359,6 +366,7 @@ def _spec_case(name: str, signature_metric: str, bounds: tuple[float, float], pe
                   Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
                   Variant(lambda: {"spec_compat": True}, ("comparison:spec",)),
                   Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
+                  Variant(lambda: {"hierarchy": False}, ("hierarchy:flat",)),
                   Variant(_llm_pairwise, ("engine:llm-pairwise@*", "model:openai:tester"), scored=False)),
         unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored",
                   "workers": "processes of the rule engine: the judgements are identical"},
@@ -374,6 +382,8 @@ SPEC_CASES = [
     _spec_case("spec-report-error-free-rate", "spec-report-error-free-rate", (0, 1), 1.0, _PAIR_NAN, integer=True),
     _spec_case("spec-report-critical-error-free-rate", "spec-report-critical-error-free-rate", (0, 1), 1.0,
                _PAIR_NAN, integer=True),
+    _spec_case("spec-specificity-errors", "spec-report-specificity-errors-mean", (0, np.inf), 0.0, _PAIR_NAN,
+               integer=True),
     *[_spec_case(n, n, (0, 1), 1.0, _PRESENCE_NAN) for n in PRESENCE_NAMES],
     *[_spec_case(n, n, (0, 1), 1.0, _ATTRIBUTE_NAN) for n in ATTRIBUTE_NAMES],
 ]
@@ -627,6 +637,7 @@ CASES: dict[str, MetricCase] = {c.name: c for c in [
                   Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
                   Variant(_llm_extract, ("engine:llm-extract@", "model:openai:tester"), scored=False)),
         unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
+                  "hierarchy": "how pairs are judged: labels come from the extraction, before any judgement",
                   "workers": "processes of the rule engine: the extractions are identical",
                   "ontology": "in the signature's ontology field; the test ontology has no label sets",
                   "spec_compat": "how comparisons are judged: labels come from the extraction, before any judgement",

@@ -55,7 +55,7 @@ def test_pairwise_faults_end_scored_or_failed(server, tmp_path, monkeypatch, sty
     reasons = {f.pair_id: f.reason for f in result.failures}
     assert reasons == {f"f-{f}": r for f, r in FAILS.items()}
     # what was scored is exactly what the rule engine says: nothing came from a bad answer
-    expected = rule_rows(pairs, drop_tn=style == "dense")
+    expected = rule_rows(pairs, drop_tn=style == "dense", flat=True)
     got = llm_rows(result.judgements)
     for pid in scored:
         assert got.get(pid, set()) == expected[pid], pid
@@ -121,7 +121,7 @@ def test_extract_mode_reads_each_text_once_and_fails_every_pair_of_a_bad_referen
 
 def test_whole_example_matches_rule_engine_on_both_providers(server, tmp_path):
     pairs = read_pairs(example_path())
-    expected = rule_rows(pairs, spec_compat=True)  # the pairwise answer holds SPEC's three comparison values
+    expected = rule_rows(pairs, spec_compat=True, flat=True)  # the pairwise answer holds SPEC's three comparison values
     for provider, url in (("openai", server.base_url), ("anthropic", server.anthropic_url)):
         cfg = loop_config(url, tmp_path / f"{provider}.sqlite", provider=provider)
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
@@ -140,7 +140,7 @@ def test_anthropic_backend_retries_and_reasks(server, tmp_path):
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     assert {f.pair_id for f in result.failures} == {"a500"}
     assert result.usage.retry_after_waits == [1.0] and result.usage.reasks == 1
-    expected = rule_rows(pairs)
+    expected = rule_rows(pairs, flat=True)
     got = llm_rows(result.judgements)
     assert all(got.get(pid, set()) == expected[pid] for pid in result.pair_ids)
 
@@ -157,7 +157,7 @@ def test_auto_response_format_steps_down_like_llama_cpp_python(tmp_path):
         result2 = Evaluator(engine="llm-pairwise", llm=none_cfg).evaluate(pairs)
         assert result2.n_failed == 0
         assert llm_rows(result2.judgements) == llm_rows(result.judgements) == {
-            k: v for k, v in rule_rows(pairs).items() if v}
+            k: v for k, v in rule_rows(pairs, flat=True).items() if v}
 
 
 def test_max_cost_stops_cleanly_and_a_rerun_continues(server, tmp_path):

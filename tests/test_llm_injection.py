@@ -150,7 +150,7 @@ def test_loopback_reads_hostile_reports_whole(server, tmp_path, engine, style):
     ]
     result = Evaluator(engine=engine, llm=_config(tmp_path, style, server.base_url)).evaluate(pairs)
     assert result.n_failed == 0 and result.usage.reasks == 0
-    expected = rule_rows(pairs, drop_tn=engine == "llm-pairwise" and style == "dense")
+    expected = rule_rows(pairs, drop_tn=engine == "llm-pairwise" and style == "dense", flat=engine == "llm-pairwise")
     assert llm_rows(result.judgements) == {k: v for k, v in expected.items() if v}
     assert all(e["status"] == 200 for e in server.log)
 
@@ -199,5 +199,6 @@ def test_empty_answer_is_reasked_then_listed_as_failure(server, tmp_path, engine
     assert len(reasked) == 2 and all("lists no entity" in t for t in reasked)
     got = llm_rows(result.judgements)
     # the re-asked answer is the rule engine's; the accepted empty answer of the normal pair has no error
-    assert got["once"] == rule_rows(pairs[:1], drop_tn=engine == "llm-pairwise" and style == "dense")["once"]
+    assert got["once"] == rule_rows(pairs[:1], drop_tn=engine == "llm-pairwise" and style == "dense",
+                                   flat=engine == "llm-pairwise")["once"]
     assert not {r for r in got.get("normal", set()) if r[1] in ("FP", "FN")}

@@ -198,7 +198,7 @@ class Driver:
 
 @needs_chromium
 def test_answers_given_while_the_server_cannot_write_arrive_each_once(tmp_path: Path) -> None:
-    db = make_db(tmp_path, sample=8, seed=3)
+    db = make_db(tmp_path, sample=8, seed=12)  # seed 3 until the finding hierarchy changed the errors sampled on
     engine: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
     for pid, entity, *values in db_rows(db, "SELECT pair_id, entity, presence, location, severity, comparison "
                                             "FROM engine_rows ORDER BY pair_id, rowid"):

@@ -44,7 +44,7 @@ from cxreval.io import ReportPair
 from cxreval.judge.compare import UncertainPolicy, compare_extractions
 from cxreval.judge.crosscheck import REASON, STAGE, CrossCheck, InjectionFlag
 from cxreval.judge.models import EntityJudgement
-from cxreval.judge.table import JudgementTable
+from cxreval.judge.table import COLUMNS, JudgementTable
 from cxreval.literals import UNCERTAIN_POLICIES, UNGRADED_POLICIES, EngineName
 from cxreval.ontology import Ontology
 from cxreval.scores.signature import Signature
@@ -196,10 +196,12 @@ class RulesEngine:
     offline = True
 
     def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive", spec_compat: bool = False,
-                 rules: RuleSet | str | Path | None = None) -> None:
+                 rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> None:
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
+        self.hierarchy = hierarchy
+        """The is-a rule (:func:`cxreval.judge.compare.match_hierarchy`); False: every entity on its own."""
         self.rules: RuleSet | None = user_rules(ontology, rules)
         """The rule set with a user's rules (None: the packaged rules only)."""
         self.extractor = RuleExtractor(ontology, self.rules)
@@ -211,13 +213,14 @@ class RulesEngine:
     @property
     def signature(self) -> Signature:
         return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
-                         options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat)})
+                         options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat),
+                                  "hierarchy": hierarchy_option(self.hierarchy, self.ontology)})
 
     @property
-    def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None]:
+    def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None, bool]:
         """What builds this engine again (``RulesEngine(*init_args)``) in a worker process or a Ray
-        actor (:func:`init_rules_worker`): the same ontology, policies and rules."""
-        return (self.ontology, self.uncertain, self.spec_compat, self.rules)
+        actor (:func:`init_rules_worker`): the same ontology, policies, rules and judgement rule."""
+        return (self.ontology, self.uncertain, self.spec_compat, self.rules, self.hierarchy)
 
     def trim_cache(self, most: int | None = None) -> None:
         """Forget the cached extractions once they exceed ``most`` texts (default
@@ -266,7 +269,7 @@ class RulesEngine:
         if read is not None:
             read.update(got)
         return compare_extractions(pair_id, got[reference], got[candidate], self.ontology, self.uncertain,
-                                   self.spec_compat)
+                                   self.spec_compat, self.hierarchy)
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "") -> ExtractOutput:
@@ -293,8 +296,7 @@ class RulesEngine:
 PARALLEL_MIN_PAIRS = 2_000
 #: Extractions a worker keeps between chunks (texts repeat across chunks: references, templates).
 WORKER_CACHE_TEXTS = 20_000
-_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
-               "reference_rules", "candidate_rules")
+_ROW_FIELDS = COLUMNS  # a row as a worker sends it back: the judgement table's columns
 _RULES_WORKER: dict[str, RulesEngine] = {}
 
 
@@ -307,7 +309,7 @@ def user_rules(ontology: Ontology, rules: RuleSet | str | Path | None) -> RuleSe
 
 
 def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
-                      rules: RuleSet | None = None) -> None:
+                      rules: RuleSet | None = None, hierarchy: bool = True) -> None:
     """A pool worker's initializer (:func:`cxreval.parallel.worker_pool`): Ctrl-C is the
     parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life,
     built from the parent engine's :attr:`RulesEngine.init_args` (its rule set travels whole, so a
@@ -315,7 +317,7 @@ def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compa
     from cxreval.parallel import worker_signals
 
     worker_signals()
-    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat, rules)
+    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
 
 
 def rules_worker() -> RulesEngine:
@@ -365,12 +367,13 @@ class _LLMEngine:
     answers_spec = False  # the model answers SPEC-CXR's three comparison values only (pairwise)
 
     def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False) -> None:
+                 spec_compat: bool = False, hierarchy: bool = True) -> None:
         llm.check_endpoint()  # --local-only, before anything is sent
         llm.api_key()  # a missing key fails now, naming the variable (never the value)
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
+        self.hierarchy = hierarchy
         self.llm = llm
         self._checker: CrossCheck | None = None
 
@@ -422,14 +425,15 @@ class LLMExtractEngine(_LLMEngine):
     name = "llm-extract"
 
     def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False) -> None:
+                 spec_compat: bool = False, hierarchy: bool = True) -> None:
         from cxreval.extract.llm import LLMExtractor
 
-        super().__init__(ontology, uncertain, llm, spec_compat)
+        super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
         self.calls: LLMExtractor = LLMExtractor(ontology, llm)
 
     def signature_options(self) -> dict[str, str]:
-        return {**super().signature_options(), "comparison": comparison_option(self.spec_compat)}
+        return {**super().signature_options(), "comparison": comparison_option(self.spec_compat),
+                "hierarchy": hierarchy_option(self.hierarchy, self.ontology)}
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
@@ -461,7 +465,7 @@ class LLMExtractEngine(_LLMEngine):
                     ok = False
             if ok:
                 judged.append((p, compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
-                                                      self.uncertain, self.spec_compat)))
+                                                      self.uncertain, self.spec_compat, self.hierarchy)))
         judged, listed, flags = self.cross_check(judged, run)
         table = JudgementTable.from_rows([r for _, rows in judged for r in rows], [p.pair_id for p, _ in judged],
                                          str(self.signature))
@@ -475,10 +479,10 @@ class LLMPairwiseEngine(_LLMEngine):
     answers_spec = True
 
     def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False) -> None:
+                 spec_compat: bool = False, hierarchy: bool = True) -> None:
         from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
-        super().__init__(ontology, uncertain, llm, spec_compat)
+        super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
         self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
 
     async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: LLMRunner, progress: bool,
@@ -514,10 +518,10 @@ class TwoPassEngine(LLMPairwiseEngine):
     name = "llm-pairwise-2pass"
 
     def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False) -> None:
+                 spec_compat: bool = False, hierarchy: bool = True) -> None:
         from cxreval.judge.twopass import TwoPassJudge
 
-        super().__init__(ontology, uncertain, llm, spec_compat)
+        super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
         self.verifier = TwoPassJudge(self.calls)
 
     @property
@@ -555,17 +559,18 @@ class EngineInfo:
     :data:`cxreval.literals.ENGINES`, in order (the command line's choices; a test keeps them so)."""
 
     name: EngineName
-    build: Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool], Engine]
+    build: Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool, bool], Engine]
     needs_llm: bool
     extracts: bool
     help: str
 
 
-def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool], Engine]
-         ) -> Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool], Engine]:
-    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig | None, spec_compat: bool) -> Engine:
+def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool, bool], Engine]
+         ) -> Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool, bool], Engine]:
+    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig | None, spec_compat: bool,
+              hierarchy: bool) -> Engine:
         assert llm is not None
-        return cls(ontology, uncertain, llm, spec_compat)
+        return cls(ontology, uncertain, llm, spec_compat, hierarchy)
 
     return build
 
@@ -573,7 +578,8 @@ def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool], Engine]
 ENGINES: dict[str, EngineInfo] = {
     info.name: info
     for info in (
-        EngineInfo("rules", lambda onto, unc, llm, spec: RulesEngine(onto, unc, spec), needs_llm=False, extracts=True,
+        EngineInfo("rules", lambda onto, unc, llm, spec, hier: RulesEngine(onto, unc, spec, None, hier),
+                   needs_llm=False, extracts=True,
                    help="offline rule engine"),
         EngineInfo("llm-extract", _llm(LLMExtractEngine), needs_llm=True, extracts=True,
                    help="one LLM call per report text, then the deterministic comparison"),
@@ -599,7 +605,7 @@ def engine_info(name: str) -> EngineInfo:
 
 
 def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = None,
-                         rules: RuleSet | str | Path | None = None) -> None:
+                         rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> None:
     """Refuse engine options that cannot work together, before anything is built: an unknown
     engine or uncertain policy, an LLM engine without ``llm`` or with a graded policy, a rule
     file for an engine other than ``rules``."""
@@ -610,6 +616,9 @@ def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = N
         raise ValueError(f"unknown uncertain policy {uncertain!r}; choose from {', '.join(UNCERTAIN_POLICIES)}")
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
+    if not hierarchy and not info.extracts:
+        raise ValueError(f"engine {name!r} judges pairs flat already (SPEC-CXR's prompt asks entity by entity); "
+                         "the hierarchy option applies to the engines that compare extractions")
     if info.needs_llm and uncertain not in UNGRADED_POLICIES:
         # the LLM engines grade no hedge (their prompts say positive or absent): a graded policy
         # would silently read every hedge as "possible"
@@ -619,16 +628,23 @@ def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = N
 
 def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
                llm: LLMConfig | None = None, spec_compat: bool = False,
-               rules: RuleSet | str | Path | None = None) -> Engine:
+               rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> Engine:
     """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
     three comparison values only); LLM engines need ``llm`` and check its endpoint
     (``--local-only``) and API key now, before anything is sent. ``rules``: a user's rule file
     for the rule engine (:class:`RulesEngine`); the other engines take none."""
-    check_engine_options(name, uncertain, llm=llm, rules=rules)
+    check_engine_options(name, uncertain, llm=llm, rules=rules, hierarchy=hierarchy)
     info = engine_info(name)
     if rules is not None:
-        return RulesEngine(ontology, uncertain, spec_compat, rules)
-    return info.build(ontology, uncertain, llm, spec_compat)
+        return RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
+    return info.build(ontology, uncertain, llm, spec_compat, hierarchy)
+
+
+def hierarchy_option(hierarchy: bool, ontology: Ontology) -> str:
+    """The signature's ``hierarchy`` option: ``is-a`` (the finding hierarchy's judgement rule, with
+    the ontology's parents and near-synonym classes) or ``flat`` (every entity on its own; also
+    for an ontology that declares no hierarchy)."""
+    return "is-a" if hierarchy and ontology.has_hierarchy else "flat"
 
 
 def comparison_option(spec_compat: bool) -> str:
@@ -669,7 +685,7 @@ class EngineRunner:
     def build(cls, ontology: Ontology, *, uncertain: UncertainPolicy = "positive", engine: EngineName = "rules",
               llm: LLMConfig | None = None, spec_compat: bool = False, retry_failed: bool = False,
               cache: AnswerCache | None = None, rules: RuleSet | str | Path | None = None,
-              workers: int | None = None) -> EngineRunner:
+              workers: int | None = None, hierarchy: bool = True) -> EngineRunner:
         """The engine ``engine`` for these options (:func:`get_engine`), ready to run; ``workers``
         processes judge a large batch with the rule engine (LLM engines use ``concurrency``)."""
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
@@ -677,7 +693,8 @@ class EngineRunner:
             from cxreval.llm.config import require_backend
 
             require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
-        built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules)
+        built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules,
+                           hierarchy=hierarchy)
         if workers is not None:
             if workers < 1:
                 raise ValueError("workers must be at least 1")
@@ -685,7 +702,7 @@ class EngineRunner:
                 built.workers = workers
         options = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
                    "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
-                   "rules": getattr(built, "rules", None), "workers": workers}
+                   "rules": getattr(built, "rules", None), "workers": workers, "hierarchy": hierarchy}
         return cls(built, llm=llm, cache=cache, retry_failed=retry_failed, options=options)
 
     def options(self) -> dict[str, Any]:

@@ -242,16 +242,20 @@ class Evaluator:
         spec_compat: bool = False,
         workers: int | None = None,
         rules: RuleSet | str | Path | None = None,
+        hierarchy: bool = True,
     ) -> None:
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
+        self.hierarchy = hierarchy
+        """The finding hierarchy's judgement rule (docs/scoring.md, "The judgement rule"); False:
+        every entity on its own (the engines that compare extractions; the pairwise ones are flat)."""
         self.engine: EngineName = engine
         self.llm = llm
         self.retry_failed = retry_failed
         self.engine_runner = EngineRunner.build(self.ontology, uncertain=uncertain, engine=engine, llm=llm,
                                                 spec_compat=spec_compat, retry_failed=retry_failed, cache=cache,
-                                                rules=rules, workers=workers)
+                                                rules=rules, workers=workers, hierarchy=hierarchy)
         """The engine with its LLM settings and answer store: the one path to judgements and
         extractions, which the table metrics share (:meth:`TableMetric.from_runner`)."""
         self.judge_engine: Engine = self.engine_runner.engine
@@ -498,10 +502,11 @@ def evaluate(
     spec_compat: bool = False,
     workers: int | None = None,
     rules: RuleSet | str | Path | None = None,
+    hierarchy: bool = True,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
-    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm,
-                     spec_compat=spec_compat, workers=workers, rules=rules).evaluate(pairs, progress=progress)
+    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm, spec_compat=spec_compat, workers=workers,
+                     rules=rules, hierarchy=hierarchy).evaluate(pairs, progress=progress)
 
 
 def systems_frame(results: Mapping[str, Sequence[EvaluationScores]]) -> pd.DataFrame:

@@ -9,7 +9,14 @@ completion against its reference with cxreval's SPEC-CXR judgement, in one of th
 - ``entity-f1``: entity presence F1 of the pair, 2 TP / (2 TP + FP + FN), in [0, 1]. When neither
   report states a positive entity (both normal) the pair agrees fully: 1.0.
 - ``critical-weighted``: minus (errors + (``critical_weight`` - 1) x errors on entities the
-  ontology marks ``critical``), so missing a pneumothorax costs more than missing a granuloma.
+  ontology marks ``critical``), so missing a pneumothorax costs more than missing a granuloma;
+  an error of the finding hierarchy on a critical entity ("pneumothorax" for "tension
+  pneumothorax": the critical finding was reported) is not weighted.
+- ``graded``: minus a weighted sum that orders, for one finding, the reference's own reading (0)
+  > a specificity or attribute error (:data:`GRADED_WEIGHTS`: 0.5) > leaving it out (1.0) > denying
+  it (1.25) > adding a critical finding the reference does not state (2.0); an added finding
+  that is not critical costs as an omission (1.0). Reasons in docs/scoring.md, "The reward
+  that grades".
 
 Every value carries :attr:`ClinicalReward.signature` (shape, weight, engine, ontology, policy).
 ``rules``: a rule file that adds or overrides the rule engine's rules (as ``cxreval evaluate
@@ -52,8 +59,14 @@ import numpy as np
 from cxreval.extract.text import lookalike_count
 from cxreval.scores.signature import Signature
 
-RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted"]
-SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted")
+RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted", "graded"]
+SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted", "graded")
+#: The ``graded`` shape's cost of each error of a pair (see the module doc): a wrong attribute or
+#: specificity keeps the finding, so it costs less than leaving the finding out; saying a finding
+#: is absent misleads the reader more than saying nothing; inventing a critical finding (an
+#: intervention the patient does not need) costs most.
+GRADED_WEIGHTS: dict[str, float] = {"attribute": 0.5, "specificity": 0.5, "omission": 1.0, "denial": 1.25,
+                                    "invented": 1.0, "invented_critical": 2.0}
 #: Pairs judged into one table at a time when a batch is scored.
 TABLE_PAIRS = 64
 
@@ -87,6 +100,7 @@ class ClinicalReward:
         cache_size: int = 100_000,
         completion_cache: int = 10_000,
         rules: str | Path | None = None,
+        hierarchy: bool = True,
     ) -> None:
         from cxreval.engines import EngineRunner
         from cxreval.metrics.table import table_metric
@@ -101,7 +115,9 @@ class ClinicalReward:
         self.critical_weight = float(critical_weight)
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain = uncertain
-        self._runner = EngineRunner.build(self.ontology, uncertain=uncertain, rules=rules)  # type: ignore[arg-type]
+        self.hierarchy = hierarchy
+        self._runner = EngineRunner.build(self.ontology, uncertain=uncertain, rules=rules,  # type: ignore[arg-type]
+                                          hierarchy=hierarchy)
         self._extractor = self._runner.engine.extractor  # type: ignore[attr-defined]
         # the registered metrics whose per-pair values the shapes are (one arithmetic for all)
         self._metric = table_metric("spec-presence-micro-f1" if shape == "entity-f1" else "spec-errors", self.ontology)
@@ -113,7 +129,7 @@ class ClinicalReward:
 
     @property
     def signature(self) -> Signature:
-        options = {"shape": self.shape}
+        options: dict[str, str] = {"shape": self.shape}
         if self.shape == "critical-weighted":
             options["critical_weight"] = f"{self.critical_weight:g}"
         sig = self._runner.engine.signature.with_metric(f"reward-{self.shape}")
@@ -173,14 +189,17 @@ class ClinicalReward:
 
         ids = [str(i) for i in range(len(refs))]
         rows = [row for i, ref, cand in zip(ids, refs, cands, strict=True)
-                for row in compare_states(i, ref, cand, self.ontology, self.uncertain)  # type: ignore[arg-type]
+                for row in compare_states(i, ref, cand, self.ontology, self.uncertain,  # type: ignore[arg-type]
+                                          hierarchy=self.hierarchy)
                 if row.presence != "TN" or row.error_count]  # a TN row without error counts in no statistic
         stats = TableStatistics(JudgementTable.from_rows(rows, ids), self.ontology)
         values = np.asarray(self._metric.compute(self._metric.table_stats(stats)), dtype=float)
         if self.shape == "entity-f1":
             return np.where(np.isnan(values), 1.0, values)  # undefined: both reports normal, full agreement
         if self.shape == "critical-weighted":
-            return -(values + (self.critical_weight - 1) * stats.critical_errors())
+            return -(values + (self.critical_weight - 1) * stats.critical_errors(specificity=False))
+        if self.shape == "graded":
+            return -graded_cost(stats)
         return -values
 
     def score(self, references: Sequence[Any], completions: Sequence[Any]) -> list[float]:
@@ -208,6 +227,21 @@ class ClinicalReward:
             raise KeyError(f"the dataset has no column {self.reference_key!r} (columns given: "
                            f"{', '.join(sorted(columns)) or 'none'}); set reference_key=")
         return self.score(columns[self.reference_key], completions)
+
+
+def graded_cost(stats: Any) -> np.ndarray:
+    """The ``graded`` shape's cost per pair (:data:`GRADED_WEIGHTS`), from the pairs' error kinds
+    (:class:`~cxreval.scores.statistics.TableStatistics`)."""
+    from cxreval.scores.statistics import ERROR_COLUMNS, SPECIFICITY_KINDS
+
+    kinds = stats.error_kinds()
+    column = {name: kinds[:, k] for k, name in enumerate(ERROR_COLUMNS)}
+    denials, critical = stats.denials(), stats.invented_critical()
+    attribute = sum(column[k] for k in ERROR_COLUMNS if k not in ("fp", "fn", *SPECIFICITY_KINDS))
+    w = GRADED_WEIGHTS
+    return (w["attribute"] * attribute + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
+            + w["omission"] * (column["fn"] - denials) + w["denial"] * denials
+            + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
 
 
 _DEFAULT: dict[str, ClinicalReward] = {}

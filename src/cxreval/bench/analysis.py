@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CHUNK = 200
 TABLE_METRIC_NAMES = frozenset(table_metric_names())
-KINDS = ("FP", "FN", "location", "severity", "comparison")
+KINDS = ("FP", "FN", "location", "severity", "comparison", "less-specific", "more-specific")
 _ATTRS = ("location", "severity", "comparison")
 
 
@@ -240,7 +240,7 @@ def entity_results(
     examples: dict[str, list[ExamplePair]] = {}
     per_kind: dict[tuple[str, str], int] = {}
     for i, rows in enumerate(sys.judgements):
-        for ent, pres, loc, sev, comp, ref, cand, ref_rules, cand_rules in map(full_compact, rows or ()):
+        for ent, pres, loc, sev, comp, ref, cand, ref_rules, cand_rules, spec in map(full_compact, rows or ()):
             entity = E.get(ent)
             applies = entity.attributes if entity is not None else ()
             kinds = [pres] if pres in ("FP", "FN") else []
@@ -248,6 +248,8 @@ def entity_results(
                 kinds += [a for a, v in (("location", loc), ("severity", sev)) if a in applies and v == "not-aligned"]
                 if "comparison" in applies and comp != "other":
                     kinds.append("comparison")
+                if spec in ("less-specific", "more-specific"):
+                    kinds.append(spec)
             for kind in kinds:
                 if per_kind.get((ent, kind), 0) < max_examples:
                     per_kind[(ent, kind)] = per_kind.get((ent, kind), 0) + 1

@@ -41,8 +41,8 @@ def pair_key(signature: str, reference: str, candidate: str) -> str:
     return h.hexdigest()
 
 
-def row_has_error(presence: str, location: str, severity: str, comparison: str) -> bool:
-    return row_errors(presence, location, severity, comparison) > 0
+def row_has_error(presence: str, location: str, severity: str, comparison: str, specificity: str = "exact") -> bool:
+    return row_errors(presence, location, severity, comparison, specificity) > 0
 
 
 def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
@@ -51,11 +51,11 @@ def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
     for r in rows:
         if r.presence == "TN":
             continue
-        if row_has_error(r.presence, r.location, r.severity, r.comparison):
+        if row_has_error(r.presence, r.location, r.severity, r.comparison, r.specificity):
             out.append((r.entity, r.presence, r.location, r.severity, r.comparison, r.reference, r.candidate,
-                        r.reference_rules, r.candidate_rules))
+                        r.reference_rules, r.candidate_rules, r.specificity))
         else:
-            out.append((r.entity, r.presence, r.location, r.severity, r.comparison, "", "", "", ""))
+            out.append((r.entity, r.presence, r.location, r.severity, r.comparison, "", "", "", "", r.specificity))
     return out
 
 

@@ -161,6 +161,7 @@ class EngineConfig(_Model):
     name: BenchEngineName = "rules"
     uncertain: UncertainPolicy = "positive"
     spec_compat: bool = Field(False, description="SPEC-CXR's three comparison verdicts only (conflicts count as other)")
+    hierarchy: bool = Field(True, description="the finding hierarchy's judgement rule; false: every entity on its own")
     ontology: Path | None = None
     #: A rule file that adds or overrides the rule engine's rules (docs/engine.md, "Adding a rule"),
     #: relative to the config file; its hash enters the engine signature.
@@ -232,6 +233,14 @@ class BenchConfig(_Model):
             for d in s.datasets or []:
                 if d not in known:
                     problems.append(f"system {s.name!r} names unknown dataset {d!r}")
+        problems += self._metric_problems()
+        if problems:
+            raise ValueError("\n".join(problems))  # one line each: load_config lists them apart
+        return self
+
+    def _metric_problems(self) -> list[str]:
+        """What is wrong with ``metrics``, ``metric_options`` and ``rank_by``, one line each."""
+        problems = []
         registered = [m for m in available_metrics() if m not in DERIVED_METRICS]
         for name in dict.fromkeys(self.metrics):
             if name in DERIVED_METRICS:
@@ -254,9 +263,7 @@ class BenchConfig(_Model):
             rankable = [*self.metrics, *DERIVED_METRICS]
             problems.append(f"rank_by {self.rank_by!r} is not one of the metrics{did_you_mean(self.rank_by, rankable)}; "
                             f"choose from {', '.join(rankable)}")
-        if problems:
-            raise ValueError("\n".join(problems))  # one line each: load_config lists them apart
-        return self
+        return problems
 
     def systems_for(self, dataset: str) -> list[SystemConfig]:
         return [s for s in self.systems if s.datasets is None or dataset in s.datasets]

@@ -64,7 +64,7 @@ class ExamplePair(_Frozen):
     LLM engine and in results written before cxreval 0.3)."""
 
     pair_id: str
-    kind: str  # FP | FN | location | severity | comparison
+    kind: str  # FP | FN | location | severity | comparison | less-specific | more-specific
     reference: str
     candidate: str
     reference_rules: str = ""

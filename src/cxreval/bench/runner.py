@@ -207,10 +207,10 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
-                 rules: RuleSet | None = None) -> None:
+                 rules: RuleSet | None = None, hierarchy: bool = True) -> None:
     """A bench worker: the rule engine's pool worker (Ctrl-C is the parent's), plus the metrics
     it builds on demand (:func:`_metric_chunk`)."""
-    init_rules_worker(ontology, uncertain, spec_compat, rules)
+    init_rules_worker(ontology, uncertain, spec_compat, rules, hierarchy)
 
 
 def _judge_chunk(items: Sequence[tuple[str, str, str]], engine: RulesEngine) -> list[tuple[str, str]]:
@@ -227,9 +227,9 @@ def _judge_chunk_in_worker(items: Sequence[tuple[str, str, str]]) -> list[tuple[
 
 
 def _ray_judge_state(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
-                     rules: RuleSet | None = None) -> RulesEngine:
+                     rules: RuleSet | None = None, hierarchy: bool = True) -> RulesEngine:
     """A Ray actor's rule engine (Ray handles Ctrl-C in its own workers)."""
-    return RulesEngine(ontology, uncertain, spec_compat, rules)
+    return RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
 
 
 def _ray_judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
@@ -254,9 +254,9 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
 
 
 def _pool(workers: int, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
-          rules: RuleSet | None = None) -> Any:
+          rules: RuleSet | None = None, hierarchy: bool = True) -> Any:
     """Worker processes that judge with the rule engine (:func:`cxreval.parallel.worker_pool`)."""
-    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat, rules))
+    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat, rules, hierarchy))
 
 
 def _chunked(items: Sequence[Any], workers: int) -> list[Sequence[Any]]:
@@ -314,7 +314,7 @@ class Runner:
             llm = LLMConfig.from_settings(eng.llm)
         # a rule file that cannot be used raises RulesError (a ValueError naming the file and line)
         self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm,
-                                   spec_compat=eng.spec_compat, rules=eng.rules)
+                                   spec_compat=eng.spec_compat, rules=eng.rules, hierarchy=eng.hierarchy)
         self.engine_signature = str(self.evaluator.signature)
         #: What the judgements' cache keys are made of: the engine signature (the rule engine's rows
         #: carry rule ids, so its key says so: rows cached without them are judged again).

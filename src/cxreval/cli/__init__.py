@@ -38,6 +38,7 @@ from cxreval.cli.common import (
     LocalOnlyOption,
     ModelOption,
     RulesOption,
+    FlatOption,
     SpecCompatOption,
     TemperatureOption,
     choice_members,
@@ -173,6 +174,7 @@ def evaluate(
     rules: RulesOption = None,
     uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain["positive"],
     spec_compat: SpecCompatOption = False,
+    flat: FlatOption = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
@@ -304,7 +306,7 @@ def evaluate(
 
         evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed,
                               workers=workers if workers is not None else default_workers(),
-                              spec_compat=spec_compat, rules=rule_set)
+                              spec_compat=spec_compat, rules=rule_set, hierarchy=not flat)
     except (LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -105,6 +105,9 @@ RulesOption = Annotated[Path | None, typer.Option(
     "--rules", metavar="FILE", help="A rule file that adds or overrides the rule engine's rules (docs/engine.md, "
     "'Adding a rule'); its hash enters the signature.")]
 
+FlatOption = Annotated[bool, typer.Option(
+    "--flat", help="Judge every entity on its own (SPEC-CXR's flat rule): no finding hierarchy, so "
+    "'pneumothorax' for 'tension pneumothorax' is a miss and a false finding, not a specificity error.")]
 SpecCompatOption = Annotated[bool, typer.Option(
     "--spec-compat", help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "
     "increased) counts as other, not as an error.")]

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Set
 from cxreval.extract.explain import rules_line
 from cxreval.extract.models import CERTAINTY_POLICIES, EntityState, Extraction, constructed
 from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, EntityJudgement, Presence
+from cxreval.judge.table import COLUMNS
 from cxreval.literals import UncertainPolicy
 from cxreval.ontology import Entity, Ontology
 
@@ -94,10 +95,13 @@ def compare_extractions(
     ontology: Ontology,
     uncertain: UncertainPolicy = "positive",
     spec_compat: bool = False,
+    hierarchy: bool = False,
 ) -> list[EntityJudgement]:
     """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order
-    (``spec_compat``: SPEC-CXR's three comparison values only, see :func:`judge_comparison`)."""
-    return compare_states(pair_id, reference.states(), candidate.states(), ontology, uncertain, spec_compat)
+    (``spec_compat``: SPEC-CXR's three comparison values only, see :func:`judge_comparison`;
+    ``hierarchy``: the is-a rule of :func:`match_hierarchy`, else every entity on its own)."""
+    return compare_states(pair_id, reference.states(), candidate.states(), ontology, uncertain, spec_compat,
+                          hierarchy)
 
 
 def compare_states(
@@ -107,15 +111,36 @@ def compare_states(
     ontology: Ontology,
     uncertain: UncertainPolicy = "positive",
     spec_compat: bool = False,
+    hierarchy: bool = False,
 ) -> list[EntityJudgement]:
     """:func:`compare_extractions` of the two reports' entity states (:meth:`Extraction.states`),
     for a caller that keeps a report's states to compare it many times (the RL reward)."""
-    rows: list[EntityJudgement] = []
-    mentioned = ref_states.keys() | cand_states.keys()
-    for entity in _in_ontology_order(mentioned, ontology):
-        ref = ref_states.get(entity.id)
-        cand = cand_states.get(entity.id)
-        presence = _presence(is_positive(ref, uncertain), is_positive(cand, uncertain))
+    judge = _Pair(ref_states, cand_states, ontology, uncertain, spec_compat)
+    rows = {e.id: judge.row(e, e) for e in _in_ontology_order(ref_states.keys() | cand_states.keys(), ontology)}
+    if hierarchy and ontology.has_hierarchy:
+        rows = match_hierarchy(rows, judge)
+    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields}, set(_ROW_FIELDS))
+            for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])]
+
+
+class _Pair:
+    """The two reports' states of one pair, and how a row is judged from them."""
+
+    def __init__(self, ref: Mapping[str, EntityState], cand: Mapping[str, EntityState], ontology: Ontology,
+                 uncertain: UncertainPolicy, spec_compat: bool) -> None:
+        self.ref, self.cand, self.ontology = ref, cand, ontology
+        self.uncertain, self.spec_compat = uncertain, spec_compat
+        self.place = _places(ontology)
+
+    def positive(self, side: Mapping[str, EntityState], entity_id: str) -> bool:
+        return is_positive(side.get(entity_id), self.uncertain)
+
+    def row(self, entity: Entity, cand_entity: Entity, specificity: str = "exact") -> dict[str, str]:
+        """The row of ``entity``, the reference's state of ``entity`` against the candidate's of
+        ``cand_entity`` (the same entity, or its match in the hierarchy); every value is one of the
+        Literals of :class:`EntityJudgement`, so rows are built without validating (hot path)."""
+        ref, cand = self.ref.get(entity.id), self.cand.get(cand_entity.id)
+        presence = _presence(is_positive(ref, self.uncertain), is_positive(cand, self.uncertain))
         location: AttributeJudgement = "not-available"
         severity: AttributeJudgement = "not-available"
         comparison: ComparisonJudgement = "other"
@@ -126,47 +151,137 @@ def compare_states(
             if "severity" in entity.attributes:
                 severity = judge_severity(ref, cand)
             if "comparison" in entity.attributes:
-                comparison = judge_comparison(ref, cand, spec_compat)
-        # Every value is one of the Literals above: built without re-validating (hot path), as
-        # EntityJudgement.model_construct(**fields) would, without its generic field loop.
-        rows.append(
-            constructed(
-                EntityJudgement,
-                {
-                    "pair_id": pair_id,
-                    "entity": entity.id,
-                    "presence": presence,
-                    "location": location,
-                    "severity": severity,
-                    "comparison": comparison,
-                    "reference": ref.evidence if ref else "",
-                    "candidate": cand.evidence if cand else "",
-                    "reference_rules": rules_line(ref.rule_ids, ref.cue) if ref else "",
-                    "candidate_rules": rules_line(cand.rule_ids, cand.cue) if cand else "",
-                },
-                set(_ROW_FIELDS),
-            )
-        )
+                comparison = judge_comparison(ref, cand, self.spec_compat)
+        return {"entity": entity.id, "presence": presence, "location": location, "severity": severity,
+                "comparison": comparison, "reference": ref.evidence if ref else "",
+                "candidate": cand.evidence if cand else "",
+                "reference_rules": rules_line(ref.rule_ids, ref.cue) if ref else "",
+                "candidate_rules": rules_line(cand.rule_ids, cand.cue) if cand else "",
+                "specificity": specificity if presence == "TP" else "exact"}
+
+
+def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, dict[str, str]]:
+    """The is-a rule (docs/scoring.md, "The judgement rule") on a pair's flat rows.
+
+    1. A finding the reference states and the candidate leaves unstated (a flat FN) is matched,
+       nearest first, to a finding the candidate states: a member of its near-synonym class
+       (``synonym``: one finding, no error), else one of its ancestors (``less-specific``: right
+       at the ancestor, wrong in specificity only). The row becomes a TP at the reference's
+       entity, its attributes judged between the two states; a candidate finding the reference
+       does not state (a flat FP) is used up by the match and its row goes.
+    2. The other way round, a candidate finding the reference does not state (FP) that is a
+       near-synonym or a descendant of a reference finding is matched to it: ``synonym``, or
+       ``more-specific`` (wrong in the added specificity only).
+    3. What stays unmatched but is implied by the other side (an FP at an ancestor of a finding
+       the reference states, an FN at an ancestor of one the candidate states) is a TP: a mention
+       implies its ancestors. The finding itself keeps its own row (a denied "tension" stays an FN).
+    A side that explicitly denies an entity is never matched on it: a denial is not a synonym.
+    """
+    onto = pair.ontology
+    states = {"FN": (pair.ref, pair.cand), "FP": (pair.cand, pair.ref)}
+    for kind, how_up in (("FN", "less-specific"), ("FP", "more-specific")):
+        own, other = states[kind]
+        opposite = "FP" if kind == "FN" else "FN"
+        for entity_id in sorted((e for e, r in rows.items() if r["presence"] == kind), key=pair.place.__getitem__):
+            if entity_id not in rows or entity_id in other:  # used up, or the other side denies it
+                continue
+            targets = {e for e, r in rows.items() if r["presence"] == opposite
+                       or (r["presence"] == "TP" and r["specificity"] == "exact")}
+            found = _match(entity_id, targets, onto, how_up)
+            if found is not None:
+                _apply(rows, pair, kind, entity_id, *found)
+    _implied(rows, pair)
+    _denied_above(rows, pair)
     return rows
+
+
+def _denied_above(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
+    """A reference finding the candidate leaves unstated but whose ancestor it denies ("No
+    pneumothorax." for "Left tension pneumothorax.") was denied, not left out: the FN row shows
+    the candidate's denial as its evidence."""
+    onto = pair.ontology
+    for entity_id, r in rows.items():
+        if r["presence"] != "FN" or r["candidate"]:
+            continue
+        for ancestor in onto.ancestors(entity_id, classes=True):
+            state = pair.cand.get(ancestor)
+            if state is not None and not pair.positive(pair.cand, ancestor):
+                r["candidate"] = state.evidence
+                r["candidate_rules"] = rules_line(state.rule_ids, state.cue)
+                break
+
+
+def _apply(rows: dict[str, dict[str, str]], pair: _Pair, kind: str, entity_id: str, other_id: str, how: str) -> None:
+    """Record a match of ``entity_id``'s row (FN or FP) with ``other_id``'s (see :func:`match_hierarchy`)."""
+    onto = pair.ontology
+    ref_id, cand_id = (entity_id, other_id) if kind == "FN" else (other_id, entity_id)
+    other = rows[other_id]
+    if other["presence"] == "TP":  # the other side's finding is shared already: it stays, this one is named
+        if kind == "FN":
+            rows[entity_id] = pair.row(onto.entity(ref_id), onto.entity(cand_id), how)
+        else:
+            if how != "synonym" and other["specificity"] == "exact":
+                other["specificity"] = how
+            del rows[entity_id]
+        return
+    rows[ref_id] = pair.row(onto.entity(ref_id), onto.entity(cand_id), how)
+    del rows[cand_id]
+
+
+def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
+    """Step 3 of :func:`match_hierarchy`: an FP or FN at an ancestor of a finding the other side
+    states is a TP (the ancestor's row, attributes judged against that finding's state)."""
+    onto = pair.ontology
+    for entity_id, r in list(rows.items()):
+        if r["presence"] not in ("FP", "FN"):
+            continue
+        side = pair.ref if r["presence"] == "FP" else pair.cand  # the side that does not state it
+        below = [d for d in onto.descendants(entity_id, classes=True) if pair.positive(side, d)]
+        if below:
+            ent = onto.entity(entity_id)
+            ref_e, cand_e = (onto.entity(below[0]), ent) if r["presence"] == "FP" else (ent, onto.entity(below[0]))
+            row = pair.row(ref_e, cand_e)
+            row["entity"] = entity_id
+            rows[entity_id] = row
+
+
+def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str) -> tuple[str, str] | None:
+    """The nearest of ``others`` that names ``entity_id``'s finding at another level: a member of
+    its near-synonym class (``synonym``), else an ancestor (``how_up``)."""
+    if not others:
+        return None
+    for member in ontology.near_synonym_members(entity_id):
+        if member != entity_id and member in others:
+            return member, "synonym"
+    for ancestor in ontology.ancestors(entity_id, classes=True):
+        for member in ontology.near_synonym_members(ancestor):  # a class is one node of the hierarchy
+            if member in others:
+                return member, how_up
+    return None
+
+
+def _places(ontology: Ontology) -> dict[str, int]:
+    """Entity id -> its place in the ontology (built once per ontology object)."""
+    hit = _ORDERS.get(id(ontology))
+    if hit is None or hit[0] is not ontology:
+        if len(_ORDERS) > 16:
+            _ORDERS.clear()
+        place: dict[str, int] = {}
+        for i, e in enumerate(ontology.entities):
+            place.setdefault(e.id, i)
+        hit = _ORDERS[id(ontology)] = (ontology, place, {e.id: e for e in reversed(ontology.entities)})
+    return hit[1]
 
 
 def _in_ontology_order(ids: Set[str], ontology: Ontology) -> list[Entity]:
     """The ontology's entities named in ``ids``, in ontology order: a sort of the few a pair
     mentions rather than a walk over every entity of the ontology for every pair."""
-    hit = _ORDERS.get(id(ontology))
-    if hit is None or hit[0] is not ontology:
-        position = {e.id: (i, e) for i, e in enumerate(ontology.entities)}
-        if len(position) != len(ontology.entities):  # an id twice: walk the list as it is
-            return [e for e in ontology.entities if e.id in ids]
-        if len(_ORDERS) > 16:
-            _ORDERS.clear()
-        hit = _ORDERS[id(ontology)] = (ontology, position)
-    position = hit[1]
-    return [e for _, e in sorted(position[i] for i in ids if i in position)]
+    place = _places(ontology)
+    by_id = _ORDERS[id(ontology)][2]
+    return [by_id[i] for i in sorted((i for i in ids if i in place), key=place.__getitem__)]
 
 
-#: id(ontology) -> (the ontology, entity id -> (place, entity)), for the ontologies in use.
-_ORDERS: dict[int, tuple[Ontology, dict[str, tuple[int, Entity]]]] = {}
+#: id(ontology) -> (the ontology, entity id -> place, entity id -> entity), for the ontologies in use.
+_ORDERS: dict[int, tuple[Ontology, dict[str, int], dict[str, Entity]]] = {}
 
-_ROW_FIELDS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
-               "reference_rules", "candidate_rules")
+_ROW_FIELDS = COLUMNS  # every field of a judgement row

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from cxreval.literals import Presence
 
@@ -21,6 +21,14 @@ SpecComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-ment
 ComparisonJudgement = Literal[
     "adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison", "other"
 ]
+
+#: How the two reports name a finding they share (the finding hierarchy, docs/scoring.md, "The
+#: judgement rule"): ``exact`` one entity on both sides (every flat row); ``synonym`` two members of
+#: one near-synonym class (no error); ``less-specific`` the candidate names an ancestor of the
+#: reference's finding ("pneumothorax" for "tension pneumothorax"); ``more-specific`` the candidate
+#: names a descendant of it. The last two are errors of their own kinds.
+SpecificityJudgement = Literal["exact", "synonym", "less-specific", "more-specific"]
+SPECIFICITY_VALUES: tuple[SpecificityJudgement, ...] = ("exact", "synonym", "less-specific", "more-specific")
 
 ATTRIBUTE_VALUES: tuple[AttributeJudgement, ...] = ("aligned", "not-aligned", "not-available")
 SPEC_COMPARISON_VALUES: tuple[SpecComparisonJudgement, ...] = (
@@ -47,14 +55,17 @@ ERROR_KINDS: dict[str, tuple[str, frozenset[str]]] = {
     "adding_unmentioned_comparison": ("comparison", frozenset({"adding-unmentioned-comparison"})),
     "missing_mentioned_comparison": ("comparison", frozenset({"missing-mentioned-comparison"})),
     "conflicting_comparison": ("comparison", frozenset({"conflicting-comparison"})),
+    "less_specific": ("specificity", frozenset({"less-specific"})),
+    "more_specific": ("specificity", frozenset({"more-specific"})),
 }
 
 
 @lru_cache(maxsize=4096)
-def row_errors(presence: str, location: str, severity: str, comparison: str) -> int:
+def row_errors(presence: str, location: str, severity: str, comparison: str, specificity: str = "exact") -> int:
     """Errors one judgement row counts under :data:`ERROR_KINDS` (a few dozen distinct rows:
     cached, as every pair's error count sums it over the pair's rows)."""
-    values = {"presence": presence, "location": location, "severity": severity, "comparison": comparison}
+    values = {"presence": presence, "location": location, "severity": severity, "comparison": comparison,
+              "specificity": specificity}
     return sum(values[field] in bad for field, bad in ERROR_KINDS.values())
 
 
@@ -79,8 +90,20 @@ class EntityJudgement(BaseModel):
     candidate: str = ""
     reference_rules: str = ""
     candidate_rules: str = ""
+    specificity: SpecificityJudgement = "exact"
+    """How the two reports name the finding of a TP row (:data:`SpecificityJudgement`); ``exact``
+    on every other row, and in files written before cxreval 0.5."""
 
     @property
     def error_count(self) -> int:
         """This row's share of the report-level error count (:func:`row_errors`)."""
-        return row_errors(self.presence, self.location, self.severity, self.comparison)
+        return row_errors(self.presence, self.location, self.severity, self.comparison, self.specificity)
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """``specificity`` is written only where it says something (a hierarchy match): rows of the
+        flat rule read and write as before it existed."""
+        data: dict[str, object] = handler(self)
+        if data.get("specificity") == "exact":
+            del data["specificity"]
+        return data

@@ -21,20 +21,26 @@ if TYPE_CHECKING:
 
 #: Columns of :attr:`JudgementTable.frame`, in ``judgements.jsonl`` field order.
 COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
-           "reference_rules", "candidate_rules")
+           "reference_rules", "candidate_rules", "specificity")
 
 #: A compact row as the bench cache keeps it: (entity, presence, location, severity, comparison,
-#: reference evidence, candidate evidence, reference rules, candidate rules). Rows stored before
-#: cxreval 0.3 end with the evidence: :func:`full_compact` gives them empty rules.
-CompactRow = tuple[str, str, str, str, str, str, str, str, str]
+#: reference evidence, candidate evidence, reference rules, candidate rules, specificity). Rows
+#: stored before cxreval 0.3 end with the evidence, before 0.5 with the rules: :func:`full_compact`
+#: gives them empty rules and ``exact`` specificity (the flat rule had no other).
+CompactRow = tuple[str, str, str, str, str, str, str, str, str, str]
 _COMPACT_FIELDS = len(COLUMNS) - 1
+_COMPACT_DEFAULTS = ("", "", "exact")  # reference rules, candidate rules, specificity
+#: What a column holds in rows written before it existed.
+_COLUMN_DEFAULTS = {"reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "",
+                    "specificity": "exact"}
 
 
 def full_compact(row: Sequence[str]) -> CompactRow:
-    """A compact row with every field: an older 7-field row gets empty rules."""
+    """A compact row with every field: an older row gets empty rules and ``exact`` specificity."""
     if len(row) == _COMPACT_FIELDS:
         return tuple(row)  # type: ignore[return-value]
-    return (*row, *("",) * (_COMPACT_FIELDS - len(row)))  # type: ignore[return-value]
+    missing = _COMPACT_FIELDS - len(row)
+    return (*row, *_COMPACT_DEFAULTS[len(_COMPACT_DEFAULTS) - missing:])  # type: ignore[return-value]
 
 
 class JudgementTable:
@@ -68,7 +74,8 @@ class JudgementTable:
         """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
         left out (it is neither error-free nor erroneous)."""
         judged = [i for i, r in zip(pair_ids, rows, strict=True) if r is not None]
-        records = [(pid, *full_compact(row)) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
+        records: list[tuple[str, ...]] = [(pid, *full_compact(row))
+                                          for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
         return cls(judged, _frame(records), signature)
 
     @classmethod
@@ -104,6 +111,8 @@ class JudgementTable:
         frame is built)."""
         if self._objects is not None:
             return list(map(attrgetter(name), self._objects))
+        if name not in self.frame and name in _COLUMN_DEFAULTS:  # a frame of an older layout
+            return [_COLUMN_DEFAULTS[name]] * len(self.frame)
         return self.frame[name].tolist()
 
     def rows(self) -> list[EntityJudgement]:

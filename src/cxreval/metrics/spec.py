@@ -67,7 +67,7 @@ class LabelF1(Metric):
                  label_uncertain: str = "negative", undefined: str = "skip", certainty: str = "negative", *,
                  engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
                  retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None, workers: int | None = None) -> None:
+                 rules: str | Path | None = None, workers: int | None = None, hierarchy: bool = True) -> None:
         from cxreval.engines import EngineRunner
         from cxreval.extract.models import CERTAINTY_POLICIES
         from cxreval.ontology import Ontology, load_ontology
@@ -77,11 +77,11 @@ class LabelF1(Metric):
         onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self._options: dict[str, Any] = {
             "ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm, "spec_compat": spec_compat,
-            "retry_failed": retry_failed, "cache": cache, "rules": rules, "workers": workers,
+            "retry_failed": retry_failed, "cache": cache, "rules": rules, "workers": workers, "hierarchy": hierarchy,
             "label_uncertain": label_uncertain, "undefined": undefined, "certainty": certainty}
         self._runner: EngineRunner = EngineRunner.build(onto, uncertain=uncertain, engine=engine, llm=llm,  # type: ignore[arg-type]
                                                         spec_compat=spec_compat, retry_failed=retry_failed,
-                                                        cache=cache, rules=rules, workers=workers)
+                                                        cache=cache, rules=rules, workers=workers, hierarchy=hierarchy)
         self.label_uncertain, self.undefined = label_uncertain, undefined
         self.certainty = certainty
         """Which hedged grades project to a positive label (the ``--uncertain`` policy names);

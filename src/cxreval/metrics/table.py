@@ -56,15 +56,15 @@ class TableMetric(Metric):
     def __init__(self, ontology: Ontology | str | Path | None = None, uncertain: str = "positive", *,
                  engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
                  retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None, workers: int | None = None) -> None:
+                 rules: str | Path | None = None, workers: int | None = None, hierarchy: bool = True) -> None:
         from cxreval.engines import check_engine_options
         from cxreval.ontology import Ontology, load_ontology
 
-        check_engine_options(engine, uncertain, llm=llm, rules=rules)  # now, though the engine is built later
+        check_engine_options(engine, uncertain, llm=llm, rules=rules, hierarchy=hierarchy)  # now; the engine later
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self._options: dict[str, Any] = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
                                          "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
-                                         "rules": rules, "workers": workers}
+                                         "rules": rules, "workers": workers, "hierarchy": hierarchy}
         self._runner: EngineRunner | None = None
 
     @classmethod
@@ -188,6 +188,19 @@ class CriticalErrorFreeRate(PairMeanTableMetric):
     description = "share of reports with no error on a critical entity (ontology `critical: true`)"
 
 
+class SpecificityErrors(PairMeanTableMetric):
+    """Errors of the finding hierarchy per report: a candidate less or more specific than its reference"""
+
+    name = "spec-specificity-errors"
+    headline = "specificity_errors_per_report_mean"
+    signature_id = "spec-report-specificity-errors-mean"
+    statistic = "specificity-errors"
+    label = "Specificity errors / report"
+    higher_is_better = False
+    description = ("errors of the finding hierarchy per report: the candidate names an ancestor or a descendant "
+                   "of the reference's finding")
+
+
 class _Presence(TableMetric):
     """Entity presence precision, recall or F1 from summed TP / FP / FN per entity."""
 
@@ -251,7 +264,7 @@ TABLE_METRICS: tuple[type[TableMetric], ...] = (
     PresenceMacroPrecision, PresenceMacroRecall, PresenceMacroF1,
     PresenceMicroPrecision, PresenceMicroRecall, PresenceMicroF1,
     LocationAccuracy, SeverityAccuracy, ComparisonAccuracy,
-    SpecErrors, ErrorFreeRate, CriticalErrorFreeRate,
+    SpecErrors, ErrorFreeRate, CriticalErrorFreeRate, SpecificityErrors,
 )
 
 #: The headline numbers, in ``scores.json`` order: the registry names of their metrics. One list,

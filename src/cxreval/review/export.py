@@ -129,8 +129,8 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
             tally = counts[(a.reviewer, a.pair_id)]
             values = {f: getattr(a, f) for f in FIELDS}
             tally["errors"] += row_errors(**values)
-            for kind, (field, bad) in ERROR_KINDS.items():
-                tally[kind] += values[field] in bad
+            for kind, (field, bad) in ERROR_KINDS.items():  # reviewers judge no specificity: "exact"
+                tally[kind] += values.get(field, "exact") in bad
     texts = {p.pair_id: p for p in db.pairs()}
     header = ["id", "reference", "candidate"]
     for i, _ in enumerate(reviewers, start=1):

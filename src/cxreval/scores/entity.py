@@ -112,7 +112,7 @@ class Averages(BaseModel):
 
 def judgement_frame(rows: Sequence[EntityJudgement]) -> pd.DataFrame:
     """The judgement table as a DataFrame (columns as in ``judgements.jsonl``)."""
-    cols = ["pair_id", "entity", "presence", "location", "severity", "comparison"]
+    cols = ["pair_id", "entity", "presence", "location", "severity", "comparison", "specificity"]
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=str) for c in cols})
     return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)

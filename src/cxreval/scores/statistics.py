@@ -13,7 +13,8 @@ Blocks (:meth:`TableStatistics.block`, ``(n_pairs, k)``; :meth:`TableStatistics.
   the attribute applies to; ``comparison``: (``other``, any) on those rows;
 - ``errors``: the pair's SPEC-CXR errors (:data:`~cxreval.judge.models.ERROR_KINDS`), and 1;
 - ``error-free``: 1 if the pair has no error, and 1;
-- ``critical-error-free``: 1 if the pair has no error on an entity the ontology marks critical, and 1.
+- ``critical-error-free``: 1 if the pair has no error on an entity the ontology marks critical, and 1;
+- ``specificity-errors``: the pair's errors of the finding hierarchy (less or more specific), and 1.
 
 The last three are a pair-mean's ``[value, defined]``: a pair that was not judged (an LLM answer
 that stayed unusable) is all zeros there, so it counts in no mean. Implicit TN rows (an entity
@@ -39,7 +40,9 @@ if TYPE_CHECKING:
 
 ATTRIBUTES = ("location", "severity", "comparison")
 #: The blocks of :class:`TableStatistics`, in the order a combined cache lays them out.
-BLOCKS = ("presence", *ATTRIBUTES, "errors", "error-free", "critical-error-free")
+BLOCKS = ("presence", *ATTRIBUTES, "errors", "error-free", "critical-error-free", "specificity-errors")
+#: The error kinds of the finding hierarchy (a candidate less or more specific than its reference).
+SPECIFICITY_KINDS = ("less_specific", "more_specific")
 #: The error kinds, in ``errors.csv`` column order.
 ERROR_COLUMNS = tuple(ERROR_KINDS)
 
@@ -56,6 +59,7 @@ class _Rows:
     correct: np.ndarray  # (rows, 3) bool per attribute, TP rows of entities it applies to
     judged: np.ndarray  # (rows, 3) bool
     not_available: np.ndarray  # (rows, 3) bool (location and severity: "not-available")
+    denied: np.ndarray  # bool: an FN row whose candidate wrote the entity (and negated or hedged it)
 
 
 def _codes(values: list[str], index: dict[str, int]) -> np.ndarray:
@@ -110,7 +114,7 @@ def _read_rows(table: "JudgementTable", ontology: "Ontology", pair_index: dict[s
         raise ValueError(f"judgement rows for pairs not in pair_ids: {unknown}")
     onto = _ontology_codes(ontology)
     entity = _codes(table.column("entity"), onto.index)
-    fields = {f: _encode(table.column(f)) for f in ("presence", *ATTRIBUTES)}
+    fields = {f: _encode(table.column(f)) for f in ("presence", *ATTRIBUTES, "specificity")}
     pres_codes, pres_index = fields["presence"]
     presence = np.full(len(pair), -1, dtype=np.int64)
     for k, value in enumerate(COUNTED_PRESENCE):
@@ -129,7 +133,8 @@ def _read_rows(table: "JudgementTable", ontology: "Ontology", pair_index: dict[s
             correct[:, k] = applies & _is(codes, index, ("aligned",))
             judged[:, k] = correct[:, k] | (applies & _is(codes, index, ("not-aligned",)))
             na[:, k] = applies & _is(codes, index, ("not-available",))
-    return _Rows(pair, entity, presence, kinds, onto.critical[entity], correct, judged, na)
+    denied = (presence == 2) & np.fromiter(map(bool, table.column("candidate")), dtype=bool, count=len(pair))
+    return _Rows(pair, entity, presence, kinds, onto.critical[entity], correct, judged, na, denied)
 
 
 class TableStatistics:
@@ -174,13 +179,27 @@ class TableStatistics:
         np.add.at(out, r.pair[keep], r.kinds[keep].astype(np.int64))
         return out
 
+    def denials(self) -> np.ndarray:
+        """Per pair, the FN rows whose candidate wrote the entity and denied (or hedged) it: the
+        candidate said the finding is not there, where an omission says nothing."""
+        return self._per_pair(self._rows.denied)
+
+    def invented_critical(self) -> np.ndarray:
+        """Per pair, the FP rows of entities the ontology marks critical (an added critical finding)."""
+        r = self._rows
+        return self._per_pair((r.presence == 1) & r.critical)
+
     def errors(self) -> np.ndarray:
         """SPEC-CXR errors per pair (0 for a pair not judged)."""
         return self.error_kinds().sum(axis=1)
 
-    def critical_errors(self) -> np.ndarray:
-        """Errors per pair on the entities the ontology marks critical."""
-        return self.error_kinds(critical_only=True).sum(axis=1)
+    def critical_errors(self, *, specificity: bool = True) -> np.ndarray:
+        """Errors per pair on the entities the ontology marks critical (``specificity=False``: but
+        the errors of the finding hierarchy, where the critical finding was reported)."""
+        kinds = self.error_kinds(critical_only=True)
+        if not specificity:
+            kinds = kinds[:, [k for k, name in enumerate(ERROR_COLUMNS) if name not in SPECIFICITY_KINDS]]
+        return kinds.sum(axis=1)
 
     def error_table(self) -> pd.DataFrame:
         """``errors.csv``'s counts: per judged pair, ``errors`` then one column per error kind."""
@@ -228,6 +247,9 @@ class TableStatistics:
             out = self._pair_mean((self.errors() == 0).astype(np.int64))
         elif name == "critical-error-free":
             out = self._pair_mean((self.critical_errors() == 0).astype(np.int64))
+        elif name == "specificity-errors":
+            kinds = [ERROR_COLUMNS.index(k) for k in SPECIFICITY_KINDS]
+            out = self._pair_mean(self.error_kinds()[:, kinds].sum(axis=1))
         else:
             raise KeyError(f"no statistic block {name!r}; blocks: {', '.join(BLOCKS)}")
         return out.astype(float)

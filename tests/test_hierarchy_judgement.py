@@ -1,0 +1,92 @@
+"""The finding hierarchy's judgement rule (issue 31): pairs of tests/pair_cases/hierarchy.yaml, the
+rule's signature and option, and the reward order it gives.
+
+The reward order for one finding (issue 31): the reference's own reading > a specificity or
+attribute error > leaving it out >= denying it > adding a critical finding in its place. No shape
+may invert it; ``graded`` orders it strictly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import cxreval
+from cxreval.io import ReportPair
+from cxreval.reward import SHAPES, ClinicalReward
+from cxreval.yaml_files import safe_load
+
+CASES = safe_load((Path(__file__).parent / "pair_cases" / "hierarchy.yaml").read_text(encoding="utf-8"))
+PAIRS = [(g["why"], p) for g in CASES["groups"] for p in g["pairs"]]
+
+
+@pytest.fixture(scope="module")
+def evaluators() -> dict[str, cxreval.Evaluator]:
+    return {"is-a": cxreval.Evaluator(), "flat": cxreval.Evaluator(hierarchy=False)}
+
+
+@pytest.mark.parametrize(("why", "case"), PAIRS, ids=[p["reference"] + " | " + p["candidate"] for _, p in PAIRS])
+def test_pair_cases(why: str, case: dict, evaluators: dict[str, cxreval.Evaluator]) -> None:
+    pair = [ReportPair(pair_id="1", reference=case["reference"], candidate=case["candidate"])]
+    result = evaluators["is-a"].evaluate(pair)
+    rows = {r.entity: r for r in result.judgements}
+    assert int(result.errors.loc["1", "errors"]) == case["errors"], (why, [r.model_dump() for r in rows.values()])
+    for entity, (presence, specificity) in case["rows"].items():
+        assert (rows[entity].presence, rows[entity].specificity) == (presence, specificity), (why, entity)
+    for entity, text in case.get("candidate_evidence", {}).items():
+        assert rows[entity].candidate == text
+    flat = evaluators["flat"].evaluate(pair)
+    assert int(flat.errors.loc["1", "errors"]) == case["flat_errors"], why
+    assert all(r.specificity == "exact" for r in flat.judgements)
+
+
+def test_the_rule_is_in_the_signature_and_flat_is_an_option(evaluators: dict[str, cxreval.Evaluator]) -> None:
+    assert evaluators["is-a"].signature.options["hierarchy"] == "is-a"
+    assert evaluators["flat"].signature.options["hierarchy"] == "flat"
+    sig = str(evaluators["is-a"].signature)
+    assert "hierarchy:is-a" in sig and "ontology:cxreval-cxr@1.14.0" in sig
+
+
+def test_specificity_errors_are_their_own_kind_counted_shown_and_resampled(evaluators) -> None:
+    from cxreval.metrics.intervals import bootstrap_evaluation
+
+    pairs = [ReportPair(pair_id=str(i), reference=p["reference"], candidate=p["candidate"]) for i, (_, p) in enumerate(PAIRS)]
+    result = evaluators["is-a"].evaluate(pairs)
+    assert {"less_specific", "more_specific"} <= set(result.errors.columns)
+    n_specific = int(result.errors[["less_specific", "more_specific"]].to_numpy().sum())
+    assert n_specific == sum(spec in ("less-specific", "more-specific")
+                             for _, p in PAIRS for _, spec in p["rows"].values())
+    boot = bootstrap_evaluation(result, resamples=20)
+    assert boot.get("specificity_errors_per_report_mean").estimate == pytest.approx(n_specific / len(pairs))
+
+
+REFERENCE = "Left tension pneumothorax."
+ORDER = [  # one finding, best first: (class, candidate)
+    ("reading", "Left tension pneumothorax."),
+    ("specificity", "Left pneumothorax."),
+    ("omission", "The heart is normal in size."),
+    ("denial", "No tension pneumothorax."),
+    ("added critical", "Pneumomediastinum."),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_shape_inverts_the_order_and_graded_has_no_tie(shape: str) -> None:
+    reward = ClinicalReward(shape)
+    values = [reward.score_one(REFERENCE, cand) for _, cand in ORDER]
+    for (a, va), (b, vb) in zip(zip(ORDER, values), zip(ORDER[1:], values[1:])):
+        assert va >= vb, f"{shape}: {a[0]} ({va}) below {b[0]} ({vb})"
+        if shape == "graded" and (a[0], b[0]) != ("omission", "denial"):
+            assert va > vb, f"graded ties {a[0]} and {b[0]} at {va}"
+    if shape == "graded":
+        assert values[2] > values[3], "graded: a denial costs more than an omission"
+
+
+def test_flat_is_refused_for_the_pairwise_engines() -> None:
+    from cxreval.engines import check_engine_options
+    from cxreval.llm import LLMConfig
+
+    with pytest.raises(ValueError, match="flat already"):
+        check_engine_options("llm-pairwise", "positive", llm=LLMConfig(model="m", base_url="http://127.0.0.1:1/v1"),
+                             hierarchy=False)
