@@ -135,6 +135,14 @@ class _Pair:
     def positive(self, side: Mapping[str, EntityState], entity_id: str) -> bool:
         return is_positive(side.get(entity_id), self.uncertain)
 
+    def denies(self, side: Mapping[str, EntityState], entity_id: str) -> bool:
+        """The side states the entity and does not affirm it, in words of its own: a blanket normal
+        statement ("The lungs are clear.") that a report can make beside a small finding is no
+        denial of that finding."""
+        state = side.get(entity_id)
+        return (state is not None and not is_positive(state, self.uncertain)
+                and not (state.rule_ids or "").startswith("normal."))
+
     def row(self, entity: Entity, cand_entity: Entity, specificity: str = "exact") -> dict[str, str]:
         """The row of ``entity``, the reference's state of ``entity`` against the candidate's of
         ``cand_entity`` (the same entity, or its match in the hierarchy); every value is one of the
@@ -183,7 +191,7 @@ def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, d
         own, other = states[kind]
         opposite = "FP" if kind == "FN" else "FN"
         for entity_id in sorted((e for e, r in rows.items() if r["presence"] == kind), key=pair.place.__getitem__):
-            if entity_id not in rows or entity_id in other:  # used up, or the other side denies it
+            if entity_id not in rows or pair.denies(other, entity_id):  # used up, or the other side denies it
                 continue
             targets = {e for e, r in rows.items() if r["presence"] == opposite
                        or (r["presence"] == "TP" and r["specificity"] == "exact")}
@@ -205,7 +213,7 @@ def _denied_above(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
             continue
         for ancestor in onto.ancestors(entity_id, classes=True):
             state = pair.cand.get(ancestor)
-            if state is not None and not pair.positive(pair.cand, ancestor):
+            if state is not None and pair.denies(pair.cand, ancestor):
                 r["candidate"] = state.evidence
                 r["candidate_rules"] = rules_line(state.rule_ids, state.cue)
                 break
@@ -218,7 +226,9 @@ def _apply(rows: dict[str, dict[str, str]], pair: _Pair, kind: str, entity_id: s
     other = rows[other_id]
     if other["presence"] == "TP":  # the other side's finding is shared already: it stays, this one is named
         if kind == "FN":
-            rows[entity_id] = pair.row(onto.entity(ref_id), onto.entity(cand_id), how)
+            # its place, grade and change are judged on the shared row: this row says the specificity only
+            rows[entity_id] = {**pair.row(onto.entity(ref_id), onto.entity(cand_id), how),
+                               "location": "not-available", "severity": "not-available", "comparison": "other"}
         else:
             if how != "synonym" and other["specificity"] == "exact":
                 other["specificity"] = how
@@ -236,6 +246,8 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
         if r["presence"] not in ("FP", "FN"):
             continue
         side = pair.ref if r["presence"] == "FP" else pair.cand  # the side that does not state it
+        if pair.denies(side, entity_id):  # "No consolidation." beside "pneumonia": the denial stands
+            continue
         below = [d for d in onto.descendants(entity_id, classes=True) if pair.positive(side, d)]
         if below:
             ent = onto.entity(entity_id)

@@ -59,7 +59,7 @@ class _Rows:
     correct: np.ndarray  # (rows, 3) bool per attribute, TP rows of entities it applies to
     judged: np.ndarray  # (rows, 3) bool
     not_available: np.ndarray  # (rows, 3) bool (location and severity: "not-available")
-    denied: np.ndarray  # bool: an FN row whose candidate wrote the entity (and negated or hedged it)
+    denied: np.ndarray  # bool: an FN row whose candidate wrote the entity and negated or hedged it (not a normal statement)
 
 
 def _codes(values: list[str], index: dict[str, int]) -> np.ndarray:
@@ -133,7 +133,9 @@ def _read_rows(table: "JudgementTable", ontology: "Ontology", pair_index: dict[s
             correct[:, k] = applies & _is(codes, index, ("aligned",))
             judged[:, k] = correct[:, k] | (applies & _is(codes, index, ("not-aligned",)))
             na[:, k] = applies & _is(codes, index, ("not-available",))
-    denied = (presence == 2) & np.fromiter(map(bool, table.column("candidate")), dtype=bool, count=len(pair))
+    said = np.fromiter(map(bool, table.column("candidate")), dtype=bool, count=len(pair))
+    blanket = np.fromiter((r.startswith("normal.") for r in table.column("candidate_rules")), dtype=bool, count=len(pair))
+    denied = (presence == 2) & said & ~blanket  # a blanket normal statement ("lungs are clear") denies nothing
     return _Rows(pair, entity, presence, kinds, onto.critical[entity], correct, judged, na, denied)
 
 
