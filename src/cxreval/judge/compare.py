@@ -119,7 +119,7 @@ def compare_states(
     rows = {e.id: judge.row(e, e) for e in _in_ontology_order(ref_states.keys() | cand_states.keys(), ontology)}
     if hierarchy and ontology.has_hierarchy:
         rows = match_hierarchy(rows, judge)
-    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields}, set(_ROW_FIELDS))
+    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields}, _ROW_FIELDS)
             for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])]
 
 
@@ -296,4 +296,5 @@ def _in_ontology_order(ids: Set[str], ontology: Ontology) -> list[Entity]:
 #: id(ontology) -> (the ontology, entity id -> place, entity id -> entity), for the ontologies in use.
 _ORDERS: dict[int, tuple[Ontology, dict[str, int], dict[str, Entity]]] = {}
 
-_ROW_FIELDS = COLUMNS  # every field of a judgement row
+#: Every field of a judgement row (:data:`cxreval.judge.table.COLUMNS`), as ``constructed`` takes them.
+_ROW_FIELDS = set(COLUMNS)

@@ -29,10 +29,10 @@ COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison"
 #: gives them empty rules and ``exact`` specificity (the flat rule had no other).
 CompactRow = tuple[str, str, str, str, str, str, str, str, str, str]
 _COMPACT_FIELDS = len(COLUMNS) - 1
-_COMPACT_DEFAULTS = ("", "", "exact")  # reference rules, candidate rules, specificity
 #: What a column holds in rows written before it existed.
 _COLUMN_DEFAULTS = {"reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "",
                     "specificity": "exact"}
+_COMPACT_DEFAULTS = tuple(_COLUMN_DEFAULTS[c] for c in COLUMNS[-3:])  # rules, then specificity
 
 
 def full_compact(row: Sequence[str]) -> CompactRow:

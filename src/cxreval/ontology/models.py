@@ -258,16 +258,30 @@ class Ontology(_Strict):
         self.entity(entity_id)  # KeyError naming the ontology for an unknown id
         return self.near_synonym_members(entity_id) if classes else [entity_id]
 
+    @cached_property
+    def _closures(self) -> dict[tuple[str, bool, bool], tuple[str, ...]]:
+        """(entity, classes, upwards) -> its ancestors or descendants, walked once per ontology:
+        the judgement rule asks for them on every pair."""
+        return {}
+
+    def _closure(self, entity_id: str, classes: bool, upwards: bool) -> list[str]:
+        key = (entity_id, classes, upwards)
+        found = self._closures.get(key)
+        if found is None:
+            edges = self._parent_ids if upwards else self._child_ids
+            found = self._closures[key] = tuple(_reach(self._start(entity_id, classes), edges))
+        return list(found)
+
     def ancestors(self, entity_id: str, *, classes: bool = False) -> list[str]:
         """Every entity ``entity_id`` is-a, transitively: nearest first (breadth first), ties in the
         order the parents are listed. With ``classes`` the entity's near-synonym class counts as one
         node: the ancestors of all its members, the members themselves left out."""
-        return _reach(self._start(entity_id, classes), self._parent_ids)
+        return self._closure(entity_id, classes, upwards=True)
 
     def descendants(self, entity_id: str, *, classes: bool = False) -> list[str]:
         """Every entity that is-a ``entity_id``, transitively: nearest first, ties in declaration
         order. ``classes`` as for :meth:`ancestors`."""
-        return _reach(self._start(entity_id, classes), self._child_ids)
+        return self._closure(entity_id, classes, upwards=False)
 
     def near_synonym_class(self, entity_id: str) -> str | None:
         """The id of the near-synonym class ``entity_id`` belongs to, None when it is in none."""
