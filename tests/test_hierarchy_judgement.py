@@ -34,6 +34,8 @@ def test_pair_cases(why: str, case: dict, evaluators: dict[str, cxreval.Evaluato
     assert int(result.errors.loc["1", "errors"]) == case["errors"], (why, [r.model_dump() for r in rows.values()])
     for entity, (presence, specificity) in case["rows"].items():
         assert (rows[entity].presence, rows[entity].specificity) == (presence, specificity), (why, entity)
+    for entity, severity in case.get("severity", {}).items():
+        assert rows[entity].severity == severity, (why, entity)
     for entity, text in case.get("candidate_evidence", {}).items():
         assert rows[entity].candidate == text
     flat = evaluators["flat"].evaluate(pair)
@@ -45,7 +47,7 @@ def test_the_rule_is_in_the_signature_and_flat_is_an_option(evaluators: dict[str
     assert evaluators["is-a"].signature.options["hierarchy"] == "is-a"
     assert evaluators["flat"].signature.options["hierarchy"] == "flat"
     sig = str(evaluators["is-a"].signature)
-    assert "hierarchy:is-a" in sig and "ontology:cxreval-cxr@1.14.0" in sig
+    assert "hierarchy:is-a" in sig and f"ontology:{cxreval.load_ontology().signature}" in sig
 
 
 def test_specificity_errors_are_their_own_kind_counted_shown_and_resampled(evaluators) -> None:
@@ -61,24 +63,41 @@ def test_specificity_errors_are_their_own_kind_counted_shown_and_resampled(evalu
     assert boot.get("specificity_errors_per_report_mean").estimate == pytest.approx(n_specific / len(pairs))
 
 
-REFERENCE = "Left tension pneumothorax."
-ORDER = [  # one finding, best first: (class, candidate)
-    ("reading", "Left tension pneumothorax."),
-    ("specificity", "Left pneumothorax."),
-    ("omission", "The heart is normal in size."),
-    ("denial", "No tension pneumothorax."),
-    ("added critical", "Pneumomediastinum."),
-]
+#: One finding per chain, best first: the reference's own reading, a specificity or attribute error,
+#: leaving it out, denying it, adding a critical finding in its place (issue 31's example classes).
+CHAINS = {
+    "tension pneumothorax named as its parent": (
+        "Left tension pneumothorax.", "Left pneumothorax.", "The heart is normal in size.",
+        "No tension pneumothorax.", "Pneumomediastinum."),
+    "pneumonia named as consolidation": (
+        "Right upper lobe pneumonia.", "Right upper lobe consolidation.", "The heart is normal in size.",
+        "No pneumonia.", "Large right pneumothorax."),
+    "a moderate effusion called small": (
+        "Moderate left pleural effusion.", "Small left pleural effusion.", "The heart is normal in size.",
+        "No pleural effusion.", "Large right pneumothorax."),
+    "a new pneumothorax without its change": (
+        "New small right pneumothorax.", "Small right pneumothorax.", "The heart is normal in size.",
+        "No pneumothorax.", "Pneumomediastinum."),
+    "a mass called a nodule": (
+        "Right upper lobe mass.", "Right upper lobe nodule.", "The heart is normal in size.",
+        "No mass.", "Large right pneumothorax."),
+    "consolidation over-specified as pneumonia": (
+        "Right lower lobe consolidation.", "Right lower lobe pneumonia.", "The heart is normal in size.",
+        "No consolidation.", "Large right pneumothorax."),
+}
+STEPS = ("reading", "specificity or attribute", "omission", "denial", "added critical")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_no_shape_inverts_the_order_and_graded_has_no_tie(shape: str) -> None:
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_no_shape_inverts_the_order_and_graded_has_no_tie(shape: str, chain: str) -> None:
     reward = ClinicalReward(shape)
-    values = [reward.score_one(REFERENCE, cand) for _, cand in ORDER]
-    for (a, va), (b, vb) in zip(zip(ORDER, values), zip(ORDER[1:], values[1:])):
-        assert va >= vb, f"{shape}: {a[0]} ({va}) below {b[0]} ({vb})"
-        if shape == "graded" and (a[0], b[0]) != ("omission", "denial"):
-            assert va > vb, f"graded ties {a[0]} and {b[0]} at {va}"
+    reference, *_ = CHAINS[chain]
+    values = [reward.score_one(reference, cand) for cand in CHAINS[chain]]
+    for (a, va), (b, vb) in zip(zip(STEPS, values), zip(STEPS[1:], values[1:])):
+        assert va >= vb, f"{shape}, {chain}: {a} ({va}) below {b} ({vb})"
+        if shape == "graded" and (a, b) != ("omission", "denial"):
+            assert va > vb, f"graded, {chain}: ties {a} and {b} at {va}"
     if shape == "graded":
         assert values[2] > values[3], "graded: a denial costs more than an omission"
 

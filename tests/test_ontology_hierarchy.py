@@ -235,6 +235,32 @@ def test_a_class_may_hold_a_parent_and_child_but_nothing_between_members(tmp_pat
     assert "mixes findings and differentials" in msg
 
 
+def test_matched_pairs(onto: Ontology) -> None:
+    """Airspace disease and consolidation name one finding, a pair that does not carry over to lung
+    opacity; nodule and mass are one lesion at two sizes (Fleischner's 3 cm)."""
+    assert onto.matched_pair("consolidation", "airspace_disease") == "synonym"
+    assert onto.matched_pair("airspace_disease", "consolidation") == "synonym"
+    assert onto.matched_pair("lung_opacity", "consolidation") is None
+    assert onto.matched_pair("lung_nodule", "lung_mass") == onto.matched_pair("lung_mass", "lung_nodule") == "size"
+    assert [p.members for p in onto.matched_pairs if p.how == "size"] == [("lung_nodule", "lung_mass")]
+
+
+def test_matched_pair_problems(tmp_path: Path, packaged_data: dict) -> None:
+    data = copy.deepcopy(packaged_data)
+    data["matched_pairs"] += [
+        {"members": ["lung_opacity", "ghost"], "how": "synonym", "source": "cxreval"},
+        {"members": ["pneumonia", "consolidation"], "how": "synonym", "source": "nowhere"},
+        {"members": ["lung_nodule", "lung_mass"], "how": "size", "source": "fleischner"},
+        {"members": ["pleural_effusion", "heart_failure"], "how": "synonym", "source": "cxreval"},
+    ]
+    msg = load_error(tmp_path, data)
+    assert "matched pair ['lung_opacity', 'ghost'] names unknown entities ['ghost']" in msg
+    assert "matched pair ['pneumonia', 'consolidation'] has unknown source 'nowhere'" in msg
+    assert "matched pair ['pneumonia', 'consolidation'] already match by the hierarchy" in msg
+    assert "matched pair ['lung_nodule', 'lung_mass'] pairs an entity with itself or is listed twice" in msg
+    assert "matched pair ['pleural_effusion', 'heart_failure'] mixes findings and differentials" in msg
+
+
 # ----------------------------------------------------------------------------- user ontologies
 
 

@@ -143,6 +143,13 @@ class _Pair:
         return (state is not None and not is_positive(state, self.uncertain)
                 and not (state.rule_ids or "").startswith("normal."))
 
+    @staticmethod
+    def same_place(one: EntityState | None, other: EntityState | None) -> bool:
+        """Two states may be one finding: their places do not conflict. A finding the other side
+        has matched already ("bibasilar opacities" in both reports) names no finding at another
+        place ("calcified granuloma in the right base")."""
+        return one is None or other is None or judge_location(one, other) != "not-aligned"
+
     def row(self, entity: Entity, cand_entity: Entity, specificity: str = "exact") -> dict[str, str]:
         """The row of ``entity``, the reference's state of ``entity`` against the candidate's of
         ``cand_entity`` (the same entity, or its match in the hierarchy); every value is one of the
@@ -194,7 +201,8 @@ def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, d
             if entity_id not in rows or pair.denies(other, entity_id):  # used up, or the other side denies it
                 continue
             targets = {e for e, r in rows.items() if r["presence"] == opposite
-                       or (r["presence"] == "TP" and r["specificity"] == "exact")}
+                       or (r["presence"] == "TP" and r["specificity"] == "exact"
+                           and pair.same_place(own.get(entity_id), other.get(e)))}
             found = _match(entity_id, targets, onto, how_up)
             if found is not None:
                 _apply(rows, pair, kind, entity_id, *found)
@@ -224,17 +232,24 @@ def _apply(rows: dict[str, dict[str, str]], pair: _Pair, kind: str, entity_id: s
     onto = pair.ontology
     ref_id, cand_id = (entity_id, other_id) if kind == "FN" else (other_id, entity_id)
     other = rows[other_id]
+    specificity = "exact" if how == "size" else how
     if other["presence"] == "TP":  # the other side's finding is shared already: it stays, this one is named
         if kind == "FN":
-            # its place, grade and change are judged on the shared row: this row says the specificity only
-            rows[entity_id] = {**pair.row(onto.entity(ref_id), onto.entity(cand_id), how),
-                               "location": "not-available", "severity": "not-available", "comparison": "other"}
+            # its place, grade and change are judged on the shared row: this row says the specificity
+            # (or, for a size pair, the size) only
+            rows[entity_id] = {**pair.row(onto.entity(ref_id), onto.entity(cand_id), specificity),
+                               "location": "not-available", "comparison": "other",
+                               "severity": "not-aligned" if how == "size" else "not-available"}
         else:
-            if how != "synonym" and other["specificity"] == "exact":
+            if how == "size":
+                other["severity"] = "not-aligned"
+            elif how != "synonym" and other["specificity"] == "exact":
                 other["specificity"] = how
             del rows[entity_id]
         return
-    rows[ref_id] = pair.row(onto.entity(ref_id), onto.entity(cand_id), how)
+    row = rows[ref_id] = pair.row(onto.entity(ref_id), onto.entity(cand_id), specificity)
+    if how == "size":  # one lesion at two sizes: the size is wrong whatever the words' degrees say
+        row["severity"] = "not-aligned"
     del rows[cand_id]
 
 
@@ -248,7 +263,9 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
         side = pair.ref if r["presence"] == "FP" else pair.cand  # the side that does not state it
         if pair.denies(side, entity_id):  # "No consolidation." beside "pneumonia": the denial stands
             continue
-        below = [d for d in onto.descendants(entity_id, classes=True) if pair.positive(side, d)]
+        stated = pair.ref if r["presence"] == "FN" else pair.cand  # the side that states the ancestor
+        below = [d for d in onto.descendants(entity_id, classes=True)
+                 if pair.positive(side, d) and pair.same_place(stated.get(entity_id), side.get(d))]
         if below:
             ent = onto.entity(entity_id)
             ref_e, cand_e = (onto.entity(below[0]), ent) if r["presence"] == "FP" else (ent, onto.entity(below[0]))
@@ -259,12 +276,17 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
 
 def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str) -> tuple[str, str] | None:
     """The nearest of ``others`` that names ``entity_id``'s finding at another level: a member of
-    its near-synonym class (``synonym``), else an ancestor (``how_up``)."""
+    its near-synonym class (``synonym``), else its partner in a matched pair (``synonym`` or
+    ``size``), else an ancestor (``how_up``)."""
     if not others:
         return None
     for member in ontology.near_synonym_members(entity_id):
         if member != entity_id and member in others:
             return member, "synonym"
+    for other in sorted(others):
+        how = ontology.matched_pair(entity_id, other)
+        if how is not None:
+            return other, how
     for ancestor in ontology.ancestors(entity_id, classes=True):
         for member in ontology.near_synonym_members(ancestor):  # a class is one node of the hierarchy
             if member in others:

@@ -38,6 +38,7 @@ def _problems(onto: Ontology) -> list[str]:
     problems.extend(_precedence_problems(onto, claims, seen_ids))
     problems.extend(_hierarchy_problems(onto))
     problems.extend(_near_synonym_problems(onto))
+    problems.extend(_matched_pair_problems(onto))
     return problems
 
 
@@ -200,6 +201,30 @@ def _near_synonym_problems(onto: Ontology) -> list[str]:
         if len({kinds[m] for m in c.members if m in kinds}) > 1:
             problems.append(f"{where} mixes findings and differentials: its members must be of one kind")
         problems.extend(_class_between_problems(onto, c.id, [m for m in c.members if m in kinds]))
+    return problems
+
+
+def _matched_pair_problems(onto: Ontology) -> list[str]:
+    """Matched pairs: unknown sources and members, a pair of one entity, members of two kinds, a pair
+    listed twice, and a pair whose members already match otherwise (one class, or is-a)."""
+    kinds = {e.id: e.kind for e in onto.entities}
+    problems, seen = [], set()
+    for p in onto.matched_pairs:
+        where = f"matched pair {list(p.members)}"
+        a, b = p.members
+        if p.source not in onto.hierarchy_sources:
+            problems.append(f"{where} has unknown source {p.source!r} (hierarchy_sources: {sorted(onto.hierarchy_sources)})")
+        unknown = [m for m in p.members if m not in kinds]
+        if unknown:
+            problems.append(f"{where} names unknown entities {unknown}")
+            continue
+        if a == b or frozenset(p.members) in seen:
+            problems.append(f"{where} pairs an entity with itself or is listed twice")
+        seen.add(frozenset(p.members))
+        if kinds[a] != kinds[b]:
+            problems.append(f"{where} mixes findings and differentials: its members must be of one kind")
+        if b in onto.near_synonym_members(a) or b in onto.ancestors(a) or a in onto.ancestors(b):
+            problems.append(f"{where} already match by the hierarchy (one near-synonym class, or is-a)")
     return problems
 
 

@@ -147,6 +147,22 @@ class NearSynonymClass(_Strict):
     note: str = ""
 
 
+class MatchedPair(_Strict):
+    """Two entities that name one finding at one place, outside the hierarchy's nodes.
+
+    ``synonym``: a radiologist accepts either word for the finding ("airspace disease" for a
+    consolidation), but the relation is not a class: it does not carry over to the other entities
+    either one is near-synonym with. ``size``: one lesion named by its size class (``members``
+    smaller first: a nodule is under 3 cm, a mass 3 cm or more), so naming the other is a wrong size,
+    an attribute error, not a miss and a false finding.
+    """
+
+    members: tuple[str, str]
+    how: Literal["synonym", "size"]
+    source: str
+    note: str = ""
+
+
 class Entity(_Strict):
     """One radiological finding or differential diagnosis."""
 
@@ -198,6 +214,7 @@ class Ontology(_Strict):
     #: that declares it declares a hierarchy: then every entity must list its ``parents``.
     hierarchy_sources: dict[str, str] = Field(default_factory=dict)
     near_synonyms: list[NearSynonymClass] = Field(default_factory=list)
+    matched_pairs: list[MatchedPair] = Field(default_factory=list)
     entities: list[Entity]
 
     @property
@@ -288,6 +305,14 @@ class Ontology(_Strict):
         self.entity(entity_id)
         found = self._class_of.get(entity_id)
         return found.id if found else None
+
+    @cached_property
+    def _pair_how(self) -> dict[tuple[str, str], str]:
+        return {key: p.how for p in self.matched_pairs for key in (p.members, p.members[::-1])}
+
+    def matched_pair(self, entity_id: str, other_id: str) -> Literal["synonym", "size"] | None:
+        """How two entities of a :class:`MatchedPair` name one finding, None when they form none."""
+        return self._pair_how.get((entity_id, other_id))  # type: ignore[return-value]
 
     def near_synonym_members(self, entity_id: str) -> list[str]:
         """The members of ``entity_id``'s near-synonym class in their listed order (itself
