@@ -1,115 +1,163 @@
 """Does any reward shape prefer a worse report? Inversions and ties of the reward order for one finding.
 
-For one finding of a reference report, issue 31's order: the reference's own reading > a
-specificity error (the finding named by its parent: generalised) or an added specificity (over-
-specified) > leaving the finding out > denying it > a critical finding added in its place. For
-every IU X-ray report of the val + test splits (the split rule of ../shared/data/README.md: the
-wordings below were written on train, the figures are reported on val + test) and every sentence
-that affirms a finding named by a wording of :data:`WORDINGS`, the script writes the five
-candidates, scores them with each shape of :class:`cxreval.reward.ClinicalReward`, and counts, per
-shape, the adjacent pairs of the order where the worse candidate scores higher (an inversion) or
-the same (a tie; between omission and denial a tie is allowed: ">=").
+For one finding of a reference report, issue 31's order: the reference's own reading > the
+finding named at another level of the hierarchy (``generalise``: by its parent's wording, or
+``over_specify``: by a child's) > leaving it out (``omit_finding``) >= denying it
+(``negate_finding``) > a critical finding the reference does not state added in its place. The
+candidates are the perturbation suite's (:mod:`cxreval.meta.perturb`, both target variants):
+its parent/child wordings (:data:`~cxreval.meta.perturb.SPECIFICITY_WORDINGS`) are written from
+CheXpert's hierarchy and labeler phrases and the Fleischner glossary, not read off cxreval's
+ontology, so the judge is checked against wordings it was not built from.
 
-The wordings are parent/child phrase pairs written from the field's sources (CheXpert's label
-hierarchy and labeler phrases, the Fleischner glossary), not read off cxreval's ontology, so the
-benchmark checks the judge against wordings it was not built from.
+Every IU X-ray report of the split (the split rule of ../shared/data/README.md: developed on
+train, reported on val + test) gives one chain per finding that the suite generalises or
+over-specifies and also omits and denies. Each shape of :class:`cxreval.reward.ClinicalReward`
+scores the chain's five candidates; per shape the script counts the adjacent pairs of the order
+where the worse candidate scores higher (an inversion) or the same (a tie; between omission and
+denial a tie is allowed: ">=").
 
-Run: python benchmarks/reward_order.py [--split train]
+Run: python benchmarks/reward_order.py [--split train] [--show SHAPE]
 """
 
 from __future__ import annotations
 
+import argparse
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
 from _data import data_dir, iu_reports, iu_text
 
 from cxreval.datasets.iu_xray import load_splits
+from cxreval.meta.perturb import SPECIFICITY_WORDINGS, PerturbationSuite
 from cxreval.reward import SHAPES, ClinicalReward
 
-#: (child wording, parent wording, source): a radiologist reads the child as an instance of the parent.
-WORDINGS: tuple[tuple[str, str, str], ...] = (
-    ("cardiomegaly", "enlarged cardiomediastinal silhouette", "CheXpert: Enlarged Cardiomediastinum above Cardiomegaly"),
-    ("pneumonia", "consolidation", "CheXpert: Consolidation above Pneumonia"),
-    ("consolidation", "airspace opacity", "CheXpert: Lung Opacity above Consolidation"),
-    ("atelectasis", "opacity", "CheXpert: Lung Opacity above Atelectasis"),
-    ("edema", "opacity", "CheXpert: Lung Opacity above Edema"),
-    ("tension pneumothorax", "pneumothorax", "Fleischner glossary: tension pneumothorax"),
-    ("calcified granuloma", "granuloma", "Fleischner glossary: granuloma, calcified or not"),
-    ("rib fracture", "fracture", "CheXpert labeler: Fracture phrases"),
-)
-#: Other words for each child's finding or its parents (CheXpert labeler phrases; Fleischner): a report
-#: that keeps one of them outside the changed sentences may still state the finding, so its omission
-#: would be no omission: the chain is left out.
-STILL_STATED: dict[str, tuple[str, ...]] = {
-    "cardiomegaly": ("heart size is enlarged", "heart is enlarged", "enlarged heart", "cardiac enlargement",
-                     "cardiac silhouette is enlarged", "cardiomediastinal silhouette is enlarged", "heart size is mildly"),
-    "pneumonia": ("consolidat", "opacit", "densit", "infiltrat", "airspace"),
-    "consolidation": ("pneumonia", "opacit", "densit", "infiltrat", "airspace"),
-    "atelectasis": ("atelecta", "opacit", "densit", "infiltrat", "airspace", "scar"),
-    "edema": ("opacit", "densit", "infiltrat", "airspace", "congestion"),
-    "tension pneumothorax": ("pneumothora",),
-    "calcified granuloma": ("granulom", "nodul"),
-    "rib fracture": ("fractur",),
-}
-CRITICAL = "Large right pneumothorax."
-NEGATION = re.compile(r"\b(no|not|without|negative|clear|free|resolved|removed|unchanged|stable|normal)\b", re.I)
-SENTENCE = re.compile(r"[^.]+\.")
+#: Critical findings to add (the first the reference does not name): (a word that names it, sentence).
+CRITICAL = (("pneumothora", "Large right pneumothorax."), ("free air", "There is free air under the right hemidiaphragm."),
+            ("dissection", "Findings concerning for aortic dissection."))
 ORDER = ("reading", "specificity", "omission", "denial", "added critical")
+SPECIFICITY = ("generalise", "over_specify")
+TYPES = (*SPECIFICITY, "omit_finding", "negate_finding")
 
 
-def chains(text: str) -> list[tuple[str, dict[str, str]]]:
-    """The five candidates for each finding of ``text`` that a wording names and that the report
-    affirms: (wording, candidates). Every affirming sentence is changed, so that no other mention
-    of the finding keeps it in the candidate."""
-    sentences = [m.group(0) for m in SENTENCE.finditer(text)]
-    out = []
-    for child, parent, _ in WORDINGS:
-        word = re.compile(rf"\b{re.escape(child)}\b", re.I)
-        hits = [i for i, sent in enumerate(sentences) if word.search(sent) and not NEGATION.search(sent)]
-        if not hits or any(word.search(sent) and NEGATION.search(sent) for sent in sentences):
-            continue  # no affirmed mention, or the report also denies it somewhere: no clean finding
-        others = re.compile("|".join(re.escape(w) for w in STILL_STATED.get(child, ())) or r"(?!)", re.I)
-        if any(others.search(sent) for i, sent in enumerate(sentences) if i not in hits):
-            continue  # the finding (or a parent) stays stated in other words: no clean omission
+#: Words for any lung opacity: the CheXpert labeler's Lung Opacity mention phrases
+#: (phrases/mention/lung_opacity.txt) and "density", which radiologists use for one; for an enlarged
+#: heart: its Cardiomegaly phrases (heart size, cardiac silhouette, ... with "enlarged"). A report
+#: that keeps one may still state the finding at another level.
+OPACITY_WORDS = (r"opaci", r"decreased translucency", r"densit", r"air[\s-]?space disease", r"infiltrat",
+                 r"interstitial (marking|pattern|lung)", r"reticular (pattern|marking)", r"reticulation",
+                 r"parenchymal scarring", r"peribronchial thickening")
+HEART_WORDS = (r"heart[^.;,]*(enlarg|large)", r"cardiomediastinal silhouette[^.;,]*enlarg",
+               r"cardiac[^.;,]*enlarg", r"enlarged (heart|cardiac)")
+NEGATION = re.compile(r"\b(no|not|without|negative|free|clear|resolved|removed)\b", re.I)
 
-        def rewrite(change: dict[int, str], extra: str = "", sentences: list[str] = sentences) -> str:
-            return "".join(change.get(i, sent) for i, sent in enumerate(sentences)) + extra
 
-        out.append((child, {
-            "reading": text,
-            "specificity": rewrite({i: word.sub(parent, sentences[i]) for i in hits}),
-            "omission": rewrite(dict.fromkeys(hits, "")),
-            "denial": rewrite({**dict.fromkeys(hits, ""), hits[0]: f" No {child}."}),
-            "added critical": rewrite(dict.fromkeys(hits, ""), " " + CRITICAL),
-        }))
+def _edges() -> list[tuple[str, str]]:
+    """(child, parent) wordings: the list's, and a wording's head noun above it ("airspace opacity" is
+    an "opacity")."""
+    names = {w.child for w in SPECIFICITY_WORDINGS} | {w.parent for w in SPECIFICITY_WORDINGS}
+    heads = [(n, n.split()[-1]) for n in names if " " in n and n.split()[-1] in names]
+    return [(w.child, w.parent) for w in SPECIFICITY_WORDINGS] + heads
+
+
+def kin(name: str) -> list[str]:
+    """Patterns naming ``name``'s finding at another level: its ancestors and descendants by the
+    wordings (:func:`_edges`), and the plain words for an opacity or an enlarged heart among them."""
+    edges, found = _edges(), set()
+    for up in (True, False):
+        frontier = {name}
+        while frontier:
+            frontier = {p if up else c for c, p in edges if (c if up else p) in frontier} - found
+            found |= frontier
+    found.discard(name)
+    out = [re.escape(w) for w in found]
+    if any("opacity" in w for w in found):
+        out += OPACITY_WORDS
+    if any(w in ("cardiomegaly", "enlarged cardiomediastinal silhouette") for w in found | {name}):
+        out += HEART_WORDS
     return out
 
 
-def main() -> None:
-    import argparse
+def still_stated(text: str, patterns: list[str]) -> bool:
+    """``text`` names the finding at another level (one of ``patterns``) with no denial before it in
+    its clause: leaving the finding's own words out is then no clean omission."""
+    for m in re.finditer(r"\b(" + "|".join(patterns) + ")", text, re.I):
+        clause = re.split(r"[.;:,]", text[:m.start()])[-1]
+        if not NEGATION.search(clause):
+            return True
+    return False
 
+
+def added_critical(reference: str, omission: str) -> str:
+    """The omission with a critical finding the reference does not name."""
+    sentence = next(s for word, s in CRITICAL if not re.search(word, reference, re.I))
+    end = "" if omission.rstrip().endswith((".", "!", "?")) or not omission.strip() else "."
+    return f"{omission.rstrip()}{end} {sentence}"
+
+
+def chains(rows: list[dict[str, str]]) -> list[tuple[str, str, str, dict[str, str]]]:
+    """(variant, how, target entity, the five candidates) for every finding the suite changes in
+    specificity and also omits and denies."""
+    suite = PerturbationSuite(types=TYPES, per_type=99)
+    out = []
+    for row in rows:
+        text = iu_text(row)
+        if not text:
+            continue
+        found: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        named: dict[tuple[str, str, str], str] = {}
+        for p in suite.perturb(row["uid"], text, row.get("MeSH") or None):
+            found[p.targets, p.target_entity or ""].setdefault(p.perturbation, p.candidate)
+            named.setdefault((p.targets, p.target_entity or "", p.perturbation), p.before)
+        for (variant, entity), c in found.items():
+            if "omit_finding" not in c or "negate_finding" not in c:
+                continue
+            for how in SPECIFICITY:
+                if how in c and not still_stated(c["omit_finding"], kin(named[variant, entity, how])):
+                    out.append((variant, how, entity, {
+                        "reading": text, "specificity": c[how], "omission": c["omit_finding"],
+                        "denial": c["negate_finding"], "added critical": added_critical(text, c["omit_finding"])}))
+    return out
+
+
+def judge(reward: ClinicalReward, cands: dict[str, str]) -> tuple[list[float], list[str], list[str]]:
+    """The chain's rewards, its inversions and its ties (named ``worse < better`` / ``a = b``)."""
+    values = [float(v) for v in reward.score([cands["reading"]] * len(ORDER), [cands[k] for k in ORDER])]
+    inversions, ties = [], []
+    for (a, va), (b, vb) in zip(zip(ORDER, values), zip(ORDER[1:], values[1:])):
+        if vb > va:
+            inversions.append(f"{a} < {b}")
+        elif vb == va and (a, b) != ("omission", "denial"):
+            ties.append(f"{a} = {b}")
+    return values, inversions, ties
+
+
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=("val+test", "train"), default="val+test",
                     help="train to develop on; val + test to report (../shared/data/README.md)")
-    splits = ("val", "test") if ap.parse_args().split == "val+test" else ("train",)
+    ap.add_argument("--show", choices=SHAPES, help="print the chains that invert or tie under this shape")
+    args = ap.parse_args()
+    splits = ("val", "test") if args.split == "val+test" else ("train",)
     which = load_splits(data_dir())
-    reports = [iu_text(r) for r in iu_reports() if which.get(r["uid"]) in splits]
-    cases = [(ref, child, cands) for ref in reports if ref for child, cands in chains(ref)]
-    print(f"IU X-ray {' + '.join(splits)}: {len(reports)} reports, {len(cases)} findings named by a wording "
-          f"({', '.join(f'{c} {n}' for c, n in Counter(c for _, c, _ in cases).most_common())})")
-    print(f"{'shape':18s} {'inversions':>10s} {'ties':>6s}  (adjacent pairs of the order, {len(cases) * 4} in all; "
+    rows = [r for r in iu_reports() if which.get(r["uid"]) in splits]
+    found = chains(rows)
+    kinds = Counter(f"{v}/{h}" for v, h, _, _ in found)
+    print(f"IU X-ray {' + '.join(splits)}: {len(rows)} reports, {len(found)} chains "
+          f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
+          f"entities: {', '.join(f'{e} {n}' for e, n in Counter(e for _, _, e, _ in found).most_common(8))}")
+    print(f"{'shape':18s} {'inversions':>10s} {'ties':>6s}  (adjacent pairs of the order, {len(found) * 4} in all; "
           "omission-denial ties allowed and not counted)")
     for shape in SHAPES:
         reward = ClinicalReward(shape)
         inversions, ties = Counter(), Counter()
-        for ref, _, cands in cases:
-            values = reward.score([ref] * len(ORDER), [cands[k] for k in ORDER])
-            for (a, va), (b, vb) in zip(zip(ORDER, values), zip(ORDER[1:], values[1:])):
-                if vb > va:
-                    inversions[f"{a} < {b}"] += 1
-                elif vb == va and (a, b) != ("omission", "denial"):
-                    ties[f"{a} = {b}"] += 1
+        for variant, how, entity, cands in found:
+            values, inv, tie = judge(reward, cands)
+            inversions.update(inv)
+            ties.update(tie)
+            if args.show == shape and (inv or (tie and shape == "graded")):
+                print(f"== {variant}/{how} {entity}: {inv + tie} {[round(v, 3) for v in values]}")
+                for k in ORDER:
+                    print(f"   {k}: {cands[k]}")
         detail = "; ".join(f"{k}: {n}" for k, n in (inversions + ties).most_common(4))
         print(f"{shape:18s} {sum(inversions.values()):10d} {sum(ties.values()):6d}  {detail}")
 

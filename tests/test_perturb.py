@@ -224,3 +224,46 @@ def test_seeded_and_reproducible(tmp_path) -> None:
 def test_unknown_type_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown perturbation"):
         PerturbationSuite(types=["shuffle_words"])  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------- generalise and over-specify (issue 31)
+def test_generalise_names_the_finding_by_its_parents_wording(suite: PerturbationSuite) -> None:
+    text = "Findings: Left tension pneumothorax. Impression: Left tension pneumothorax, increased."
+    got = by_target(variants(suite, "generalise", text))
+    pair = got["tension_pneumothorax"]
+    assert pair.candidate == "Findings: Left pneumothorax. Impression: Left pneumothorax, increased."
+    assert (pair.before, pair.after, pair.expected) == ("tension pneumothorax", "pneumothorax", "less-specific")
+    assert "Fleischner" in pair.description
+
+
+def test_over_specify_names_the_finding_by_a_childs_wording(suite: PerturbationSuite) -> None:
+    got = by_target(variants(suite, "over_specify", "Left basilar opacity. No pneumothorax."))
+    pair = got["lung_opacity"]
+    assert pair.expected == "more-specific" and pair.before == "opacity"
+    assert pair.candidate == f"Left basilar {pair.after}. No pneumothorax."
+    assert pair.after in {"atelectasis", "nodule", "mass", "ground glass opacity"}
+
+
+@pytest.mark.parametrize(("ptype", "text", "why"), [
+    ("generalise", "Nodular density over the left 4th rib represents a healing rib fracture.",
+     "the sentence keeps the dropped detail (rib)"),
+    ("generalise", "Calcified lingular granuloma.", "a qualifier (calcified) is part of the finding's name"),
+    ("generalise", "Stable 5 mm calcified right midlung nodule.", "a measured, calcified nodule is no plain nodule"),
+    ("over_specify", "Left clavicle fracture.", "a noun before the wording would make a wrong phrase"),
+    ("over_specify", "Old fracture of the posterior left 6th rib.", "the sentence says the child already (rib)"),
+    ("over_specify", "Right upper lobe consolidation. Impression: Right upper lobe pneumonia.",
+     "the report names the child already: saying it again adds no specificity"),
+    ("generalise", "Small left tension pneumothorax. No tension pneumothorax on the right.", "the finding is also denied"),
+])
+def test_no_variant_where_the_wording_would_read_two_ways(suite: PerturbationSuite, ptype: str, text: str,
+                                                         why: str) -> None:
+    assert variants(suite, ptype, text) == [], why
+
+
+def test_the_wordings_name_their_sources_and_are_not_the_ontologys() -> None:
+    from cxreval.meta.perturb import SPECIFICITY_WORDINGS
+
+    assert len({(w.child, w.parent) for w in SPECIFICITY_WORDINGS}) == len(SPECIFICITY_WORDINGS)
+    assert all(w.source.split(":")[0] in {"CheXpert", "CheXpert labeler", "Fleischner glossary"}
+               for w in SPECIFICITY_WORDINGS)
+    assert {"generalise", "over_specify"} <= set(SIGNIFICANT) and set(SIGNIFICANT) <= set(ALL_TYPES)

@@ -75,10 +75,13 @@ def test_rule_engine_on_written_reports(pairs: list[PerturbedPair]) -> None:
     rule, length = runs
     sig = report.row("spec-errors", "overall-significant")
     ins = report.row("spec-errors", "overall-insignificant")
-    # one of the 17 "significant" edits omits "Right upper lobe consolidation." from a report whose
+    # one of the 19 "significant" edits omits "Right upper lobe consolidation." from a report whose
     # impression keeps "Right upper lobe pneumonia.": pneumonia is-a consolidation (CheXpert), so
-    # the finding is still reported at its place and the finding hierarchy rightly counts no error
-    assert (sig.discrimination.k, sig.discrimination.n) == (16, 17) and sig.right_entity.rate == 16 / 17
+    # the finding is still reported at its place and the finding hierarchy rightly counts no error;
+    # the generalised consolidation and the over-specified pneumothorax are caught on their entity
+    assert (sig.discrimination.k, sig.discrimination.n) == (18, 19) and sig.right_entity.rate == 18 / 19
+    assert report.row("spec-errors", "generalise").right_entity.rate == 1.0
+    assert report.row("spec-errors", "over_specify").right_entity.rate == 1.0
     assert [(p.perturbation, p.target_entity) for p in failures(rule, pairs)] == [("omit_finding", "consolidation")]
     assert ins.robustness.rate == 1.0
     # the length metric has no entity rows and misses flips (same words count)
@@ -97,7 +100,7 @@ def test_right_entity_is_checked(pairs: list[PerturbedPair]) -> None:
     wrong = [p.model_copy(update={"target_entity": "hiatal_hernia"}) if p.significant else p for p in pairs]
     report, _ = score_suite(wrong, [EvaluatorMetric()])
     row = report.row("spec-errors", "overall-significant")
-    assert row.discrimination.rate == 16 / 17 and row.right_entity.rate == 0.0  # the one implied omission aside
+    assert row.discrimination.rate == 18 / 19 and row.right_entity.rate == 0.0  # the one implied omission aside
 
 
 @pytest.mark.skipif("bleu2" not in available_metrics(), reason="lexical metrics not installed")

@@ -60,7 +60,7 @@ from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.ontology.mesh import MeshMapper
 from cxreval.outputs import atomic_writer, write_csv
 
-SUITE_VERSION = "2"
+SUITE_VERSION = "3"
 
 #: How the significant variants pick their targets (see the module docstring); ``shared`` labels
 #: the insignificant variants, which do not depend on targets.
@@ -71,11 +71,13 @@ SHARED = "shared"
 
 PerturbationType = Literal[
     "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
+    "generalise", "over_specify",
     "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
     "merge_split", "section_headers",
 ]
 SIGNIFICANT: tuple[PerturbationType, ...] = (
     "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
+    "generalise", "over_specify",
 )
 INSIGNIFICANT: tuple[PerturbationType, ...] = (
     "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
@@ -91,6 +93,8 @@ EXPECTED: dict[str, str] = {
     "flip_laterality": "location not-aligned",
     "change_severity": "severity not-aligned",
     "false_change": "adding-unmentioned-comparison",
+    "generalise": "less-specific",
+    "over_specify": "more-specific",
 }
 NO_ERROR = "no error"
 
@@ -218,6 +222,17 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
+def _wording_pattern(wording: str) -> re.Pattern[str]:
+    """A wording as whole words, any case, a space or a hyphen between its words."""
+    words = r"[\s-]+".join(re.escape(w) for w in wording.split())
+    return re.compile(rf"\b{words}\b", re.I)
+
+
+def _same_case_first(new: str, like: str) -> str:
+    """``new`` with a capital first letter where ``like`` has one (a sentence's first word)."""
+    return _cap(new) if like[:1].isupper() else new
+
+
 def _lower_first(s: str) -> str:
     first = s.split(" ", 1)[0]
     if len(first) > 1 and first.isupper():  # an acronym or XXXX stays as written
@@ -264,6 +279,49 @@ SEVERITY_SWAP: dict[str, str] = {
     "large": "small", "severe": "mild", "marked": "mild", "extensive": "minimal", "massive": "small",
     "markedly": "mildly", "severely": "mildly", "huge": "small",
 }
+
+@dataclass(frozen=True)
+class Wording:
+    """A parent/child pair of wordings: a radiologist reads ``child`` as one kind of ``parent``."""
+
+    child: str
+    parent: str
+    source: str
+
+
+#: The wordings of ``generalise`` (child -> parent) and ``over_specify`` (parent -> child), written
+#: from the field's own hierarchies, not read off cxreval's ontology: a judge is tested against
+#: wordings it was not built from. Singular, lower case, as a report writes them.
+SPECIFICITY_WORDINGS: tuple[Wording, ...] = (
+    Wording("cardiomegaly", "enlarged cardiomediastinal silhouette", "CheXpert: Enlarged Cardiomediastinum above Cardiomegaly"),
+    Wording("widened mediastinum", "enlarged cardiomediastinal silhouette",
+            "CheXpert labeler: Enlarged Cardiomediastinum phrases"),
+    Wording("pneumonia", "consolidation", "CheXpert: Consolidation above Pneumonia"),
+    Wording("consolidation", "airspace opacity", "CheXpert: Lung Opacity above Consolidation"),
+    Wording("atelectasis", "opacity", "CheXpert: Lung Opacity above Atelectasis"),
+    Wording("pulmonary edema", "pulmonary opacity", "CheXpert: Lung Opacity above Edema"),
+    Wording("nodule", "opacity", "Fleischner glossary: a nodule is a rounded opacity"),
+    Wording("mass", "opacity", "Fleischner glossary: a mass is an opacity larger than 3 cm"),
+    Wording("ground glass opacity", "opacity", "Fleischner glossary: ground-glass opacity"),
+    Wording("granuloma", "nodule", "Fleischner glossary: granuloma, a nodule"),
+    Wording("calcified granuloma", "granuloma", "Fleischner glossary: granuloma, calcified or not"),
+    Wording("tension pneumothorax", "pneumothorax", "Fleischner glossary: tension pneumothorax"),
+    Wording("hydropneumothorax", "pneumothorax", "CheXpert labeler: Pneumothorax phrases"),
+    Wording("honeycombing", "fibrosis", "Fleischner glossary: honeycombing, a sign of fibrosis"),
+    Wording("pleural plaque", "pleural thickening", "Fleischner glossary: pleural plaque"),
+    Wording("rib fracture", "fracture", "CheXpert labeler: Fracture phrases"),
+    Wording("compression fracture", "fracture", "CheXpert labeler: Fracture phrases"),
+)
+
+#: Words that end the noun phrase before a wording (determiners, prepositions, verbs): the phrase's
+#: other words, back to one of them, must only place, grade, date or hedge the finding.
+_PHRASE_STOP = frozenset(
+    "a an the of with and or for to is are was were be been as by in on at from there this these that which "
+    "suggest suggests suggesting represent represents representing consistent compatible concerning "
+    "worrisome suspicious may could has have noted seen again within".split())
+#: Words that may stand in the noun phrase of a wording beside the attribute vocabulary's.
+_PHRASE_MODIFIERS = frozenset(
+    "likely possible probable possibly probably early new old acute chronic healing healed focal patchy".split())
 
 #: Clauses that claim a change from a prior study (appended to the target's sentence).
 FALSE_CHANGES: tuple[tuple[str, str], ...] = (
@@ -390,6 +448,14 @@ class _Report:
 
     def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
         return ()
+
+    def stated_spans(self, entity: str) -> list[tuple[int, int]] | None:
+        """The character spans naming ``entity`` where the report states it; None when a mention
+        of it is denied or hedged (a wording change would then read two ways)."""
+        mentions = self.mentions_of(entity, positive_only=False)
+        if any(m.status != "present" for m in mentions):
+            return None
+        return [(m.start, m.end) for m in mentions]
 
 
 #: Words that deny a name later in their clause ("no effusion", "without effusion") and words that
@@ -525,6 +591,16 @@ class _MeshReport:
     def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
         return self.coded.get(entity, ((), None))[0]
 
+    def stated_spans(self, entity: str) -> list[tuple[int, int]] | None:
+        """The character spans naming ``entity`` (the longest occurrence where several overlap);
+        None when one of them is denied."""
+        own = [o for o in self.occurrences if o.entity == entity]
+        if any(not o.stated for o in own):
+            return None
+        longest = [o for o in own if not any(x is not o and x.first <= o.first and o.last <= x.last
+                                             and x.last - x.first > o.last - o.first for x in own)]
+        return sorted({(o.start, o.end) for o in longest})
+
 
 class PerturbationSuite:
     """Builds labelled pairs from reference reports.
@@ -560,6 +636,8 @@ class PerturbationSuite:
         phrases = [term_tokens(p) for kind in ("sides", "zones", "severity", "comparison") for p in getattr(vocab, kind)]
         self._attr_words = {p[0] for p in phrases if len(p) == 1}
         self._attr_phrases = [" ".join(p) for p in phrases if len(p) > 1]
+        negation = {"no", "not", "without", "none"}
+        self._modifiers = frozenset({t for p in phrases for t in p} - negation) | _PHRASE_MODIFIERS
         self._severity_words = {p for p in vocab.severity if len(term_tokens(p)) == 1}
         self._severity_bucket = dict(vocab.severity)
         self._multi_severity = [p for p in vocab.severity if len(term_tokens(p)) > 1]
@@ -570,6 +648,7 @@ class PerturbationSuite:
         self._generators: dict[str, Generator] = {
             "omit_finding": self._omit, "add_finding": self._add, "negate_finding": self._negate,
             "flip_laterality": self._flip, "change_severity": self._severity, "false_change": self._change,
+            "generalise": self._generalise, "over_specify": self._over_specify,
             "reorder_sentences": self._reorder, "synonym_swap": self._synonym, "paraphrase_normal": self._paraphrase,
             "change_case": self._case, "punctuation": self._punctuation, "line_breaks": self._line_breaks,
             "merge_split": self._merge_split, "section_headers": self._headers,
@@ -838,6 +917,85 @@ class PerturbationSuite:
             cand = replace_spans(report.text, edits)
             out.append(_Variant(cand, f"{e}: false change from a prior, {how}", e, "", added))
         return out
+
+    def _generalise(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        return self._respecify(report, rng, up=True)
+
+    def _over_specify(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        return self._respecify(report, rng, up=False)
+
+    def _respecify(self, report: _Report | _MeshReport, rng: random.Random, *, up: bool) -> list[_Variant]:
+        """``generalise`` (``up``: the finding named by its parent's wording) or ``over_specify``
+        (by a child's wording), for a target that every statement names with one wording of
+        :data:`SPECIFICITY_WORDINGS`; every statement is changed, so no other names the finding."""
+        out: list[_Variant] = []
+        for e in self._targets(report, rng):
+            sents = report.target_sentences(e)
+            spans = report.stated_spans(e) if sents else None
+            if not sents or not spans:
+                continue
+            found = self._wording_in(report.text, spans, up)
+            if found is None:
+                continue
+            name, spans = found
+            options = [w for w in SPECIFICITY_WORDINGS if (w.child if up else w.parent) == name]
+            wording = rng.choice(options)
+            new = wording.parent if up else wording.child
+            if not up and _wording_pattern(new).search(report.text):
+                continue  # the report names the child already: saying it again adds no specificity
+            rest = replace_spans(report.text, [(a, b, "") for a, b in spans])
+            if not self._respecify_fits(report, spans, sents, wording, up) or \
+                    self._names_remaining(e, rest, report.extra_names(e)):
+                continue
+            cand = replace_spans(report.text, [(a, b, _same_case_first(new, report.text[a:b])) for a, b in spans])
+            how = "generalised" if up else "over-specified"
+            out.append(_Variant(cand, f"{e}: {how} '{name}' -> '{new}' ({wording.source})", e, name, new))
+        return out
+
+    def _wording_in(self, text: str, spans: Sequence[tuple[int, int]], up: bool) -> tuple[str, list[tuple[int, int]]] | None:
+        """The longest wording (a child's when ``up``, else a parent's) that every span names once
+        as the finding's whole name (:meth:`_whole_name`), with its place in each span."""
+        names = sorted({w.child if up else w.parent for w in SPECIFICITY_WORDINGS}, key=len, reverse=True)
+        for name in names:
+            pattern = _wording_pattern(name)
+            hits = [list(pattern.finditer(text, a, b)) for a, b in spans]
+            if all(len(h) == 1 and self._whole_name(text, span, h[0].span()) for h, span in zip(hits, spans)):
+                places = sorted({(h[0].start(), h[0].end()) for h in hits})
+                if all(b <= c for (_, b), (c, _) in zip(places, places[1:])):
+                    return name, places
+                return None
+        return None
+
+    def _respecify_fits(self, report: _Report | _MeshReport, spans: Sequence[tuple[int, int]],
+                        sents: Sequence[Sentence], wording: Wording, up: bool) -> bool:
+        """A generalised sentence must not keep the detail it drops ("healing fracture of the 4th
+        rib" still names a rib fracture); an over-specified one must not say it already ("old
+        fracture of the 6th rib" is a rib fracture: "compression" would name another finding)."""
+        if up:
+            detail = set(term_tokens(wording.child)) - set(term_tokens(wording.parent))
+        else:
+            detail = {t for w in SPECIFICITY_WORDINGS if w.parent == wording.parent for t in term_tokens(w.child)} \
+                - set(term_tokens(wording.parent))
+        for sent in sents:
+            inner = [(a - sent.start, b - sent.start, " ") for a, b in spans if sent.start <= a < sent.end]
+            if detail & set(term_tokens(replace_spans(report.text[sent.start:sent.end], inner))):
+                return False
+        return True
+
+    def _whole_name(self, text: str, mention: tuple[int, int], wording: tuple[int, int]) -> bool:
+        """The wording is the finding's whole name: the other words of its mention and of its noun
+        phrase (back to a determiner, preposition or verb) only place, grade, date or hedge it
+        ("left basilar opacity"); none qualifies it ("calcified lingular granuloma" is no plain
+        "granuloma" to generalise, "clavicle fracture" no "fracture" to over-specify)."""
+        sent = Layout(text).sentence_of(wording[0])
+        before = term_tokens(text[sent.start if sent else 0:wording[0]])
+        for word in reversed(before):
+            if word in _PHRASE_STOP:
+                break
+            if word not in self._modifiers:
+                return False
+        after = term_tokens(text[wording[1]:max(mention[1], wording[1])])
+        return all(w in self._modifiers or w in _PHRASE_STOP for w in after)
 
     # -- insignificant --------------------------------------------------------------------
     def _reorder(self, report: _Report, rng: random.Random) -> list[_Variant]:
