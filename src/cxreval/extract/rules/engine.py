@@ -47,6 +47,7 @@ from cxreval.extract.rules.scanning import (
     scan_gapped,
 )
 from cxreval.extract.rules.scopes import ATTRIBUTE_KINDS, MAX_SCOPE_CHARS
+from cxreval.extract.rules.spelling import Speller
 from cxreval.extract.text import (
     NormalizedText,
     Section,
@@ -62,8 +63,10 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "26"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "27"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
+#: The rule that reads a slip in a long finding-name word (``names.yaml``).
+SPELLING = "finding.spelling"
 #: The value of a ``not_findings`` name in the entity trie: no entity id (ids are non-empty).
 _NOT_A_FINDING = ""
 #: Cue categories (not attribute kinds): a cue inside a finding name only lends it attributes.
@@ -154,6 +157,7 @@ class RuleExtractor:
                 if form == toks or self._entities.get(form) is None:
                     self._entities.add(form, named[0])
                     self._user_names[form] = named
+        self._speller = self._build_speller()
         self._status = StatusRules(self.rules, self._lung_entities, self._rest_names)
         self._attributes = AttributeRules(self.rules)
         #: The category bits (:func:`mask_of`) of each cue trie value, by its id: the values live as
@@ -168,6 +172,27 @@ class RuleExtractor:
         #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
         self._reports: OrderedDict[str, Extraction] = OrderedDict()
         self._report_cache = report_cache if sentence_cache else 0
+
+    def _build_speller(self) -> Speller | None:
+        """The reader of slips in long finding-name words (``finding.spelling``), None when it is
+        off: its targets are the words of finding names, and a word the engine knows anywhere (a
+        cue, a word list, an attribute phrase, the rule's own list) is never a slip."""
+        if self.rules.spelling is None:
+            return None
+        min_length, not_slips = self.rules.spelling
+        targets: set[str] = set()
+        for e in self.ontology.entities:
+            for term in e.terms:
+                toks = term_tokens(term)
+                for form in (toks, *plural_variants(toks)):
+                    targets.update(form)
+        for toks in self.rules.names:
+            targets.update(toks)
+        known = set(targets) | not_slips | set(self.rules.modifiers)
+        known.update(w for toks in self.rules.not_findings for w in toks)
+        known.update(w for phrase in self.rules.cue_ids for w in term_tokens(phrase[1]))
+        known.update(w for name in self._lex.names() for w in getattr(self._lex, name))
+        return Speller(targets, known, min_length)
 
     @property
     def signature(self) -> str:
@@ -253,6 +278,9 @@ class RuleExtractor:
     def _read_section(self, norm: NormalizedText, columns: TokenColumns, section: str) -> list[Mention]:
         """The mentions of a run of tokens (``token_columns``: their texts, starts and ends)."""
         words = columns[0]
+        slips = self._speller.correct(words) if self._speller is not None else None
+        if slips is not None:  # "cardiomeagly" is read as "cardiomegaly" (finding.spelling)
+            words = slips[0]
         matches: list[GappedMatch] = scan_gapped(self._entities, words, self._grammar)
         if self.rules.not_findings and any(m.value is _NOT_A_FINDING for m in matches):
             matches = [m for m in matches if m.value is not _NOT_A_FINDING]  # "thoracic cavity": plain words
@@ -274,6 +302,8 @@ class RuleExtractor:
                 entity, entity_rule = self._entity(s, k)
             else:
                 entity, entity_rule = m.value, NAME_SCAN  # type: ignore[assignment]
+            if slips is not None and entity_rule == NAME_SCAN and not slips[1].isdisjoint(m.used):
+                entity_rule = SPELLING
             side, zones, severity = self._attributes.place_and_size(s, k) if has_attributes else (None, (), None)
             comparison = self._attributes.change(s, k) if has_change else None
             reading = (status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule)

@@ -122,6 +122,15 @@ class PhraseListRecord(Record):
     phrases: list[str]
 
 
+class SpellingRecord(Record):
+    """How a slip in a long finding-name word is read (:mod:`cxreval.extract.rules.spelling`):
+    words of ``min_length`` letters or more; ``phrases``: real words that are no slip."""
+
+    kind: Literal["spelling"] = "spelling"
+    min_length: int = Field(ge=6, le=20)
+    phrases: list[str] = []
+
+
 class SiteRecord(Record):
     """A site or character near a finding that makes it another entity (:class:`SiteRule`)."""
 
@@ -164,7 +173,7 @@ class WindowRecord(Record):
 RECORD_KINDS: dict[str, type[Record]] = {
     "cue": CueRecord, "name": NameRecord, "name_scan": NameScanRecord, "name_rest": NameRestRecord,
     "modifiers": PhraseListRecord, "not_findings": PhraseListRecord, "site": SiteRecord, "normal": NormalRecord,
-    "step": StepRecord, "window": WindowRecord,
+    "step": StepRecord, "window": WindowRecord, "spelling": SpellingRecord,
 }
 #: The numbers each step or window reads (any other record of those kinds takes none): a number
 #: given where nothing reads it is an error, not a silent no-op.
@@ -178,7 +187,7 @@ NUMBERS: dict[str, frozenset[str]] = {
 #: The step that is what no step deciding means: it has no place to move to and cannot be off.
 STATED = "finding.stated"
 #: Records a user file may turn off (``enabled: false``); windows and name rules only change numbers.
-_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord)
+_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord, SpellingRecord)
 #: Kinds a user file may add (the others need code: only packaged ones can be changed).
 USER_KINDS = ("name", "cue", "site", "normal")
 
@@ -244,6 +253,9 @@ class RuleSet:
     steps: tuple[str, ...] = STEP_IDS
     #: Every record by id (the packaged ones, then the user's), those turned off included (``enabled``).
     records: dict[str, Record] = field(default_factory=dict)
+    #: Slips in long finding-name words (``finding.spelling``): (min length, words that are no
+    #: slip), or None when the rule is off.
+    spelling: tuple[int, frozenset[str]] | None = None
 
     def param(self, rule_id: str, name: str) -> int:
         """A number of a step or window record (``scope.backward``'s ``max_tokens``)."""
@@ -545,7 +557,16 @@ class _Builder:
             modifiers=self._modifiers(), sites=self._sites(),
             not_findings=tuple(_phrase(p, r.id, self.wheres[r.id]) for r in self._of(PhraseListRecord)
                                if r.kind == "not_findings" for p in r.phrases),
-            names=self._names(), cue_ids=cue_ids, steps=self._steps(), records=self.records)
+            names=self._names(), cue_ids=cue_ids, steps=self._steps(), records=self.records,
+            spelling=self._spelling())
+
+    def _spelling(self) -> tuple[int, frozenset[str]] | None:
+        """The spelling rule's length and its words that are no slip (None: the rule is off)."""
+        records = self._of(SpellingRecord)
+        if not records:
+            return None
+        r = records[0]
+        return r.min_length, frozenset(w for p in r.phrases for w in _phrase(p, r.id, self.wheres[r.id]))
 
     def _of(self, model: type[Record]) -> list[Any]:
         """The records of one kind that are on (every step: :meth:`_steps` reads ``enabled``)."""
