@@ -253,11 +253,21 @@ def test_over_specify_names_the_finding_by_a_childs_wording(suite: PerturbationS
     ("over_specify", "Old fracture of the posterior left 6th rib.", "the sentence says the child already (rib)"),
     ("over_specify", "Right upper lobe consolidation. Impression: Right upper lobe pneumonia.",
      "the report names the child already: saying it again adds no specificity"),
+    ("generalise", "Compression fracture of T12.", "the engine still reads the child (a fracture of a vertebra)"),
+    ("generalise", "Left basilar atelectasis-like change.", "a hyphen ends no word"),
     ("generalise", "Small left tension pneumothorax. No tension pneumothorax on the right.", "the finding is also denied"),
 ])
 def test_no_variant_where_the_wording_would_read_two_ways(suite: PerturbationSuite, ptype: str, text: str,
                                                          why: str) -> None:
     assert variants(suite, ptype, text) == [], why
+
+
+def test_over_specify_keeps_to_children_the_phrase_allows_and_the_case(suite: PerturbationSuite) -> None:
+    for seed in range(12):  # a patchy opacity is no rounded nodule or mass, whatever the draw
+        patchy = PerturbationSuite(seed=seed, types=("over_specify",)).perturb("r", "There is patchy retrocardiac opacity.")
+        assert len(patchy) == 1 and patchy[0].after not in ("nodule", "mass")
+    upper = by_target(variants(suite, "generalise", "RIGHT UPPER LOBE NODULE."))
+    assert upper["lung_nodule"].candidate == "RIGHT UPPER LOBE OPACITY."
 
 
 def test_the_wordings_name_their_sources_and_are_not_the_ontologys() -> None:

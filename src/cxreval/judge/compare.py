@@ -146,9 +146,14 @@ class _Pair:
     @staticmethod
     def same_place(one: EntityState | None, other: EntityState | None) -> bool:
         """Two states may be one finding: their places do not conflict. A finding the other side
-        has matched already ("bibasilar opacities" in both reports) names no finding at another
-        place ("calcified granuloma in the right base")."""
-        return one is None or other is None or judge_location(one, other) != "not-aligned"
+        has matched already ("left basilar opacity" in both reports) names no finding at another
+        place ("calcified granuloma in the right base"). A bilateral place holds either side."""
+        if one is None or other is None:
+            return True
+        sides = {one.side, other.side} - {None, "bilateral"}
+        if len(sides) > 1:  # left against right; "bilateral" holds either side
+            return False
+        return not (one.zones and other.zones and not set(one.zones) & set(other.zones))
 
     def row(self, entity: Entity, cand_entity: Entity, specificity: str = "exact") -> dict[str, str]:
         """The row of ``entity``, the reference's state of ``entity`` against the candidate's of
@@ -201,9 +206,11 @@ def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, d
             if entity_id not in rows or pair.denies(other, entity_id):  # used up, or the other side denies it
                 continue
             targets = {e for e, r in rows.items() if r["presence"] == opposite
-                       or (r["presence"] == "TP" and r["specificity"] == "exact"
+                       or (r["presence"] == "TP" and r["specificity"] in ("exact", "synonym")
                            and pair.same_place(own.get(entity_id), other.get(e)))}
-            found = _match(entity_id, targets, onto, how_up)
+            # a side that denies an entity in its own words is not matched to it by a pair: "airspace
+            # disease without consolidation" names no consolidation
+            found = _match(entity_id, targets, onto, how_up, {e for e in targets if pair.denies(own, e)})
             if found is not None:
                 _apply(rows, pair, kind, entity_id, *found)
     _implied(rows, pair)
@@ -234,16 +241,14 @@ def _apply(rows: dict[str, dict[str, str]], pair: _Pair, kind: str, entity_id: s
     other = rows[other_id]
     specificity = "exact" if how == "size" else how
     if other["presence"] == "TP":  # the other side's finding is shared already: it stays, this one is named
+        if how == "size":  # both sizes named on one side: two lesions, or one named twice; no match
+            return
         if kind == "FN":
-            # its place, grade and change are judged on the shared row: this row says the specificity
-            # (or, for a size pair, the size) only
+            # its place, grade and change are judged on the shared row: this row says the specificity only
             rows[entity_id] = {**pair.row(onto.entity(ref_id), onto.entity(cand_id), specificity),
-                               "location": "not-available", "comparison": "other",
-                               "severity": "not-aligned" if how == "size" else "not-available"}
+                               "location": "not-available", "severity": "not-available", "comparison": "other"}
         else:
-            if how == "size":
-                other["severity"] = "not-aligned"
-            elif how != "synonym" and other["specificity"] == "exact":
+            if how != "synonym" and other["specificity"] == "exact":
                 other["specificity"] = how
             del rows[entity_id]
         return
@@ -274,16 +279,18 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
             rows[entity_id] = row
 
 
-def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str) -> tuple[str, str] | None:
+def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str,
+           denied: Set[str] = frozenset()) -> tuple[str, str] | None:
     """The nearest of ``others`` that names ``entity_id``'s finding at another level: a member of
     its near-synonym class (``synonym``), else its partner in a matched pair (``synonym`` or
-    ``size``), else an ancestor (``how_up``)."""
+    ``size``; not one in ``denied``, which the entity's own side denies), else an ancestor
+    (``how_up``)."""
     if not others:
         return None
     for member in ontology.near_synonym_members(entity_id):
         if member != entity_id and member in others:
             return member, "synonym"
-    for other in sorted(others):
+    for other in sorted(others - denied):
         how = ontology.matched_pair(entity_id, other)
         if how is not None:
             return other, how

@@ -223,13 +223,16 @@ def _cap(s: str) -> str:
 
 
 def _wording_pattern(wording: str) -> re.Pattern[str]:
-    """A wording as whole words, any case, a space or a hyphen between its words."""
+    """A wording as whole words, any case, a space or a hyphen between its words; a hyphen ends no
+    word ("atelectasis-like" is no atelectasis)."""
     words = r"[\s-]+".join(re.escape(w) for w in wording.split())
-    return re.compile(rf"\b{words}\b", re.I)
+    return re.compile(rf"(?<![\w-]){words}(?![\w-])", re.I)
 
 
-def _same_case_first(new: str, like: str) -> str:
-    """``new`` with a capital first letter where ``like`` has one (a sentence's first word)."""
+def _same_case(new: str, like: str) -> str:
+    """``new`` in the case of ``like``: all capitals, a capital first letter, or as written."""
+    if like.isupper() and len(like) > 1:
+        return new.upper()
     return _cap(new) if like[:1].isupper() else new
 
 
@@ -287,7 +290,14 @@ class Wording:
     child: str
     parent: str
     source: str
+    #: Words of a noun phrase that the child contradicts: ``over_specify`` does not name the child
+    #: there ("patchy" opacity is no rounded nodule).
+    not_with: tuple[str, ...] = ()
 
+
+#: Words that describe an opacity no nodule or mass is (Fleischner: a nodule is a rounded opacity).
+_NOT_ROUNDED = ("patchy", "streaky", "linear", "bandlike", "platelike", "hazy", "diffuse", "interstitial",
+                "reticular", "bibasilar", "bilateral", "multifocal", "airspace")
 
 #: The wordings of ``generalise`` (child -> parent) and ``over_specify`` (parent -> child), written
 #: from the field's own hierarchies, not read off cxreval's ontology: a judge is tested against
@@ -300,8 +310,8 @@ SPECIFICITY_WORDINGS: tuple[Wording, ...] = (
     Wording("consolidation", "airspace opacity", "CheXpert: Lung Opacity above Consolidation"),
     Wording("atelectasis", "opacity", "CheXpert: Lung Opacity above Atelectasis"),
     Wording("pulmonary edema", "pulmonary opacity", "CheXpert: Lung Opacity above Edema"),
-    Wording("nodule", "opacity", "Fleischner glossary: a nodule is a rounded opacity"),
-    Wording("mass", "opacity", "Fleischner glossary: a mass is an opacity larger than 3 cm"),
+    Wording("nodule", "opacity", "Fleischner glossary: a nodule is a rounded opacity", _NOT_ROUNDED),
+    Wording("mass", "opacity", "Fleischner glossary: a mass is an opacity larger than 3 cm", _NOT_ROUNDED),
     Wording("ground glass opacity", "opacity", "Fleischner glossary: ground-glass opacity"),
     Wording("granuloma", "nodule", "Fleischner glossary: granuloma, a nodule"),
     Wording("calcified granuloma", "granuloma", "Fleischner glossary: granuloma, calcified or not"),
@@ -938,18 +948,46 @@ class PerturbationSuite:
             if found is None:
                 continue
             name, spans = found
-            options = [w for w in SPECIFICITY_WORDINGS if (w.child if up else w.parent) == name]
-            wording = rng.choice(options)
+            wording = self._choose_wording(report.text, name, spans, up, rng)
+            if wording is None:
+                continue
             new = wording.parent if up else wording.child
-            if not up and _wording_pattern(new).search(report.text):
-                continue  # the report names the child already: saying it again adds no specificity
             rest = replace_spans(report.text, [(a, b, "") for a, b in spans])
             if not self._respecify_fits(report, spans, sents, wording, up) or \
                     self._names_remaining(e, rest, report.extra_names(e)):
                 continue
-            cand = replace_spans(report.text, [(a, b, _same_case_first(new, report.text[a:b])) for a, b in spans])
+            cand = replace_spans(report.text, [(a, b, _same_case(new, report.text[a:b])) for a, b in spans])
+            if up and isinstance(report, _Report) and self._still_read(e, cand):
+                continue  # "Compression fracture of T12." -> "Fracture of T12.": still read as the child
             how = "generalised" if up else "over-specified"
             out.append(_Variant(cand, f"{e}: {how} '{name}' -> '{new}' ({wording.source})", e, name, new))
+        return out
+
+    def _choose_wording(self, text: str, name: str, spans: Sequence[tuple[int, int]], up: bool,
+                        rng: random.Random) -> Wording | None:
+        """The wording pair to use for ``name`` (a child's parent, or one of a parent's children,
+        drawn with the seed): over-specifying, not a child the report names already (saying it
+        again adds no specificity) nor one its noun phrase contradicts (``Wording.not_with``)."""
+        options = [w for w in SPECIFICITY_WORDINGS if (w.child if up else w.parent) == name]
+        if not up:
+            phrase = {w for a, _ in spans for w in self._phrase_before(text, a)}
+            options = [w for w in options if not _wording_pattern(w.child).search(text)
+                       and not phrase & set(w.not_with)]
+        return rng.choice(options) if options else None
+
+    def _still_read(self, entity: str, candidate: str) -> bool:
+        """Whether the rule engine still reads ``entity`` as stated in ``candidate`` (engine targets)."""
+        state = self.extractor.extract(candidate).states().get(entity)
+        return state is not None and state.status == "present"
+
+    def _phrase_before(self, text: str, start: int) -> list[str]:
+        """The words of the noun phrase before ``start``, back to a determiner, preposition or verb."""
+        sent = Layout(text).sentence_of(start)
+        out = []
+        for word in reversed(term_tokens(text[sent.start if sent else 0:start])):
+            if word in _PHRASE_STOP:
+                break
+            out.append(word)
         return out
 
     def _wording_in(self, text: str, spans: Sequence[tuple[int, int]], up: bool) -> tuple[str, list[tuple[int, int]]] | None:
@@ -958,7 +996,8 @@ class PerturbationSuite:
         names = sorted({w.child if up else w.parent for w in SPECIFICITY_WORDINGS}, key=len, reverse=True)
         for name in names:
             pattern = _wording_pattern(name)
-            hits = [list(pattern.finditer(text, a, b)) for a, b in spans]
+            # searched in the whole text, so that the look-arounds see past the span ("atelectasis-like")
+            hits = [[m for m in pattern.finditer(text, a) if m.end() <= b] for a, b in spans]
             if all(len(h) == 1 and self._whole_name(text, span, h[0].span()) for h, span in zip(hits, spans)):
                 places = sorted({(h[0].start(), h[0].end()) for h in hits})
                 if all(b <= c for (_, b), (c, _) in zip(places, places[1:])):
@@ -987,13 +1026,8 @@ class PerturbationSuite:
         phrase (back to a determiner, preposition or verb) only place, grade, date or hedge it
         ("left basilar opacity"); none qualifies it ("calcified lingular granuloma" is no plain
         "granuloma" to generalise, "clavicle fracture" no "fracture" to over-specify)."""
-        sent = Layout(text).sentence_of(wording[0])
-        before = term_tokens(text[sent.start if sent else 0:wording[0]])
-        for word in reversed(before):
-            if word in _PHRASE_STOP:
-                break
-            if word not in self._modifiers:
-                return False
+        if any(word not in self._modifiers for word in self._phrase_before(text, wording[0])):
+            return False
         after = term_tokens(text[wording[1]:max(mention[1], wording[1])])
         return all(w in self._modifiers or w in _PHRASE_STOP for w in after)
 

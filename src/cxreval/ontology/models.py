@@ -152,9 +152,9 @@ class MatchedPair(_Strict):
 
     ``synonym``: a radiologist accepts either word for the finding ("airspace disease" for a
     consolidation), but the relation is not a class: it does not carry over to the other entities
-    either one is near-synonym with. ``size``: one lesion named by its size class (``members``
-    smaller first: a nodule is under 3 cm, a mass 3 cm or more), so naming the other is a wrong size,
-    an attribute error, not a miss and a false finding.
+    either one is near-synonym with. ``size``: one lesion named by its size class (a nodule is up to
+    3 cm, a mass larger, Fleischner), so naming the other is a wrong size, an attribute error, not a
+    miss and a false finding.
     """
 
     members: tuple[str, str]
@@ -307,12 +307,12 @@ class Ontology(_Strict):
         return found.id if found else None
 
     @cached_property
-    def _pair_how(self) -> dict[tuple[str, str], str]:
+    def _pair_how(self) -> dict[tuple[str, str], Literal["synonym", "size"]]:
         return {key: p.how for p in self.matched_pairs for key in (p.members, p.members[::-1])}
 
     def matched_pair(self, entity_id: str, other_id: str) -> Literal["synonym", "size"] | None:
         """How two entities of a :class:`MatchedPair` name one finding, None when they form none."""
-        return self._pair_how.get((entity_id, other_id))  # type: ignore[return-value]
+        return self._pair_how.get((entity_id, other_id))
 
     def near_synonym_members(self, entity_id: str) -> list[str]:
         """The members of ``entity_id``'s near-synonym class in their listed order (itself
