@@ -28,8 +28,13 @@ class AttributeRules:
         self.site_back = rules.param("attribute.site_window", "back")
         self.site_forward = rules.param("attribute.site_window", "forward")
         self.rank = attribute_vocabulary().severity_rank
+        #: ``attribute.place_list`` (steps.yaml): a list of places after "and" is the finding's.
+        self.place_list = "attribute.place_list" in rules.records
+        #: Whether the last :meth:`window` read a list of places (set by it, read by place_and_size).
+        self._listed = False
 
-    def window(self, s: Sentence, k: int, back: int, forward: int, change: bool = False) -> list[int]:
+    def window(self, s: Sentence, k: int, back: int, forward: int, change: bool = False,
+               places: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.
 
         A multi-token cue counts as one step and is listed once, at its first token. ``change``:
@@ -39,6 +44,7 @@ class AttributeRules:
         """
         words, entity_at, cue_start, lex = s.words, s.entity_at, s.cue_start, self.lex
         m = s.matches[k]
+        self._listed = False
         positions: list[int] = []
         i, steps = m.start - 1, 0
         added = False  # crossed "with": the finding was added to another ("X with small effusion")
@@ -65,6 +71,11 @@ class AttributeRules:
                 continue
             if entity_at[i] >= 0 and entity_at[i] != k:
                 break
+            end = self._place_list(s, i) if places and words[i] == "and" else None
+            if end is not None:  # "right upper and left lower lobes": the list's places are the finding's
+                positions.extend(range(i + 1, end))
+                self._listed = True
+                break
             if self._ends_forward(s, i):
                 # "Pneumothorax, new since prior": a change phrase opening the next clause still
                 # counts, unless that clause names another finding it can belong to
@@ -77,6 +88,25 @@ class AttributeRules:
         positions.extend(range(m.start, m.end))  # words inside the name itself ("right pneumothorax")
         return positions
 
+    def _place_list(self, s: Sentence, i: int) -> int | None:
+        """Where a list of places that goes on after "and" (token ``i``) ends, or None
+        (``attribute.place_list``): the words after it must open with "left" or "right" (or a lobe
+        abbreviation) and be only side and zone words, "lobe(s)" or "lung(s)", to the clause's end.
+        "Right effusion and left basilar atelectasis" (a finding follows), "hilar and right
+        paratracheal lymph nodes" (a noun follows) and "both tips" are no list of places."""
+        if not self.place_list or i + 1 >= s.n:
+            return None
+        first = s.cue_at[i + 1]
+        if not first or first.get("sides") not in ("left", "right"):
+            return None
+        j = i + 1
+        while j < s.n and s.words[j] not in self.lex.clause_break:
+            kinds = s.cue_at[j]
+            if not (kinds and ("sides" in kinds or "zones" in kinds)) and s.words[j] not in _PLACE_NOUNS:
+                return None
+            j += 1
+        return j
+
     def _ends_forward(self, s: Sentence, i: int) -> bool:
         """Whether token ``i`` ends the forward window: a clause break, "and" / "with", a contrast,
         or "or" / "nor" before a size of another finding ("or large effusion")."""
@@ -84,14 +114,17 @@ class AttributeRules:
         return (word in lex.clause_break or word in lex.forward_break or word in lex.contrast_break
                 or (word in lex.alternative_break and sc.sized_next(lex, s.words, s.cue_at, i + 1)))
 
-    def place_and_size(self, s: Sentence, k: int) -> tuple[str | None, tuple[str, ...], str | None]:
+    def place_and_size(self, s: Sentence, k: int) -> tuple[str | None, tuple[str, ...], str | None, bool]:
         """The side, zones and severity in the attribute window: left and right together are
-        bilateral; the strongest size wins unless a word before it denies it ("not severe")."""
+        bilateral; the strongest size wins unless a word before it denies it ("not severe"). The
+        last value says whether a list of places after "and" was read (``attribute.place_list``)."""
         sides: list[str] = []
         zones: dict[str, None] = {}
         severity: str | None = None
         rank = self.rank
-        for i in self.window(s, k, self.back, self.forward):
+        window = self.window(s, k, self.back, self.forward, places=True)
+        listed = self._listed
+        for i in window:
             kinds = s.cue_at[i]
             if not kinds:
                 continue
@@ -102,7 +135,7 @@ class AttributeRules:
             if ("severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity))
                     and not sc.denied_word(self.lex, s.words, s.cue_start[i])):
                 severity = kinds["severity"]
-        return _side(sides), tuple(zones), severity
+        return _side(sides), tuple(zones), severity, listed
 
     def change(self, s: Sentence, k: int) -> str | None:
         """The nearest change word around the finding that no word before it denies."""
@@ -135,6 +168,10 @@ class AttributeRules:
         if rule.pairs:  # "t12": the tokens "t" "12" side by side
             near.update(f"{words[j]} {words[j + 1]}" for j in at if j + 1 in at)
         return near
+
+
+#: Words that may close a list of places ("the right upper and left lower lobes").
+_PLACE_NOUNS = frozenset({"lobe", "lobes", "lung", "lungs", "zone", "zones"})
 
 
 def _side(sides: list[str]) -> str | None:

@@ -63,7 +63,7 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "27"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "28"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
 #: The rule that reads a slip in a long finding-name word (``names.yaml``).
 SPELLING = "finding.spelling"
@@ -304,9 +304,10 @@ class RuleExtractor:
                 entity, entity_rule = m.value, NAME_SCAN  # type: ignore[assignment]
             if slips is not None and entity_rule == NAME_SCAN and not slips[1].isdisjoint(m.used):
                 entity_rule = SPELLING
-            side, zones, severity = self._attributes.place_and_size(s, k) if has_attributes else (None, (), None)
+            side, zones, severity, listed = (self._attributes.place_and_size(s, k) if has_attributes
+                                             else (None, (), None, False))
             comparison = self._attributes.change(s, k) if has_change else None
-            reading = (status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule)
+            reading = (status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule, listed)
             out.append(self._mention(norm, columns, scopes, m, section, entity, cue, reading))
         return out
 
@@ -365,13 +366,15 @@ class RuleExtractor:
         return hit[1] if hit is not None else NAME_SCAN
 
     def _trail(self, entity: str, status: str, side: str | None, zones: tuple[str, ...], severity: str | None,
-               comparison: str | None) -> str:
-        """The rule ids behind a reading, one shared object per distinct combination."""
-        key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None)
+               comparison: str | None, listed: bool = False) -> str:
+        """The rule ids behind a reading, one shared object per distinct combination (``listed``: a
+        list of places gave the side, ``attribute.place_list``)."""
+        key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None, listed)
         trail = self._trails.get(key)
         if trail is None:
             trail = self._trails[key] = ReadingRules(
-                entity=entity, status=status, side="attribute.side" if side else None,
+                entity=entity, status=status,
+                side=("attribute.place_list" if listed else "attribute.side") if side else None,
                 zones="attribute.zone" if zones else None, severity="attribute.severity" if severity else None,
                 change="attribute.change" if comparison else None).ids()
         return trail
@@ -392,8 +395,8 @@ class RuleExtractor:
         like = self._templates.get(reading)
         if like is not None:
             return _stamp(like, entity, section, start, end, s_lo, s_hi, cue, norm.original)
-        status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule = reading
-        trail = self._trail(entity_rule, status_rule, side, zones, severity, comparison)
+        status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule, listed = reading
+        trail = self._trail(entity_rule, status_rule, side, zones, severity, comparison, listed)
         made = Mention(entity=entity, status=status, certainty=grade, side=side, zones=zones, severity=severity,
                        comparison=comparison, historical=historical, section=section, start=start, end=end,
                        sentence_start=s_lo, sentence_end=s_hi, cue=cue, rule_ids=trail, source=norm.original)
