@@ -56,6 +56,11 @@ class Expectation(BaseModel):
     zones: list[str] | None = None
     severity: Severity | None = None
     change: ComparisonChange | None = None
+    tip: str | None = None
+    tip_mm: float | None = None
+    size_mm: float | None = None
+    #: Each side's size where the mentions size the sides apart (EntityState.side_severity).
+    side_severity: dict[str, Severity] | None = None
     evidence: str | None = None
 
 
@@ -120,6 +125,8 @@ def mismatches(state: EntityState | None, want: Expectation) -> list[str]:
         if key == "zones":
             expected = tuple(expected or ())
         got = None if state is None else getattr(state, _FIELD.get(key, key))
+        if key == "side_severity" and state is not None:
+            got = dict(state.side_severity)
         if state is None or got != expected:
             problems.append(f"{key}: expected {expected!r}, got {'(not read)' if state is None else repr(got)}")
     return problems

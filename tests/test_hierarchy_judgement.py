@@ -1,5 +1,5 @@
-"""The finding hierarchy's judgement rule (issue 31): pairs of tests/pair_cases/hierarchy.yaml, the
-rule's signature and option, and the reward order it gives.
+"""The finding hierarchy's judgement rule (issue 31) and device tips, sizes and sides (issue 32):
+pairs of tests/pair_cases/*.yaml, the rule's signature and option, and the reward order it gives.
 
 The reward order for one finding (issue 31): the reference's own reading > a specificity or
 attribute error > leaving it out >= denying it > adding a critical finding in its place. No shape
@@ -17,8 +17,10 @@ from cxreval.io import ReportPair
 from cxreval.reward import SHAPES, ClinicalReward
 from cxreval.yaml_files import safe_load
 
-CASES = safe_load((Path(__file__).parent / "pair_cases" / "hierarchy.yaml").read_text(encoding="utf-8"))
-PAIRS = [(g["why"], p) for g in CASES["groups"] for p in g["pairs"]]
+#: Every pair case file: hierarchy.yaml (issue 31), positions.yaml (device tips, sizes, sides; issue 32).
+CASES = [safe_load(path.read_text(encoding="utf-8"))
+         for path in sorted((Path(__file__).parent / "pair_cases").glob("*.yaml"))]
+PAIRS = [(g["why"], p) for doc in CASES for g in doc["groups"] for p in g["pairs"]]
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,11 @@ def test_pair_cases(why: str, case: dict, evaluators: dict[str, cxreval.Evaluato
         assert (rows[entity].presence, rows[entity].specificity) == (presence, specificity), (why, entity)
     for entity, severity in case.get("severity", {}).items():
         assert rows[entity].severity == severity, (why, entity)
+    for entity, location in case.get("location", {}).items():
+        assert rows[entity].location == location, (why, entity)
+    for entity, comparison in case.get("comparison", {}).items():
+        assert rows[entity].comparison == comparison, (why, entity)
+    assert not set(case.get("absent", ())) & rows.keys(), (why, sorted(rows))
     for entity, text in case.get("candidate_evidence", {}).items():
         assert rows[entity].candidate == text
     flat = evaluators["flat"].evaluate(pair)

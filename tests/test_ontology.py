@@ -56,7 +56,7 @@ def term_owners(onto: Ontology) -> dict[str, set[str]]:
 
 
 def test_default_loads_with_signature(onto: Ontology) -> None:
-    assert onto.signature == "cxreval-cxr@1.16.0"
+    assert onto.signature == "cxreval-cxr@1.17.0"
     assert load_ontology() is onto  # cached
 
 

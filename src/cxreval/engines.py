@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor, RuleSet, load_rules
 from cxreval.io import ReportPair
-from cxreval.judge.compare import UncertainPolicy, compare_extractions
+from cxreval.judge.compare import SIZE_TOLERANCE, UncertainPolicy, compare_extractions
 from cxreval.judge.crosscheck import REASON, STAGE, CrossCheck, InjectionFlag
 from cxreval.judge.models import EntityJudgement
 from cxreval.judge.table import COLUMNS, JudgementTable
@@ -214,7 +214,8 @@ class RulesEngine:
     def signature(self) -> Signature:
         return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
                          options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat),
-                                  "hierarchy": hierarchy_option(self.hierarchy, self.ontology)})
+                                  "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
+                                  "sizes": sizes_option()})
 
     @property
     def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None, bool]:
@@ -433,7 +434,7 @@ class LLMExtractEngine(_LLMEngine):
 
     def signature_options(self) -> dict[str, str]:
         return {**super().signature_options(), "comparison": comparison_option(self.spec_compat),
-                "hierarchy": hierarchy_option(self.hierarchy, self.ontology)}
+                "hierarchy": hierarchy_option(self.hierarchy, self.ontology), "sizes": sizes_option()}
 
     async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
                       progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
@@ -645,6 +646,13 @@ def hierarchy_option(hierarchy: bool, ontology: Ontology) -> str:
     the ontology's parents and near-synonym classes) or ``flat`` (every entity on its own; also
     for an ontology that declares no hierarchy)."""
     return "is-a" if hierarchy and ontology.has_hierarchy else "flat"
+
+
+def sizes_option() -> str:
+    """The signature's ``sizes`` option: the tolerance within which two stated sizes of one finding
+    agree (:data:`cxreval.judge.compare.SIZE_TOLERANCE`, ``x1.5``); the size thresholds are the
+    ontology's (its version is in the signature)."""
+    return f"x{SIZE_TOLERANCE:g}"
 
 
 def comparison_option(spec_compat: bool) -> str:

@@ -48,7 +48,7 @@ def _holds(record: Record) -> str:
     if phrases is not None:
         return f"{len(phrases)} phrases"
     if hasattr(record, "to"):
-        return f"{record.entity} -> {record.to}"  # type: ignore[attr-defined]
+        return f"{getattr(record, 'entity', 'device')} -> {record.to}"  # type: ignore[attr-defined]
     numbers = [f"{name}={getattr(record, name)}" for name in ("max_tokens", "max_entity_hops", "predicate_tokens",
                                                               "back", "forward", "max_skipped")
                if getattr(record, name, None) is not None]
@@ -60,7 +60,8 @@ def list_rules(
     rules: RulesOption = None,
     ontology: OntologyOption = None,
     kind: Annotated[str | None, typer.Option(
-        help="only rules of this kind: cue, cue:negation_pre (a cue category), step, window, site, normal, name")] = None,
+        help="only rules of this kind: cue, cue:negation_pre (a cue category), step, window, site, normal, name, "
+             "derived")] = None,
 ) -> None:
     """Every rule's id, kind (a cue's category), order (status steps), what it holds and its doc."""
     rule_set = _rule_set(rules, ontology)

@@ -64,11 +64,13 @@ def _with_cue(rule: str, is_status: bool, cue: str | None) -> str:
 
 def mention_line(m: Mention) -> str:
     """``pleural_effusion  absent/negated  side=left  'No pleural effusion.'``: the entity, its
-    status and grade, the attributes that are set, flags (implied, history, a section other than
+    status and grade, the attributes that are set (a size in mm, a device's tip with its distance
+    above the landmark: ``tip=carina(+20mm)``), flags (implied, history, a section other than
     the body) and the evidence."""
     parts = [m.entity, f"{m.status}/{m.certainty}"]
     attributes = (("side", m.side), ("zones", ",".join(m.zones)), ("severity", m.severity),
-                  ("change", m.comparison))
+                  ("change", m.comparison), ("size", f"{m.size_mm:g}mm" if m.size_mm is not None else None),
+                  ("tip", m.tip if m.tip_mm is None else f"{m.tip}({m.tip_mm:+g}mm)"))
     parts += [f"{name}={value}" for name, value in attributes if value]
     parts += [flag for flag, on in (("implied", m.implied), ("history", m.historical)) if on]
     if m.section != "body":

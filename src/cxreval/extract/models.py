@@ -89,7 +89,12 @@ def _check_certainty(status: str, certainty: str) -> None:
 
 
 class Attributes(BaseModel):
-    """Where, how severe, and how changed from a prior: shared by mentions and entity states."""
+    """Where, how severe, and how changed from a prior: shared by mentions and entity states.
+
+    ``tip``: for a device, the landmark its tip is reported at (``attributes.yaml`` landmarks), and
+    ``tip_mm`` the distance of the tip above it ("5 cm above the carina", negative below).
+    ``size_mm``: a finding's stated size, its largest dimension in millimetres ("6 mm nodule").
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -97,6 +102,9 @@ class Attributes(BaseModel):
     zones: tuple[str, ...] = ()
     severity: Severity | None = None
     comparison: ComparisonChange | None = None
+    tip: str | None = None
+    tip_mm: float | None = None
+    size_mm: float | None = None
 
 
 class ReadingRules(BaseModel):
@@ -112,6 +120,8 @@ class ReadingRules(BaseModel):
     zones: str | None = None
     severity: str | None = None
     change: str | None = None
+    tip: str | None = None
+    size: str | None = None
 
     def items(self) -> list[tuple[str, str]]:
         """(reading, rule id) for each reading a rule set, in field order."""
@@ -207,6 +217,10 @@ class EntityState(Attributes):
     entity: str
     status: Status
     certainty: Certainty = Field(default_factory=_default_certainty)
+    #: (side, severity) for each of left and right where the mentions size them ("small right and
+    #: large left effusions"; a bilateral size sizes both), in the order given; ``()`` for a state
+    #: of one mention (its ``side`` and ``severity`` say it).
+    side_severity: tuple[tuple[Literal["left", "right"], Severity], ...] = ()
     evidence: str = ""
     cue: str | None = None
     #: The ids of the rules behind the reading the evidence and cue come from, as
@@ -277,7 +291,8 @@ class Extraction(BaseModel):
                 zones_one = m.zones
                 out[entity] = _state(entity, m.status, m.certainty, m.side or None,
                                      tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
-                                     m.severity or None, m.comparison or None, m.sentence, m.cue, m.rule_ids)
+                                     m.severity or None, m.comparison or None, m.sentence, m.cue, m.rule_ids,
+                                     (m.tip, m.tip_mm, m.size_mm))
                 continue
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
@@ -310,6 +325,8 @@ class Extraction(BaseModel):
                 lead.sentence,
                 lead.cue,
                 lead.rule_ids,
+                _measures(explicit),
+                _side_severity(explicit),
             )
         return out
 
@@ -320,19 +337,48 @@ _STATE_TEMPLATES: dict[tuple[Any, ...], EntityState] = {}
 _STATE_KINDS = 4096
 
 
+#: A state's tip, tip distance and size (see :class:`Attributes`).
+Measures = tuple[str | None, float | None, float | None]
+_NO_MEASURES: Measures = (None, None, None)
+
+
+def _measures(mentions: list[Mention]) -> Measures:
+    """The tip of the first mention that names one (with its distance) and the first size given."""
+    tip = next((m for m in mentions if m.tip is not None), None)
+    size = next((m.size_mm for m in mentions if m.size_mm is not None), None)
+    return (tip.tip, tip.tip_mm, size) if tip is not None else (None, None, size)
+
+
+def _side_severity(mentions: list[Mention]) -> tuple[tuple[str, str], ...]:
+    """Each of left and right with the first size a mention gives it (a bilateral one both); ``()``
+    for one mention, whose side and severity say it."""
+    if len(mentions) < 2:
+        return ()
+    found: dict[str, str] = {}
+    for m in mentions:
+        if m.severity and m.side:
+            for side in ("left", "right") if m.side == "bilateral" else (m.side,):
+                found.setdefault(side, m.severity)
+    return tuple(found.items())
+
+
 def _state(entity: str, status: str, certainty: str, side: str | None, zones: tuple[str, ...],
            severity: str | None, comparison: str | None, evidence: str, cue: str | None,
-           rule_ids: str | None = None) -> EntityState:
+           rule_ids: str | None = None, measures: Measures = _NO_MEASURES,
+           side_severity: tuple[tuple[str, str], ...] = ()) -> EntityState:
     """``EntityState(entity=..., status=..., ...)`` with every field given: validated once per
     kind, then copied with the entity, evidence, cue and rule ids of each state (strings: nothing
     else to check). Scoring aggregates every report's mentions, so this
     runs once per entity per report."""
-    key = (status, certainty, side, zones, severity, comparison)
+    key = (status, certainty, side, zones, severity, comparison, measures, side_severity)
     like = _STATE_TEMPLATES.get(key)
     if (like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str)
             or not (rule_ids is None or type(rule_ids) is str)):
+        tip, tip_mm, size_mm = measures
         made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,  # type: ignore[arg-type]
-                           severity=severity, comparison=comparison, evidence=evidence, cue=cue, rule_ids=rule_ids)
+                           severity=severity, comparison=comparison, tip=tip, tip_mm=tip_mm, size_mm=size_mm,
+                           side_severity=side_severity,  # type: ignore[arg-type]
+                           evidence=evidence, cue=cue, rule_ids=rule_ids)
         if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:
             _STATE_TEMPLATES[key] = made
         return made

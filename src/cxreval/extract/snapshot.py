@@ -2,7 +2,7 @@
 
 A snapshot file holds, for every text id of a corpus, a hash of the engine's readings of that
 text: each mention's span, entity, status and certainty grade, side, zones, severity, change,
-section, history and implied flags, and evidence span. Provenance (the cue that decided a
+tip and sizes, section, history and implied flags, and evidence span. Provenance (the cue that decided a
 reading, later rule ids) is left out, so adding provenance changes no hash. No text is kept: the
 corpus is read again when the snapshot is checked (IU X-ray is CC BY-NC-ND).
 
@@ -53,6 +53,9 @@ def mention_reading(m: Mapping[str, Any]) -> str:
             parts.append(f"{key}={m[key]}")
     if m.get("zones"):
         parts.append("zones=" + ",".join(m["zones"]))
+    for key in ("tip", "tip_mm", "size_mm"):
+        if m.get(key) is not None:
+            parts.append(f"{key}={m[key]:g}" if isinstance(m[key], float) else f"{key}={m[key]}")
     parts.append(f"section={m.get('section', 'body')}")
     parts.extend(flag for flag in ("historical", "implied") if m.get(flag))
     parts.append(f"evidence={m.get('sentence_start', -1)}-{m.get('sentence_end', -1)}")

@@ -29,6 +29,7 @@ from cxreval.judge.models import AttributeJudgement, ComparisonJudgement, Entity
 from cxreval.judge.table import COLUMNS
 from cxreval.literals import UncertainPolicy
 from cxreval.ontology import Entity, Ontology
+from cxreval.ontology.models import DevicePosition
 
 
 def is_positive(state: EntityState | None, uncertain: UncertainPolicy) -> bool:
@@ -60,9 +61,68 @@ def judge_location(ref: EntityState, cand: EntityState) -> AttributeJudgement:
     return "aligned"
 
 
-def judge_severity(ref: EntityState, cand: EntityState) -> AttributeJudgement:
+def judge_tip(position: DevicePosition, ref: EntityState, cand: EntityState) -> AttributeJudgement | None:
+    """Where two reports put one device's tip (docs/scoring.md, "Device tips and sizes"): aligned at
+    one place (a landmark, or one band of a measured distance) or where both places are where the
+    tip belongs; not-aligned otherwise. None when either report names no landmark."""
+    ref_place, cand_place = position.place(ref.tip, ref.tip_mm), position.place(cand.tip, cand.tip_mm)
+    if ref_place is None or cand_place is None:
+        return None
+    if ref_place == cand_place or (position.is_expected(ref_place) and position.is_expected(cand_place)):
+        return "aligned"
+    return "not-aligned"
+
+
+def judge_device_location(position: DevicePosition, ref: EntityState, cand: EntityState) -> AttributeJudgement:
+    """A device's location: its tip (:func:`judge_tip`) and its side or zones (:func:`judge_location`);
+    a conflict in either is one location error."""
+    by_place = judge_location(ref, cand)
+    by_tip = judge_tip(position, ref, cand)
+    if by_tip is None or by_place == "not-aligned":
+        return by_place
+    return by_tip
+
+
+#: Two stated sizes of one finding agree when the larger is at most this many times the smaller
+#: (and no size threshold of the entity lies between them): measurements on radiographs vary by
+#: reader and projection, a ratio of 1.5 is a change a radiologist reports. In the signature as
+#: ``sizes:x1.5``.
+SIZE_TOLERANCE = 1.5
+
+
+def sizes_agree(a: float, b: float, thresholds: tuple[float, ...] = (), tolerance: float = SIZE_TOLERANCE) -> bool:
+    """Whether two sizes (mm) of one finding agree: within ``tolerance`` of each other and on one
+    side of every threshold (a nodule is up to 30 mm: 25 and 35 mm disagree)."""
+    low, high = sorted((a, b))
+    if high > low * tolerance:
+        return False
+    return not any(low <= t < high for t in thresholds)
+
+
+def severity_by_side(state: EntityState) -> dict[str, str]:
+    """The size word of each side a state sizes: its ``side_severity``, else its one side and
+    severity (a bilateral size sizes both sides); empty when it sizes no side."""
+    if state.side_severity:
+        return dict(state.side_severity)
+    if state.severity is None or state.side is None:
+        return {}
+    return {side: state.severity for side in (("left", "right") if state.side == "bilateral" else (state.side,))}
+
+
+def judge_severity(ref: EntityState, cand: EntityState, thresholds: tuple[float, ...] = ()) -> AttributeJudgement:
+    """Stated sizes in millimetres where both give one (:func:`sizes_agree`); else the size words'
+    buckets (mild / moderate / severe), side by side where both size a side (a small right and large
+    left effusion against small bilateral effusions: the left disagrees); not-available unless both
+    give one or the other."""
+    if ref.size_mm is not None and cand.size_mm is not None:
+        return "aligned" if sizes_agree(ref.size_mm, cand.size_mm, thresholds) else "not-aligned"
     if ref.severity is None or cand.severity is None:
         return "not-available"
+    if ref.side_severity or cand.side_severity:
+        ref_sides, cand_sides = severity_by_side(ref), severity_by_side(cand)
+        shared = ref_sides.keys() & cand_sides.keys()
+        if shared:
+            return "aligned" if all(ref_sides[s] == cand_sides[s] for s in shared) else "not-aligned"
     return "aligned" if ref.severity == cand.severity else "not-aligned"
 
 
@@ -119,6 +179,7 @@ def compare_states(
     rows = {e.id: judge.row(e, e) for e in _in_ontology_order(ref_states.keys() | cand_states.keys(), ontology)}
     if hierarchy and ontology.has_hierarchy:
         rows = match_hierarchy(rows, judge)
+    _malposition_once(rows, judge)
     return [constructed(EntityJudgement, {"pair_id": pair_id, **fields}, _ROW_FIELDS)
             for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])]
 
@@ -167,9 +228,11 @@ class _Pair:
         if presence == "TP":
             assert ref is not None and cand is not None
             if "location" in entity.attributes:
-                location = judge_location(ref, cand)
+                position = self.ontology.device_position(entity.id)
+                location = (judge_location(ref, cand) if position is None
+                            else judge_device_location(position, ref, cand))
             if "severity" in entity.attributes:
-                severity = judge_severity(ref, cand)
+                severity = judge_severity(ref, cand, self.ontology.size_thresholds_of(entity.id))
             if "comparison" in entity.attributes:
                 comparison = judge_comparison(ref, cand, self.spec_compat)
         return {"entity": entity.id, "presence": presence, "location": location, "severity": severity,
@@ -216,6 +279,35 @@ def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, d
     _implied(rows, pair)
     _denied_above(rows, pair)
     return rows
+
+
+#: The entity rule of a malpositioned device derived from a device's tip (``names.yaml``).
+DERIVED_MALPOSITION = "device.malposition"
+
+
+def _malposition_once(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
+    """One discrepancy counts once: a malposition one report derives from a device's tip
+    (``device.malposition``) and the other does not state is no error of its own where the two
+    reports put that device's tip at different places (its location error counts the discrepancy).
+    The row goes; a malposition stated in words stays."""
+    for entity_id, row in list(rows.items()):
+        if row["presence"] not in ("FP", "FN"):
+            continue
+        stating = pair.ref if row["presence"] == "FN" else pair.cand
+        state = stating.get(entity_id)
+        if state is None or (state.rule_ids or "").split("|", 1)[0] != DERIVED_MALPOSITION:
+            continue
+        if any(_tip_moved(pair, stating, device, r) for device, r in rows.items()):
+            del rows[entity_id]
+
+
+def _tip_moved(pair: _Pair, stating: Mapping[str, EntityState], device: str, row: dict[str, str]) -> bool:
+    """Whether ``device``'s row is a shared device whose tip the two reports put at different places,
+    ``stating``'s at one of its malpositioned landmarks."""
+    position = pair.ontology.device_position(device)
+    own = stating.get(device)
+    return (position is not None and own is not None and row["presence"] == "TP" and row["location"] == "not-aligned"
+            and own.tip in position.malpositioned)
 
 
 def _denied_above(rows: dict[str, dict[str, str]], pair: _Pair) -> None:

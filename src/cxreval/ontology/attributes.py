@@ -13,7 +13,9 @@ from importlib import resources
 from cxreval import yaml_files
 from pydantic import BaseModel, ConfigDict, model_validator
 
-KINDS = ("sides", "zones", "severity", "comparison")
+KINDS = ("sides", "zones", "severity", "comparison", "landmarks", "units")
+#: Millimetres in each unit bucket of ``units`` (a size or a distance is held in millimetres).
+UNIT_MM: dict[str, float] = {"mm": 1.0, "cm": 10.0}
 
 
 class AttributeVocabulary(BaseModel):
@@ -27,6 +29,10 @@ class AttributeVocabulary(BaseModel):
     zones: dict[str, str]
     severity: dict[str, str]
     comparison: dict[str, str]
+    #: Where a device's tip lies: phrase -> landmark (``device_positions`` of the ontology).
+    landmarks: dict[str, str] = {}
+    #: The unit a size or distance is written in: phrase -> ``mm`` or ``cm`` (:data:`UNIT_MM`).
+    units: dict[str, str] = {}
 
     @model_validator(mode="after")
     def _values_are_buckets(self) -> "AttributeVocabulary":
@@ -35,6 +41,8 @@ class AttributeVocabulary(BaseModel):
             bad = {k: v for k, v in getattr(self, kind).items() if v not in allowed}
             if bad:
                 raise ValueError(f"{kind}: values not among buckets {sorted(allowed)}: {bad}")
+        if set(self.buckets.get("units", [])) - UNIT_MM.keys():
+            raise ValueError(f"units: buckets must be among {sorted(UNIT_MM)}")
         return self
 
     def severity_rank(self, bucket: str) -> int:

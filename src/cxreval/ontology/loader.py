@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from cxreval import yaml_files
+from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.ontology.models import Entity, Group, Ontology, normalize_term
 
 DEFAULT_ONTOLOGY = "cxr-entities.yaml"
@@ -39,6 +40,7 @@ def _problems(onto: Ontology) -> list[str]:
     problems.extend(_hierarchy_problems(onto))
     problems.extend(_near_synonym_problems(onto))
     problems.extend(_matched_pair_problems(onto))
+    problems.extend(_measure_problems(onto, seen_ids))
     return problems
 
 
@@ -225,6 +227,41 @@ def _matched_pair_problems(onto: Ontology) -> list[str]:
             problems.append(f"{where} mixes findings and differentials: its members must be of one kind")
         if b in onto.near_synonym_members(a) or b in onto.ancestors(a) or a in onto.ancestors(b):
             problems.append(f"{where} already match by the hierarchy (one near-synonym class, or is-a)")
+    return problems
+
+
+def _measure_problems(onto: Ontology, known: set[str]) -> list[str]:
+    """Device positions and size thresholds: unknown entities, sources and landmarks, a device listed
+    twice, an expected or malpositioned landmark the device does not list, a landmark both."""
+    landmarks = set(attribute_vocabulary().buckets.get("landmarks", []))
+    problems: list[str] = []
+    seen: set[str] = set()
+    for p in onto.device_positions:
+        where = f"device position of {p.device!r}"
+        if p.device not in known:
+            problems.append(f"{where}: unknown entity")
+        if p.device in seen:
+            problems.append(f"{where} is listed twice")
+        seen.add(p.device)
+        if p.source not in onto.measure_sources:
+            problems.append(f"{where} has unknown source {p.source!r} (measure_sources: {sorted(onto.measure_sources)})")
+        named = [*p.landmarks, *([p.distance.landmark, p.distance.above] if p.distance else [])]
+        problems.extend(f"{where} names unknown landmark {x!r} (attributes.yaml landmarks)"
+                        for x in named if x not in landmarks)
+        problems.extend(f"{where}: {x!r} is expected or malpositioned but not among its landmarks"
+                        for x in [*p.expected, *p.malpositioned] if x not in p.landmarks)
+        problems.extend(f"{where}: {x!r} is both expected and malpositioned" for x in set(p.expected) & set(p.malpositioned))
+        span = p.distance.expected_mm if p.distance is not None else None
+        if span is not None and not 0 <= span[0] <= span[1]:
+            problems.append(f"{where}: expected_mm must be a range low <= high of distances >= 0")
+    for t in onto.size_thresholds:
+        where = f"size threshold of {t.entity!r}"
+        if t.entity not in known:
+            problems.append(f"{where}: unknown entity")
+        if t.source not in onto.measure_sources:
+            problems.append(f"{where} has unknown source {t.source!r} (measure_sources: {sorted(onto.measure_sources)})")
+        if not t.mm or any(x <= 0 for x in t.mm):
+            problems.append(f"{where}: give one or more sizes > 0 mm")
     return problems
 
 

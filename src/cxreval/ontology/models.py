@@ -197,6 +197,66 @@ class Entity(_Strict):
         return list(seen)
 
 
+class TipDistance(_Strict):
+    """A tip reported as a distance from a landmark ("5 cm above the carina"). ``above``: the
+    landmark a tip above it lies at ("above the carina": in the trachea); ``expected_mm``: the range
+    of distances, in millimetres above the landmark, where the tip is expected (None: no range is
+    standard, and a distance above says only ``above``)."""
+
+    landmark: str
+    above: str
+    expected_mm: tuple[float, float] | None = None
+
+
+class DevicePosition(_Strict):
+    """Where one device's tip belongs, from standard radiology practice (``source``).
+
+    ``landmarks``: where its tip can be reported; ``expected``: those where it belongs;
+    ``malpositioned``: those where it is malpositioned (a tip there implies ``malpositioned_device``).
+    A landmark in neither list (a central line in the right atrium) is no malposition, but another
+    landmark than the other report's is still a location error on the device. ``distance``: the
+    landmark a tip is measured from and the expected range of that distance.
+    """
+
+    device: str
+    landmarks: list[str]
+    expected: list[str]
+    malpositioned: list[str] = Field(default_factory=list)
+    distance: TipDistance | None = None
+    source: str
+    note: str = ""
+
+    def place(self, tip: str | None, tip_mm: float | None) -> str | None:
+        """The place a tip reading names: its landmark, or for a distance from the measured landmark
+        the band of the expected range it falls in (``carina:below`` / ``carina:expected`` /
+        ``carina:above``: the tip is low, well placed or high; without a range, ``above``);
+        ``expected_position`` for words that only say the tip is where it belongs."""
+        if tip is None:
+            return None
+        measured = self.distance
+        if measured is None or tip != measured.landmark or tip_mm is None:
+            return tip
+        if measured.expected_mm is None:
+            return measured.above if tip_mm > 0 else tip
+        low, high = measured.expected_mm
+        band = "below" if tip_mm < low else "above" if tip_mm > high else "expected"
+        return f"{tip}:{band}"
+
+    def is_expected(self, place: str) -> bool:
+        """Whether a :meth:`place` is where this device's tip belongs."""
+        return place == "expected_position" or place in self.expected or place.endswith(":expected")
+
+
+class SizeThreshold(_Strict):
+    """Sizes (largest dimension, millimetres) at which the field names a finding differently: two
+    sizes on either side of one are a size error whatever their ratio (a nodule is up to 30 mm)."""
+
+    entity: str
+    mm: list[float]
+    source: str
+    note: str = ""
+
+
 class Ontology(_Strict):
     """A versioned entity set with its hierarchy and label-set mappings."""
 
@@ -215,6 +275,11 @@ class Ontology(_Strict):
     hierarchy_sources: dict[str, str] = Field(default_factory=dict)
     near_synonyms: list[NearSynonymClass] = Field(default_factory=list)
     matched_pairs: list[MatchedPair] = Field(default_factory=list)
+    #: Where each device's tip belongs (:class:`DevicePosition`), and their sources.
+    device_positions: list[DevicePosition] = Field(default_factory=list)
+    size_thresholds: list[SizeThreshold] = Field(default_factory=list)
+    #: Source id -> one-line citation of each device position and size threshold.
+    measure_sources: dict[str, str] = Field(default_factory=dict)
     entities: list[Entity]
 
     @property
@@ -313,6 +378,22 @@ class Ontology(_Strict):
     def matched_pair(self, entity_id: str, other_id: str) -> Literal["synonym", "size"] | None:
         """How two entities of a :class:`MatchedPair` name one finding, None when they form none."""
         return self._pair_how.get((entity_id, other_id))
+
+    @cached_property
+    def _positions(self) -> dict[str, DevicePosition]:
+        return {p.device: p for p in self.device_positions}
+
+    def device_position(self, entity_id: str) -> DevicePosition | None:
+        """Where ``entity_id``'s tip belongs, None for an entity that is no device with a tip."""
+        return self._positions.get(entity_id)
+
+    @cached_property
+    def _thresholds(self) -> dict[str, tuple[float, ...]]:
+        return {t.entity: tuple(sorted(t.mm)) for t in self.size_thresholds}
+
+    def size_thresholds_of(self, entity_id: str) -> tuple[float, ...]:
+        """The sizes (mm) at which the field names ``entity_id`` differently, ``()`` for none."""
+        return self._thresholds.get(entity_id, ())
 
     def near_synonym_members(self, entity_id: str) -> list[str]:
         """The members of ``entity_id``'s near-synonym class in their listed order (itself

@@ -6,13 +6,35 @@ records of ``data/steps.yaml``: ``attribute.window``, ``attribute.change``, ``at
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
+from typing import NamedTuple
 
 from cxreval.extract.rules import scopes as sc
 from cxreval.extract.rules.interpreter import Sentence
 from cxreval.extract.rules.lexicon import Lexicon
 from cxreval.extract.rules.ruleset import RuleSet, SiteRule
-from cxreval.ontology.attributes import attribute_vocabulary
+from cxreval.ontology.attributes import UNIT_MM, attribute_vocabulary
+
+
+class Place(NamedTuple):
+    """What the attribute window says of a finding: side, zones, severity (``listed``: a list of
+    places after "and" gave them, ``attribute.place_list``), its size and a prior size (mm), and
+    the size of each side where a list gives them apart."""
+
+    side: str | None
+    zones: tuple[str, ...]
+    severity: str | None
+    listed: bool
+    size_mm: float | None
+    prior_mm: float | None
+    #: (side, severity) of each side of a list that sizes its sides apart ("small right and large
+    #: left"), in text order; () otherwise (``attribute.side_severity``).
+    by_side: tuple[tuple[str, str], ...]
+
+
+#: A number as the tokenizer keeps it ("6", "2.5").
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
 
 
 class AttributeRules:
@@ -27,9 +49,13 @@ class AttributeRules:
         self.change_forward = rules.param("attribute.change", "forward")
         self.site_back = rules.param("attribute.site_window", "back")
         self.site_forward = rules.param("attribute.site_window", "forward")
+        self.tip_back = rules.param("attribute.tip", "back")
+        self.tip_forward = rules.param("attribute.tip", "forward")
         self.rank = attribute_vocabulary().severity_rank
         #: ``attribute.place_list`` (steps.yaml): a list of places after "and" is the finding's.
         self.place_list = "attribute.place_list" in rules.records
+        #: ``attribute.side_severity`` (steps.yaml): each side of a list keeps its own size.
+        self.side_severity = "attribute.side_severity" in rules.records
         #: Whether the last :meth:`window` read a list of places (set by it, read by place_and_size).
         self._listed = False
 
@@ -114,16 +140,17 @@ class AttributeRules:
         return (word in lex.clause_break or word in lex.forward_break or word in lex.contrast_break
                 or (word in lex.alternative_break and sc.sized_next(lex, s.words, s.cue_at, i + 1)))
 
-    def place_and_size(self, s: Sentence, k: int) -> tuple[str | None, tuple[str, ...], str | None, bool]:
+    def place_and_size(self, s: Sentence, k: int, sizes: bool = True) -> Place:
         """The side, zones and severity in the attribute window: left and right together are
-        bilateral; the strongest size wins unless a word before it denies it ("not severe"). The
-        last value says whether a list of places after "and" was read (``attribute.place_list``)."""
+        bilateral; the strongest size word wins unless a word before it denies it ("not severe").
+        ``sizes``: also the size written with a unit (``attribute.size``) and a prior one."""
         sides: list[str] = []
         zones: dict[str, None] = {}
         severity: str | None = None
         rank = self.rank
         window = self.window(s, k, self.back, self.forward, places=True)
         listed = self._listed
+        units = False
         for i in window:
             kinds = s.cue_at[i]
             if not kinds:
@@ -135,7 +162,118 @@ class AttributeRules:
             if ("severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity))
                     and not sc.denied_word(self.lex, s.words, s.cue_start[i])):
                 severity = kinds["severity"]
-        return _side(sides), tuple(zones), severity, listed
+            units = units or "units" in kinds
+        size = prior = None
+        if sizes and units:
+            size, prior = self._sizes(s, k, window)
+        by_side = self._by_side(s, window) if self.side_severity and len(set(sides)) > 1 and severity else ()
+        return Place(_side(sides), tuple(zones), severity, listed, size, prior, by_side)
+
+    def _by_side(self, s: Sentence, window: list[int]) -> tuple[tuple[str, str], ...]:
+        """Each side's own size where a list gives them apart ("small right and large left pleural
+        effusions"): the window's side and size words in text order, in parts split by "and" or a
+        comma; () unless each of two or more parts names one side (left or right, not twice) and a
+        size, and the sizes differ."""
+        parts: list[dict[str, str]] = [{}]
+        last = -1
+        for i in sorted(j for j in window if s.cue_at[j]):
+            kinds = s.cue_at[i]
+            assert kinds is not None
+            if last >= 0 and any(s.words[j] in _PART_BREAKS for j in range(last + 1, i)):
+                parts.append({})
+            if "sides" in kinds:
+                parts[-1].setdefault("side", str(kinds["sides"]))
+            if "severity" in kinds and not sc.denied_word(self.lex, s.words, s.cue_start[i]):
+                parts[-1].setdefault("severity", str(kinds["severity"]))
+            last = s.cue_end[i] - 1
+        pairs = [(p["side"], p["severity"]) for p in parts if "side" in p and "severity" in p]
+        named = [side for side, _ in pairs]
+        if (len(pairs) < 2 or len(pairs) != len(parts) or len(set(named)) != len(named)
+                or not set(named) <= {"left", "right"} or len({sev for _, sev in pairs}) < 2):
+            return ()
+        return tuple(pairs)
+
+    def _sizes(self, s: Sentence, k: int, window: list[int]) -> tuple[float | None, float | None]:
+        """The nearest size in the window and a prior size: one marked as prior in the window, else
+        the first marked one after the size up to the sentence's end ("now 3 cm, previously 2 cm")."""
+        size = prior = None
+        after = -1
+        for i in window:
+            kinds = s.cue_at[i]
+            if not kinds or "units" not in kinds:
+                continue
+            found = _measure(self.lex, s.words, s.cue_at, i)
+            if found is None:
+                continue
+            if _is_prior(self.lex, s.words, found[1], i + 1):
+                prior = prior if prior is not None else found[0]
+            elif size is None:
+                size, after = found[0], i + 1
+        if size is not None and prior is None:
+            prior = self._prior_after(s, k, after)
+        return size, prior
+
+    def _prior_after(self, s: Sentence, k: int, start: int) -> float | None:
+        """The first size marked as prior from token ``start`` to the sentence's end, not past
+        another finding ("3 cm, previously 2 cm", "3 cm (2 cm previously)")."""
+        for i in range(start, s.n):
+            if s.words[i] in (".", ";") or (s.entity_at[i] >= 0 and s.entity_at[i] != k):
+                return None
+            kinds = s.cue_at[i]
+            if kinds and "units" in kinds:
+                found = _measure(self.lex, s.words, s.cue_at, i)
+                if found is not None and _is_prior(self.lex, s.words, found[1], i + 1):
+                    return found[0]
+        return None
+
+    def tip(self, s: Sentence, k: int, landmarks: Collection[str], measured: str | None,
+            above: str | None) -> tuple[str | None, float | None]:
+        """The nearest of a device's ``landmarks`` (or words saying its tip is where it belongs) in
+        the tip window, and for the ``measured`` landmark a distance written before it ("4 cm
+        above the carina": 40.0; "below": negative); "above the carina" with no distance is the
+        ``above`` landmark (the trachea). (None, None) when no landmark is named."""
+        for i in self._tip_window(s, k):
+            kinds = s.cue_at[i]
+            landmark = kinds.get("landmarks") if kinds else None
+            if landmark is None or not (landmark in landmarks or landmark == "expected_position"):
+                continue
+            if landmark != measured:
+                return landmark, None
+            direction, mm = self._distance(s, s.cue_start[i])
+            if mm is None and direction > 0 and above is not None:
+                return above, None
+            return landmark, mm
+        return None, None
+
+    def _tip_window(self, s: Sentence, k: int) -> list[int]:
+        """The words of mention ``k``'s name, then ``tip_forward`` tokens after it and ``tip_back``
+        before it, nearest first. Unlike the attribute window it goes on across "with", "and" and a
+        comma ("PICC, with tip in the SVC"); it stops at another finding and at ".", ";" or ":"."""
+        m, n = s.matches[k], s.n
+        out = list(range(m.start, m.end))
+        for step, start, reach in ((1, m.end, self.tip_forward), (-1, m.start - 1, self.tip_back)):
+            i = start
+            while 0 <= i < n and abs(i - start) < reach:
+                if (s.entity_at[i] >= 0 and s.entity_at[i] != k) or s.words[i] in _TIP_STOPS:
+                    break
+                out.append(i)
+                i += step
+        return out
+
+    def _distance(self, s: Sentence, at: int) -> tuple[int, float | None]:
+        """The direction (1 above, -1 below, 0 none said) and distance written before the landmark
+        starting at token ``at``: a size, a direction word (``tip_above`` / ``tip_below``), then
+        "to" or "the" ("2 cm above the carina": (1, 20.0); "above the carina": (1, None))."""
+        words, lex = s.words, self.lex
+        i = at - 1
+        while i >= 0 and words[i] in ("the", "to", "of"):
+            i -= 1
+        if i < 0 or not (words[i] in lex.tip_above or words[i] in lex.tip_below):
+            return 0, None
+        sign = 1 if words[i] in lex.tip_above else -1
+        kinds = s.cue_at[i - 1] if i > 0 else None
+        found = _measure(lex, words, s.cue_at, i - 1) if kinds and "units" in kinds else None
+        return sign, None if found is None else sign * found[0]
 
     def change(self, s: Sentence, k: int) -> str | None:
         """The nearest change word around the finding that no word before it denies."""
@@ -170,8 +308,48 @@ class AttributeRules:
         return near
 
 
+#: Tokens that split the parts of a list whose sides are sized apart (:meth:`AttributeRules._by_side`).
+_PART_BREAKS = frozenset({"and", ","})
+#: Tokens that end the tip window (:meth:`AttributeRules._tip_window`).
+_TIP_STOPS = frozenset({".", ";", ":"})
+
 #: Words that may close a list of places ("the right upper and left lower lobes").
 _PLACE_NOUNS = frozenset({"lobe", "lobes", "lung", "lungs", "zone", "zones"})
+
+
+def _measure(lex: Lexicon, words: list[str], cue_at: list[dict[str, object] | None], unit_at: int) -> tuple[float, int] | None:
+    """The size whose unit is token ``unit_at``, in millimetres, and the index of its first token:
+    the largest of its dimensions or range ends ("1.2 x 0.8 cm": 12.0; "2-3 mm": 3.0)."""
+    unit = cue_at[unit_at]
+    factor = UNIT_MM[str(unit["units"])] if unit else 1.0
+    values: list[float] = []
+    i = unit_at - 1
+    first = unit_at
+    while i >= 0:
+        if _NUMBER.match(words[i]):
+            values.append(float(words[i]) * factor)
+            first = i
+            i -= 1
+        elif values and words[i] in lex.size_joiners and i > 0:
+            i -= 1
+            own = cue_at[i]
+            if own and "units" in own:  # "1.2 cm x 0.8 cm": each dimension with its unit
+                factor = UNIT_MM[str(own["units"])]
+                i -= 1
+        else:
+            break
+    return (max(values), first) if values else None
+
+
+def _is_prior(lex: Lexicon, words: list[str], first: int, after: int) -> bool:
+    """Whether the size from token ``first`` to ``after`` is a prior study's: a ``prior_before``
+    word before it (across ``size_fillers``) or a ``prior_after`` word right after it."""
+    if after < len(words) and words[after] in lex.prior_after:
+        return True
+    i = first - 1
+    while i >= 0 and words[i] in lex.size_fillers:
+        i -= 1
+    return i >= 0 and words[i] in lex.prior_before
 
 
 def _side(sides: list[str]) -> str | None:

@@ -22,16 +22,17 @@ from bisect import bisect_right
 from collections import OrderedDict
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from cxreval.extract.models import Extraction, Mention, ReadingRules, constructed
 from cxreval.extract.rules import scopes as sc
-from cxreval.extract.rules.attributes import AttributeRules
+from cxreval.extract.rules.attributes import AttributeRules, Place
 from cxreval.extract.rules.interpreter import BITS, Sentence, StatusRules, mask_of
 from cxreval.extract.rules.ruleset import (
     CUE_CATEGORIES,
     NAME_SCAN,
     PREFIX_REST,
+    DerivedRecord,
     VOCAB_KINDS,
     NormalStatement,
     RulesError,
@@ -63,7 +64,7 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "28"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "29"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
 #: The rule that reads a slip in a long finding-name word (``names.yaml``).
 SPELLING = "finding.spelling"
@@ -75,6 +76,31 @@ _VOCAB_KINDS = frozenset(VOCAB_KINDS)
 _ATTRIBUTE_BITS = mask_of(ATTRIBUTE_KINDS)
 _CHANGE_BIT = BITS["comparison"]
 _COLON_BIT = BITS[":"]
+#: The rule that gives each side of a list its own size (``steps.yaml``).
+SIDE_SEVERITY = "attribute.side_severity"
+#: The rule that derives a malpositioned device from a device's tip (``names.yaml``).
+MALPOSITION = "device.malposition"
+
+
+class _TipPosition(NamedTuple):
+    """What the engine reads of a device position: its landmarks, those that are malpositioned, and
+    the landmark its tip is measured from."""
+
+    landmarks: frozenset[str]
+    malpositioned: frozenset[str]
+    distance_landmark: str | None
+    above: str | None
+
+
+#: The place of a mention in a sentence without attribute words.
+_NO_PLACE = Place(None, (), None, False, None, None, ())
+
+
+def _size_change(size_mm: float, prior_mm: float) -> str:
+    """The change a size and a prior size give (``attribute.size_change``)."""
+    return "increased" if size_mm > prior_mm else "decreased" if size_mm < prior_mm else "unchanged"
+
+
 #: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
 SENTENCE_CACHE = 50_000
 #: Distinct reports whose extraction a RuleExtractor keeps (0: none; it is off with the sentence cache).
@@ -160,6 +186,16 @@ class RuleExtractor:
         self._speller = self._build_speller()
         self._status = StatusRules(self.rules, self._lung_entities, self._rest_names)
         self._attributes = AttributeRules(self.rules)
+        #: Device entity -> where its tip belongs (the ontology's ``device_positions``).
+        self._positions = {p.device: _TipPosition(frozenset(p.landmarks), frozenset(p.malpositioned),
+                                                  p.distance.landmark if p.distance else None,
+                                                  p.distance.above if p.distance else None)
+                           for p in self.ontology.device_positions}
+        derived = self.rules.records.get(MALPOSITION)
+        #: ``device.malposition`` when it is on and names an entity of the ontology.
+        self._malposition: DerivedRecord | None = (
+            derived if isinstance(derived, DerivedRecord) and derived.enabled and derived.to in set(self.ontology.entity_ids)
+            else None)
         #: The category bits (:func:`mask_of`) of each cue trie value, by its id: the values live as
         #: long as the extractor's rule set, so an id names one value.
         self._masks: dict[int, int] = {}
@@ -304,12 +340,48 @@ class RuleExtractor:
                 entity, entity_rule = m.value, NAME_SCAN  # type: ignore[assignment]
             if slips is not None and entity_rule == NAME_SCAN and not slips[1].isdisjoint(m.used):
                 entity_rule = SPELLING
-            side, zones, severity, listed = (self._attributes.place_and_size(s, k) if has_attributes
-                                             else (None, (), None, False))
-            comparison = self._attributes.change(s, k) if has_change else None
-            reading = (status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule, listed)
-            out.append(self._mention(norm, columns, scopes, m, section, entity, cue, reading))
+            out.extend(self._readings(norm, columns, scopes, s, k, section, entity, cue,
+                                      (status, grade, historical, entity_rule, status_rule),
+                                      bool(has_attributes), bool(has_change)))
         return out
+
+    def _readings(self, norm: NormalizedText, columns: TokenColumns, scopes: list[int], s: Sentence, k: int,
+                  section: str, entity: str, cue: str | None, decided: tuple[Any, ...], has_attributes: bool,
+                  has_change: bool) -> list[Mention]:
+        """The mentions of match ``k`` once its entity and status are decided: its place, size, change
+        and tip; one mention per side where a list gives each side its own size ("small right and
+        large left effusions", ``attribute.side_severity``), and the malposition a tip implies."""
+        status, grade, historical, entity_rule, status_rule = decided
+        position = self._positions.get(entity)
+        place = self._attributes.place_and_size(s, k, sizes=position is None) if has_attributes else _NO_PLACE
+        comparison = self._attributes.change(s, k) if has_change else None
+        size_change = comparison is None and place.prior_mm is not None and place.size_mm is not None
+        if size_change:  # "now 3 cm, previously 2 cm" (attribute.size_change)
+            comparison = _size_change(place.size_mm, place.prior_mm)  # type: ignore[arg-type]
+        tip, tip_mm = (self._attributes.tip(s, k, position.landmarks, position.distance_landmark, position.above)
+                       if position is not None and has_attributes else (None, None))
+        sides: list[tuple[str | None, str | None, str]] = [(side, severity, SIDE_SEVERITY)
+                                                           for side, severity in place.by_side]
+        sides = (sides
+                 or [(place.side, place.severity, "attribute.place_list" if place.listed else "attribute.side")])
+        out = [self._mention(norm, columns, scopes, s.matches[k], section, entity, cue,
+                             (status, grade, side, place.zones, severity, comparison, historical, entity_rule,
+                              status_rule, side_rule, tip, tip_mm, place.size_mm, size_change))
+               for side, severity, side_rule in sides]
+        if (tip is not None and position is not None and tip in position.malpositioned
+                and self._malposition is not None and status != "absent" and not historical):
+            out.append(self._derived(out[0], self._malposition))
+        return out
+
+    def _derived(self, made: Mention, rule: DerivedRecord) -> Mention:
+        """The mention ``rule`` derives from a device mention ``made`` (``device.malposition``): the
+        same words, status and attributes, naming ``rule.to``, with ``rule`` as its entity rule."""
+        named = made.rules
+        assert named is not None
+        fields = made.__dict__.copy()
+        fields["entity"] = rule.to
+        fields["rule_ids"] = named.model_copy(update={"entity": rule.id}).ids()
+        return constructed(Mention, fields, made.__pydantic_fields_set__)
 
     def _sentence(self, words: list[str], matches: list[GappedMatch]) -> tuple[Sentence, int]:
         """The cue and name covering each token, and the cue categories and attribute kinds the
@@ -365,18 +437,23 @@ class RuleExtractor:
         hit = self._user_names.get(tuple(words[j] for j in m.used))
         return hit[1] if hit is not None else NAME_SCAN
 
-    def _trail(self, entity: str, status: str, side: str | None, zones: tuple[str, ...], severity: str | None,
-               comparison: str | None, listed: bool = False) -> str:
-        """The rule ids behind a reading, one shared object per distinct combination (``listed``: a
-        list of places gave the side, ``attribute.place_list``)."""
-        key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None, listed)
+    def _trail(self, reading: tuple[Any, ...]) -> str:
+        """The rule ids behind a reading (see ``_readings``), one shared object per distinct
+        combination: ``side_rule``, the rule that gave the side (``attribute.side``,
+        ``attribute.place_list`` or ``attribute.side_severity``); ``size_change``, sizes gave the
+        change (``attribute.size_change``)."""
+        (_, _, side, zones, severity, comparison, _, entity, status, side_rule, tip, _, size_mm, size_change) = reading
+        key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None, side_rule,
+               tip is not None, size_mm is not None, size_change)
         trail = self._trails.get(key)
         if trail is None:
+            change = ("attribute.size_change" if size_change else "attribute.change") if comparison else None
             trail = self._trails[key] = ReadingRules(
                 entity=entity, status=status,
-                side=("attribute.place_list" if listed else "attribute.side") if side else None,
+                side=side_rule if side else None,
                 zones="attribute.zone" if zones else None, severity="attribute.severity" if severity else None,
-                change="attribute.change" if comparison else None).ids()
+                change=change, tip="attribute.tip" if tip else None,
+                size="attribute.size" if size_mm is not None else None).ids()
         return trail
 
     def _mention(self, norm: NormalizedText, columns: TokenColumns, scopes: list[int], m: GappedMatch, section: str,
@@ -395,11 +472,11 @@ class RuleExtractor:
         like = self._templates.get(reading)
         if like is not None:
             return _stamp(like, entity, section, start, end, s_lo, s_hi, cue, norm.original)
-        status, grade, side, zones, severity, comparison, historical, entity_rule, status_rule, listed = reading
-        trail = self._trail(entity_rule, status_rule, side, zones, severity, comparison, listed)
+        status, grade, side, zones, severity, comparison, historical, _, _, _, tip, tip_mm, size_mm, _ = reading
         made = Mention(entity=entity, status=status, certainty=grade, side=side, zones=zones, severity=severity,
-                       comparison=comparison, historical=historical, section=section, start=start, end=end,
-                       sentence_start=s_lo, sentence_end=s_hi, cue=cue, rule_ids=trail, source=norm.original)
+                       comparison=comparison, tip=tip, tip_mm=tip_mm, size_mm=size_mm, historical=historical,
+                       section=section, start=start, end=end, sentence_start=s_lo, sentence_end=s_hi, cue=cue,
+                       rule_ids=self._trail(reading), source=norm.original)
         if len(self._templates) < _TEMPLATES:
             self._templates[reading] = made
         return made

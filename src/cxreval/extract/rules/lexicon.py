@@ -55,6 +55,12 @@ class Lexicon:
     #: In the YAML's order: a name goes on at the first copula its trie continues with.
     copulas: tuple[str, ...]
     subject_breaks: frozenset[str]
+    size_joiners: frozenset[str]
+    prior_before: frozenset[str]
+    prior_after: frozenset[str]
+    size_fillers: frozenset[str]
+    tip_above: frozenset[str]
+    tip_below: frozenset[str]
     #: Words after "is not a" that describe the finding named after them, so the denial is of the
     #: description ("this is not a displaced fracture"): ``descriptors`` without
     #: ``naming_descriptors``, and ``prefix_descriptors`` (derived, so an edit of those reaches it).

@@ -42,7 +42,7 @@ CueCategory = Literal["negation_pre", "negation_post", "pseudo_negation", "uncer
                       "not_cues", "negation_adjacent", "negation_prefix"]
 CUE_CATEGORIES: tuple[str, ...] = CueCategory.__args__  # type: ignore[attr-defined]
 #: Attribute vocabularies (``ontology/attributes.yaml``), scanned with the cues.
-VOCAB_KINDS = ("sides", "zones", "severity", "comparison")
+VOCAB_KINDS = ("sides", "zones", "severity", "comparison", "landmarks", "units")
 #: Cue categories whose phrases carry a certainty grade.
 GRADED = ("uncertain_pre", "uncertain_post")
 #: The status steps the interpreter knows, by id (their order is data: ``steps.yaml``).
@@ -71,6 +71,10 @@ class Example(BaseModel):
     severity: str | None = None
     change: str | None = None
     historical: bool | None = None
+    #: The landmark a device's tip is read at, and its distance above it (mm).
+    tip: str | None = None
+    tip_mm: float | None = None
+    size_mm: float | None = None
 
 
 class Record(BaseModel):
@@ -170,10 +174,18 @@ class WindowRecord(Record):
     forward: int | None = Field(None, ge=0, le=64)
 
 
+class DerivedRecord(Record):
+    """A reading one entity's attributes imply of another (``to``): a device whose tip lies at a
+    landmark its ontology position calls malpositioned is a malpositioned device."""
+
+    kind: Literal["derived"] = "derived"
+    to: str
+
+
 RECORD_KINDS: dict[str, type[Record]] = {
     "cue": CueRecord, "name": NameRecord, "name_scan": NameScanRecord, "name_rest": NameRestRecord,
     "modifiers": PhraseListRecord, "not_findings": PhraseListRecord, "site": SiteRecord, "normal": NormalRecord,
-    "step": StepRecord, "window": WindowRecord, "spelling": SpellingRecord,
+    "step": StepRecord, "window": WindowRecord, "spelling": SpellingRecord, "derived": DerivedRecord,
 }
 #: The numbers each step or window reads (any other record of those kinds takes none): a number
 #: given where nothing reads it is an error, not a silent no-op.
@@ -183,11 +195,13 @@ NUMBERS: dict[str, frozenset[str]] = {
     "attribute.window": frozenset({"back", "forward"}),
     "attribute.change": frozenset({"back", "forward"}),
     "attribute.site_window": frozenset({"back", "forward"}),
+    "attribute.tip": frozenset({"back", "forward"}),
 }
 #: The step that is what no step deciding means: it has no place to move to and cannot be off.
 STATED = "finding.stated"
 #: Records a user file may turn off (``enabled: false``); windows and name rules only change numbers.
-_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord, SpellingRecord)
+_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord, SpellingRecord,
+               DerivedRecord)
 #: Kinds a user file may add (the others need code: only packaged ones can be changed).
 USER_KINDS = ("name", "cue", "site", "normal")
 
