@@ -2,16 +2,21 @@
 
 For one finding of a reference report, issue 31's order: the reference's own reading > the
 finding named at another level of the hierarchy (``generalise``: by its parent's wording, or
-``over_specify``: by a child's) > leaving it out (``omit_finding``) >= denying it
-(``negate_finding``) > a critical finding the reference does not state added in its place. The
-candidates are the perturbation suite's (:mod:`cxreval.meta.perturb`, both target variants):
-its parent/child wordings (:data:`~cxreval.meta.perturb.SPECIFICITY_WORDINGS`) are written from
-CheXpert's hierarchy and labeler phrases and the Fleischner glossary, not read off cxreval's
-ontology, so the judge is checked against wordings it was not built from.
+``over_specify``: by a child's) or with one attribute wrong (issue 32: ``move_tip``, a device's
+tip moved to another place; ``resize``, a size moved across 3 cm; ``drop_place``, one place of a
+list dropped) > leaving it out (``omit_finding``) >= denying it (``negate_finding``) > a critical
+finding the reference does not state added in its place. The candidates are the perturbation
+suite's (:mod:`cxreval.meta.perturb`, both target variants): its parent/child wordings
+(:data:`~cxreval.meta.perturb.SPECIFICITY_WORDINGS`) are written from CheXpert's hierarchy and
+labeler phrases and the Fleischner glossary, and its tip moves (:data:`~cxreval.meta.perturb.TIP_MOVES`)
+from Godoy 2012 and Goodman 1976, not read off cxreval's ontology, so the judge is checked against
+wordings it was not built from.
 
 Every IU X-ray report of the split (the split rule of ../shared/data/README.md: developed on
 train, reported on val + test) gives one chain per finding that the suite generalises or
-over-specifies and also omits and denies. Each shape of :class:`cxreval.reward.ClinicalReward`
+over-specifies, or changes in one attribute, and also omits and denies (an attribute chain of an
+opacity-like finding is left out where the omission still names one of CheXpert's Lung Opacity
+words). Each shape of :class:`cxreval.reward.ClinicalReward`
 scores the chain's five candidates; per shape the script counts the adjacent pairs of the order
 where the worse candidate scores higher (an inversion) or the same (a tie; between omission and
 denial a tie is allowed: ">=").
@@ -34,9 +39,12 @@ from cxreval.reward import SHAPES, ClinicalReward
 #: Critical findings to add (the first the reference does not name): (a word that names it, sentence).
 CRITICAL = (("pneumothora", "Large right pneumothorax."), ("free air", "There is free air under the right hemidiaphragm."),
             ("dissection", "Findings concerning for aortic dissection."))
-ORDER = ("reading", "specificity", "omission", "denial", "added critical")
+ORDER = ("reading", "near miss", "omission", "denial", "added critical")
 SPECIFICITY = ("generalise", "over_specify")
-TYPES = (*SPECIFICITY, "omit_finding", "negate_finding")
+#: The attribute errors of issue 32: a tip moved, a size across a threshold, a place dropped.
+ATTRIBUTE = ("move_tip", "resize", "drop_place")
+NEAR_MISSES = (*SPECIFICITY, *ATTRIBUTE)
+TYPES = (*NEAR_MISSES, "omit_finding", "negate_finding")
 
 
 #: Words for any lung opacity: the CheXpert labeler's Lung Opacity mention phrases
@@ -48,6 +56,12 @@ OPACITY_WORDS = (r"opaci", r"decreased translucency", r"densit", r"air[\s-]?spac
                  r"parenchymal scarring", r"peribronchial thickening")
 HEART_WORDS = (r"heart[^.;,]*(enlarg|large)", r"cardiomediastinal silhouette[^.;,]*enlarg",
                r"cardiac[^.;,]*enlarg", r"enlarged (heart|cardiac)")
+#: What CheXpert's hierarchy puts under Lung Opacity (its labeler's Lung Lesion, Consolidation,
+#: Atelectasis, Edema and Pneumonia phrases, with the opacity words above; and granulomas, which the
+#: Fleischner glossary names as nodules, often calcified): a report that keeps one
+#: may still state an opacity-like finding whose own words an attribute chain left out.
+LUNG_OPACITY_FAMILY = (*OPACITY_WORDS, r"nodul", r"mass", r"lesion", r"consolidat", r"atelecta", r"edema",
+                       r"pneumonia", r"granulom")
 NEGATION = re.compile(r"\b(no|not|without|negative|free|clear|resolved|removed)\b", re.I)
 
 
@@ -87,6 +101,12 @@ def still_stated(text: str, patterns: list[str]) -> bool:
     return False
 
 
+def _opacity_like(entity: str) -> bool:
+    """Whether an entity id reads as one of CheXpert's Lung Opacity words (lung_nodule, lung_mass,
+    airspace_disease, lung_opacity)."""
+    return re.search("|".join(LUNG_OPACITY_FAMILY), entity.replace("_", " "), re.I) is not None
+
+
 def added_critical(reference: str, omission: str) -> str:
     """The omission with a critical finding the reference does not name."""
     sentence = next(s for word, s in CRITICAL if not re.search(word, reference, re.I))
@@ -96,7 +116,7 @@ def added_critical(reference: str, omission: str) -> str:
 
 def chains(rows: list[dict[str, str]]) -> list[tuple[str, str, str, dict[str, str]]]:
     """(variant, how, target entity, the five candidates) for every finding the suite changes in
-    specificity and also omits and denies."""
+    specificity or in one attribute and also omits and denies."""
     suite = PerturbationSuite(types=TYPES, per_type=99)
     out = []
     for row in rows:
@@ -111,11 +131,16 @@ def chains(rows: list[dict[str, str]]) -> list[tuple[str, str, str, dict[str, st
         for (variant, entity), c in found.items():
             if "omit_finding" not in c or "negate_finding" not in c:
                 continue
-            for how in SPECIFICITY:
-                if how in c and not still_stated(c["omit_finding"], kin(named[variant, entity, how])):
-                    out.append((variant, how, entity, {
-                        "reading": text, "specificity": c[how], "omission": c["omit_finding"],
-                        "denial": c["negate_finding"], "added critical": added_critical(text, c["omit_finding"])}))
+            for how in NEAR_MISSES:
+                if how not in c:
+                    continue
+                if how in SPECIFICITY and still_stated(c["omit_finding"], kin(named[variant, entity, how])):
+                    continue
+                if how in ATTRIBUTE and _opacity_like(entity) and still_stated(c["omit_finding"], list(LUNG_OPACITY_FAMILY)):
+                    continue
+                out.append((variant, how, entity, {
+                    "reading": text, "near miss": c[how], "omission": c["omit_finding"],
+                    "denial": c["negate_finding"], "added critical": added_critical(text, c["omit_finding"])}))
     return out
 
 

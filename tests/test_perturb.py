@@ -277,3 +277,65 @@ def test_the_wordings_name_their_sources_and_are_not_the_ontologys() -> None:
     assert all(w.source.split(":")[0] in {"CheXpert", "CheXpert labeler", "Fleischner glossary"}
                for w in SPECIFICITY_WORDINGS)
     assert {"generalise", "over_specify"} <= set(SIGNIFICANT) and set(SIGNIFICANT) <= set(ALL_TYPES)
+
+
+# ---------------------------------------------------------------- tips, sizes and places (issue 32)
+def test_move_tip_moves_a_devices_tip_to_another_place(suite: PerturbationSuite) -> None:
+    line = by_target(variants(suite, "move_tip", "Findings: Right IJ central line with tip in the SVC. No pneumothorax."))
+    pair = line["central_venous_catheter"]
+    assert pair.candidate == "Findings: Right IJ central line with tip in the right atrium. No pneumothorax."
+    assert (pair.before, pair.after, pair.expected) == ("SVC", "right atrium", "location not-aligned")
+    tube = by_target(variants(suite, "move_tip", "Nasogastric tube with tip in the stomach."))
+    assert tube["enteric_tube"].candidate == "Nasogastric tube with tip in the distal esophagus."
+    ett = by_target(variants(suite, "move_tip", "The endotracheal tube tip is 4 cm above the carina."))
+    assert ett["endotracheal_tube"].candidate == "The endotracheal tube tip is 1 cm above the carina."
+    low = by_target(variants(suite, "move_tip", "The endotracheal tube tip is 1.5 cm above the carina."))
+    assert low["endotracheal_tube"].after == "5 cm above the carina"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("Tip in the SVC.", "the landmark is the line's only name"),
+    ("Enteric tube coursing below the diaphragm with tip in the stomach.", "two places named: moving one reads two ways"),
+    ("Left PICC tip near the junction of the brachiocephalic vein and SVC.", "two places named"),
+])
+def test_no_tip_move_that_would_read_two_ways(suite: PerturbationSuite, text: str, why: str) -> None:
+    assert variants(suite, "move_tip", text) == [], why
+
+
+def test_resize_moves_a_size_across_three_cm_by_a_factor_of_three(suite: PerturbationSuite) -> None:
+    small = by_target(variants(suite, "resize", "There is a 6 mm nodule in the right upper lobe."))
+    assert small["lung_nodule"].candidate == "There is a 40 mm nodule in the right upper lobe."
+    large = by_target(variants(suite, "resize", "A 4.8 cm mass in the left lower lobe."))
+    assert (large["lung_mass"].after, large["lung_mass"].expected) == ("1.5 cm", "severity not-aligned")
+    dims = by_target(variants(suite, "resize", "A 2.2 x 1.6 cm nodule in the lingula."))
+    assert dims["lung_nodule"].after == "6.6 x 4.8 cm"
+    # a size that is another's (the displacement of a fracture) is not moved
+    assert variants(suite, "resize", "Left humeral neck fracture, with 5 mm displacement.") == []
+
+
+def test_drop_place_keeps_the_first_place_of_a_list_on_two_sides(suite: PerturbationSuite) -> None:
+    got = by_target(variants(suite, "drop_place", "Calcified granulomas in the right upper and left lower lobes."))
+    pair = got["calcified_granuloma"]
+    assert pair.candidate == "Calcified granulomas in the right upper lobe."
+    assert pair.expected == "location not-aligned"
+    # one side: dropping a lobe keeps the side, and the judge does not count zones apart
+    assert variants(suite, "drop_place", "Calcified granulomas in the right middle lobe and right upper lobe.") == []
+
+
+def test_the_new_variants_are_judged_as_expected() -> None:
+    """The rule engine's judgement of each new variant is the one the suite records."""
+    import cxreval
+    from cxreval.io import ReportPair
+
+    suite = PerturbationSuite(seed=0, types=("move_tip", "resize", "drop_place"), targets=("engine",))
+    pairs = suite.build([("a", "Findings: Right IJ central line with tip in the SVC."),
+                         ("b", "Findings: There is a 6 mm nodule in the right upper lobe."),
+                         ("c", "Findings: Calcified granulomas in the right upper and left lower lobes.")])
+    assert {p.perturbation for p in pairs} == {"move_tip", "resize", "drop_place"}
+    result = cxreval.Evaluator().evaluate([ReportPair(pair_id=p.pair_id, reference=p.reference, candidate=p.candidate)
+                                           for p in pairs])
+    rows = {(r.pair_id, r.entity): r for r in result.judgements}
+    for p in pairs:
+        row = rows[p.pair_id, p.target_entity]
+        attribute, verdict = p.expected.split()
+        assert row.presence == "TP" and getattr(row, attribute) == verdict, p

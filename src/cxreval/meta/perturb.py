@@ -60,7 +60,7 @@ from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.ontology.mesh import MeshMapper
 from cxreval.outputs import atomic_writer, write_csv
 
-SUITE_VERSION = "3"
+SUITE_VERSION = "4"
 
 #: How the significant variants pick their targets (see the module docstring); ``shared`` labels
 #: the insignificant variants, which do not depend on targets.
@@ -71,13 +71,13 @@ SHARED = "shared"
 
 PerturbationType = Literal[
     "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
-    "generalise", "over_specify",
+    "generalise", "over_specify", "move_tip", "resize", "drop_place",
     "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
     "merge_split", "section_headers",
 ]
 SIGNIFICANT: tuple[PerturbationType, ...] = (
     "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
-    "generalise", "over_specify",
+    "generalise", "over_specify", "move_tip", "resize", "drop_place",
 )
 INSIGNIFICANT: tuple[PerturbationType, ...] = (
     "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
@@ -95,6 +95,9 @@ EXPECTED: dict[str, str] = {
     "false_change": "adding-unmentioned-comparison",
     "generalise": "less-specific",
     "over_specify": "more-specific",
+    "move_tip": "location not-aligned",
+    "resize": "severity not-aligned",
+    "drop_place": "location not-aligned",
 }
 NO_ERROR = "no error"
 
@@ -659,6 +662,7 @@ class PerturbationSuite:
             "omit_finding": self._omit, "add_finding": self._add, "negate_finding": self._negate,
             "flip_laterality": self._flip, "change_severity": self._severity, "false_change": self._change,
             "generalise": self._generalise, "over_specify": self._over_specify,
+            "move_tip": self._move_tip, "resize": self._resize, "drop_place": self._drop_place,
             "reorder_sentences": self._reorder, "synonym_swap": self._synonym, "paraphrase_normal": self._paraphrase,
             "change_case": self._case, "punctuation": self._punctuation, "line_breaks": self._line_breaks,
             "merge_split": self._merge_split, "section_headers": self._headers,
@@ -934,6 +938,86 @@ class PerturbationSuite:
     def _over_specify(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
         return self._respecify(report, rng, up=False)
 
+    def _move_tip(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        """A device's tip moved to another place (:data:`TIP_MOVES`): its landmark's words in the
+        sentence that states it replaced, the device still named by other words."""
+        out: list[_Variant] = []
+        for e in self._targets(report, rng):
+            sents = report.stating_sentences(e)
+            spans = report.stated_spans(e) or []
+            if not sents or len(sents) != 1:
+                continue
+            s = sents[0]
+            seg = report.text[s.start:s.end]
+            places = {(h.start(), h.end()) for devices, pattern, _ in TIP_MOVES if e in devices
+                      for h in re.finditer(pattern, seg, re.I)}
+            places |= {h.span() for h in _OTHER_TIP_PLACES.finditer(seg)
+                       if not any(a <= h.start() < b for a, b in places)}
+            if len(places) != 1:
+                continue  # two places named ("below the diaphragm ... in the stomach"): moving one reads two ways
+            for devices, pattern, moved in TIP_MOVES:
+                m = re.search(pattern, seg, re.I) if e in devices else None
+                if m is None:
+                    continue
+                a, b = s.start + m.start(), s.start + m.end()
+                if not any(y <= a or x >= b for x, y in spans):
+                    break  # the landmark is inside the device's only name ("tip in the SVC")
+                new = moved(m) if callable(moved) else moved
+                cand = replace_spans(report.text, [(a, b, new)])
+                out.append(_Variant(cand, f"{e}: tip moved '{m.group()}' -> '{new}' (Godoy 2012, Goodman 1976)", e,
+                                    m.group(), new))
+                break
+        return out
+
+    def _resize(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        """A finding's stated size moved across 3 cm (the Fleischner glossary's nodule and mass) and
+        by a factor of at least 3: the one size written in the sentence that states it."""
+        out: list[_Variant] = []
+        for e in self._targets(report, rng):
+            ent = self.ontology.entity(e)
+            if "severity" not in ent.attributes or ent.category == "devices":
+                continue
+            if isinstance(report, _Report) and report.states[e].size_mm is None:
+                continue
+            sents = report.stating_sentences(e)
+            if not sents:
+                continue
+            hits = [(s, m) for s in sents for m in _SIZE_RE.finditer(report.text[s.start:s.end])]
+            if len(hits) != 1:
+                continue
+            s, m = hits[0]
+            a, b = s.start + m.start(), s.start + m.end()
+            if not any(_same_phrase(report.text, a, b, x, y) for x, y in report.stated_spans(e) or ()):
+                continue  # the size is another's ("fracture, with 5 mm displacement")
+            new = _resized(m.group())
+            cand = replace_spans(report.text, [(s.start + m.start(), s.start + m.end(), new)])
+            out.append(_Variant(cand, f"{e}: size '{m.group()}' -> '{new}'", e, m.group(), new))
+        return out
+
+    def _drop_place(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
+        """One place of a list of two places on two sides dropped ("the right upper and left lower
+        lobes" -> "the right upper lobe"; "right and left" -> "right"): the finding stays at the
+        first place only, on one side."""
+        out: list[_Variant] = []
+        for e in self._targets(report, rng):
+            if "location" not in self.ontology.entity(e).attributes:
+                continue
+            if isinstance(report, _Report) and report.states[e].side != "bilateral":
+                continue
+            sents = report.stating_sentences(e)
+            if not sents:
+                continue
+            hits = [(s, m) for s in sents for m in _PLACE_LIST_RE.finditer(report.text[s.start:s.end])
+                    if m["side"].lower() != m["other"].lower()]
+            if len(hits) != 1:
+                continue
+            s, m = hits[0]
+            noun = m["own"] or _SINGULAR.get((m["noun"] or "").lower(), "")
+            new = f"{m['side']}{m['zone'] or ''}{noun}"
+            cand = replace_spans(report.text, [(s.start + m.start(), s.start + m.end(), new)])
+            out.append(_Variant(cand, f"{e}: place dropped '{m.group()}' -> '{new}'", e, m.group(), new))
+        return out
+
     def _respecify(self, report: _Report | _MeshReport, rng: random.Random, *, up: bool) -> list[_Variant]:
         """``generalise`` (``up``: the finding named by its parent's wording) or ``over_specify``
         (by a child's wording), for a target that every statement names with one wording of
@@ -1179,6 +1263,65 @@ class PerturbationSuite:
                 out.append(_Variant(cand, "added 'Impression:' before the last sentence", None, "", "Impression:"))
         rng.shuffle(out)
         return out
+
+
+def _moved_distance(m: re.Match[str]) -> str:
+    """An endotracheal tube's distance above the carina moved out of Goodman's 5 +/- 2 cm, or into it."""
+    cm = float(m["cm"])
+    return "5 cm above the carina" if not 3 <= cm <= 7 else "1 cm above the carina"
+
+
+_LINES = ("central_venous_catheter", "picc", "port_catheter")
+_SVC_QUALIFIER = r"(?:(?:low|lower|mid|upper|high|distal|proximal)\s+)?"
+#: Where ``move_tip`` moves a tip: (the devices, a pattern of a landmark's words, the words of another
+#: place, or a function of the match), first match wins. Written from Godoy et al., Chest
+#: radiography in the ICU (AJR 2012, parts 1 and 2): a central line's tip belongs in the lower SVC or
+#: at the cavoatrial junction and the right atrium lies beyond them; an enteric tube's belongs in the
+#: stomach and the distal oesophagus falls short; and Goodman et al. (AJR 1976): an endotracheal tube's
+#: tip lies 5 +/- 2 cm above the carina. Not read off cxreval's ontology.
+TIP_MOVES: tuple[tuple[tuple[str, ...], str, str | Callable[[re.Match[str]], str]], ...] = (
+    (_LINES, r"\bcavo-?\s?atrial junction\b|\bcaval[- ]atrial junction\b", "right atrium"),
+    (_LINES, _SVC_QUALIFIER + r"\b(?:superior vena cava|svc)\b", "right atrium"),
+    (_LINES, r"\bright atrium\b", "superior vena cava"),
+    (("enteric_tube",), r"\b(?:gastric body|stomach)\b", "distal esophagus"),
+    (("enteric_tube",), r"\b(?:(?:distal|mid|proximal|upper|lower)\s+)?esophagus\b", "stomach"),
+    (("endotracheal_tube",), r"\b(?P<cm>\d+(?:\.\d+)?)\s?cm above the carina\b", _moved_distance),
+)
+
+#: A size with its unit: "6 mm", "1.2 x 0.8 cm", "22 x 14 mm" (one expression, every dimension).
+_SIZE_RE = re.compile(r"\b\d+(?:\.\d+)?(?:\s?(?:mm|cm))?(?:\s?(?:x|by)\s?\d+(?:\.\d+)?(?:\s?(?:mm|cm))?)*\s?(?:mm|cm)\b",
+                      re.I)
+#: A list of two places of one finding on two sides: "right upper and left lower lobes", "left apex
+#: and right base", "right and left" (``drop_place`` keeps the first place, with its own noun or the
+#: list's in the singular).
+_PLACE_LIST_RE = re.compile(
+    r"\b(?P<side>right|left)(?P<zone> (?:upper|middle|lower))?(?P<own> (?:lobe|lung|base|apex))?"
+    r" and (?:the )?(?P<other>right|left)(?: (?:upper|middle|lower))?(?: (?P<noun>lobes?|lungs?|bases?|apex|apices))?\b",
+    re.I)
+_SINGULAR = {"lobes": " lobe", "lobe": " lobe", "lungs": " lung", "lung": " lung", "bases": " base", "base": " base",
+             "apices": " apex", "apex": " apex"}
+
+
+#: Other words for where a tip lies: a sentence that names one beside the landmark moved reads two ways.
+_OTHER_TIP_PLACES = re.compile(r"\b(?:below|beneath|under) the (?:left )?(?:hemi)?diaphragm\b|\bcarina\b"
+                               r"|\b(?:brachiocephalic|innominate|jugular|subclavian|azygos) vein\b", re.I)
+
+
+def _same_phrase(text: str, a: int, b: int, x: int, y: int) -> bool:
+    """Whether the size at ``a:b`` and the name at ``x:y`` stand in one phrase: nothing but words
+    between them (no comma, semicolon, colon or "with")."""
+    between = text[b:x] if b <= x else text[y:a]
+    return not re.search(r"[,;:()]|\bwith\b", between, re.I) and len(between) <= 40
+
+
+def _resized(size: str) -> str:
+    """``size`` (a :data:`_SIZE_RE` match) with every dimension scaled so that the largest crosses
+    30 mm by a factor of 3 or more: up to 40 mm or more if it was 30 mm or less, else down to 15 mm
+    or less."""
+    numbers = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", size)]
+    mm = max(numbers) * (10.0 if re.search(r"cm\b", size, re.I) else 1.0)
+    factor = max(40.0, 3 * mm) / mm if mm <= 30 else min(15.0, mm / 3) / mm
+    return re.sub(r"\d+(?:\.\d+)?", lambda n: f"{round(float(n.group()) * factor, 1):g}", size)
 
 
 def _plural(term: str) -> bool:
