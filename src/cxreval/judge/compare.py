@@ -362,13 +362,27 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
             continue
         stated = pair.ref if r["presence"] == "FN" else pair.cand  # the side that states the ancestor
         below = [d for d in onto.descendants(entity_id, classes=True)
-                 if pair.positive(side, d) and pair.same_place(stated.get(entity_id), side.get(d))]
+                 if pair.positive(side, d) and pair.same_place(stated.get(entity_id), side.get(d))
+                 and not _placed_apart(stated.get(entity_id), stated.get(d) if pair.positive(stated, d) else None)]
         if below:
             ent = onto.entity(entity_id)
             ref_e, cand_e = (onto.entity(below[0]), ent) if r["presence"] == "FP" else (ent, onto.entity(below[0]))
             row = pair.row(ref_e, cand_e)
             row["entity"] = entity_id
             rows[entity_id] = row
+
+
+def _placed_apart(ancestor: EntityState | None, descendant: EntityState | None) -> bool:
+    """Whether a report that states both an ancestor and its descendant places them apart: the
+    ancestor at a zone, the descendant at zones none of which is the ancestor's, or throughout both
+    lungs ("interstitial prominence bilaterally" and "patchy retrocardiac opacity"). Then they are
+    two findings, and the descendant does not imply that ancestor."""
+    if ancestor is None or descendant is None or not ancestor.zones:
+        return False
+    if descendant.zones:
+        return not set(ancestor.zones) & set(descendant.zones)
+    return descendant.side == "bilateral" or (descendant.side is None and descendant.status == "uncertain"
+                                              and ancestor.status == "present")
 
 
 def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str,
