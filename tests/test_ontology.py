@@ -56,7 +56,7 @@ def term_owners(onto: Ontology) -> dict[str, set[str]]:
 
 
 def test_default_loads_with_signature(onto: Ontology) -> None:
-    assert onto.signature == "cxreval-cxr@1.17.0"
+    assert onto.signature == "cxreval-cxr@1.18.0"
     assert load_ontology() is onto  # cached
 
 
@@ -323,3 +323,33 @@ def test_unreadable_file(tmp_path: Path) -> None:
         load_ontology(tmp_path / "missing.yaml")
     with pytest.raises(OntologyError, match="cannot read ontology file"):
         load_ontology(tmp_path)  # a directory
+
+
+def test_device_positions_and_size_thresholds_are_checked(tmp_path: Path) -> None:
+    data = minimal()
+    data["measure_sources"] = {"godoy": "Godoy et al., AJR 2012."}
+    data["device_positions"] = [
+        {"device": "effusion", "landmarks": ["stomach", "gizzard"], "expected": ["stomach", "trachea"],
+         "malpositioned": ["stomach"], "distance": {"landmark": "carina", "above": "trachea"}, "source": "godoy"},
+        {"device": "nothing", "landmarks": ["stomach"], "expected": ["stomach"], "source": "nobody"},
+    ]
+    data["size_thresholds"] = [{"entity": "effusion", "mm": [30], "source": "godoy"},
+                               {"entity": "effusion", "mm": [0], "source": "godoy"}]
+    message = load_error(tmp_path, data)
+    for problem in ("unknown landmark 'gizzard'", "'trachea' is expected or malpositioned but not among its landmarks",
+                    "'stomach' is both expected and malpositioned", "distance landmark 'carina' is not among its landmarks",
+                    "device position of 'nothing': unknown entity", "unknown source 'nobody'",
+                    "has no severity attribute", "size threshold of 'effusion' is listed twice", "sizes > 0 mm"):
+        assert problem in message, problem
+
+
+def test_the_packaged_device_positions_place_a_tip() -> None:
+    onto = load_ontology()
+    ett = onto.device_position("endotracheal_tube")
+    assert ett is not None and onto.device_position("lung_nodule") is None
+    assert [ett.place("carina", mm) for mm in (10.0, 50.0, 90.0, None)] == [
+        "carina:below", "carina:expected", "carina:above", "carina:below"]
+    assert ett.is_expected("trachea") and ett.is_expected("expected_position") and not ett.is_expected("bronchus")
+    trach = onto.device_position("tracheostomy_tube")
+    assert trach is not None and trach.place("carina", 60.0) == "trachea"
+    assert onto.size_thresholds_of("lung_nodule") == (30.0,) and onto.size_thresholds_of("pneumothorax") == ()

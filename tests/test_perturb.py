@@ -339,3 +339,11 @@ def test_the_new_variants_are_judged_as_expected() -> None:
         row = rows[p.pair_id, p.target_entity]
         attribute, verdict = p.expected.split()
         assert row.presence == "TP" and getattr(row, attribute) == verdict, p
+
+
+def test_sizes_that_would_read_two_ways_are_not_resized(suite: PerturbationSuite) -> None:
+    assert variants(suite, "resize", "A 0 mm nodule in the right upper lobe.") == []
+    assert variants(suite, "resize", "A 1.2 cm x 8 mm nodule in the right upper lobe.") == []
+    assert variants(suite, "resize", "2-3 mm nodules in the right upper lobe.") == []
+    both = by_target(variants(suite, "drop_place", "Right and left lower lobe atelectasis."))
+    assert both["atelectasis"].candidate == "Right lower lobe atelectasis."

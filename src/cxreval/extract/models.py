@@ -148,8 +148,9 @@ class Mention(Attributes):
 
     ``certainty`` grades the status (see :data:`Certainty`); when an engine gives none it follows
     from the status (present -> definite, uncertain -> possible, absent -> negated).
-    ``implied`` marks absences that come from a global normal statement ("no acute
-    cardiopulmonary process") rather than from a word naming the entity. ``historical`` marks
+    ``implied`` marks readings that no word naming the entity makes: absences that come from a
+    global normal statement ("no acute cardiopulmonary process"), and a malposition derived from a
+    device's tip (rule ``device.malposition``). ``historical`` marks
     mentions of past findings ("history of pneumonia"): they never make an entity present.
 
     ``start`` / ``end`` locate the mention and ``sentence_start`` / ``sentence_end`` its evidence
@@ -343,9 +344,11 @@ _NO_MEASURES: Measures = (None, None, None)
 
 
 def _measures(mentions: list[Mention]) -> Measures:
-    """The tip of the first mention that names one (with its distance) and the first size given."""
-    tip = next((m for m in mentions if m.tip is not None), None)
-    size = next((m.size_mm for m in mentions if m.size_mm is not None), None)
+    """The tip of the last mention that names one, with its distance (a line's course is told to
+    its end: "PICC through the brachiocephalic vein, tip in the SVC"), and the largest size given
+    (two lesions of one kind are one state: the larger stands for them, whichever is named first)."""
+    tip = next((m for m in reversed(mentions) if m.tip is not None), None)
+    size = max((m.size_mm for m in mentions if m.size_mm is not None), default=None)
     return (tip.tip, tip.tip_mm, size) if tip is not None else (None, None, size)
 
 

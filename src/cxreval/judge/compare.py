@@ -62,7 +62,7 @@ def judge_location(ref: EntityState, cand: EntityState) -> AttributeJudgement:
 
 
 def judge_tip(position: DevicePosition, ref: EntityState, cand: EntityState) -> AttributeJudgement | None:
-    """Where two reports put one device's tip (docs/scoring.md, "Device tips and sizes"): aligned at
+    """Where two reports put one device's tip (docs/scoring.md, "Device tips, sizes and sides"): aligned at
     one place (a landmark, or one band of a measured distance) or where both places are where the
     tip belongs; not-aligned otherwise. None when either report names no landmark."""
     ref_place, cand_place = position.place(ref.tip, ref.tip_mm), position.place(cand.tip, cand.tip_mm)
@@ -90,13 +90,19 @@ def judge_device_location(position: DevicePosition, ref: EntityState, cand: Enti
 SIZE_TOLERANCE = 1.5
 
 
+#: Two sizes on either side of a threshold disagree only when they are also more than this many
+#: times apart: "3 cm mass" and "3.1 cm mass" are one measurement read twice, not a nodule and a mass.
+THRESHOLD_MARGIN = 1.1
+
+
 def sizes_agree(a: float, b: float, thresholds: tuple[float, ...] = (), tolerance: float = SIZE_TOLERANCE) -> bool:
-    """Whether two sizes (mm) of one finding agree: within ``tolerance`` of each other and on one
-    side of every threshold (a nodule is up to 30 mm: 25 and 35 mm disagree)."""
+    """Whether two sizes (mm) of one finding agree: within ``tolerance`` of each other, and not on
+    two sides of a threshold while more than :data:`THRESHOLD_MARGIN` apart (a nodule is up to
+    30 mm: 25 and 35 mm disagree; 30 and 31 mm agree)."""
     low, high = sorted((a, b))
     if high > low * tolerance:
         return False
-    return not any(low <= t < high for t in thresholds)
+    return not (high > low * THRESHOLD_MARGIN and any(low <= t < high for t in thresholds))
 
 
 def severity_by_side(state: EntityState) -> dict[str, str]:
@@ -288,8 +294,10 @@ DERIVED_MALPOSITION = "device.malposition"
 def _malposition_once(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
     """One discrepancy counts once: a malposition one report derives from a device's tip
     (``device.malposition``) and the other does not state is no error of its own where the two
-    reports put that device's tip at different places (its location error counts the discrepancy).
-    The row goes; a malposition stated in words stays."""
+    reports put that device's tip at different places (its location error counts the discrepancy),
+    for every device whose tip the report puts at a malpositioned landmark. The row goes; a
+    malposition stated in words (which leads the state) stays, and so does one of a device the other
+    report leaves out."""
     for entity_id, row in list(rows.items()):
         if row["presence"] not in ("FP", "FN"):
             continue
@@ -297,17 +305,17 @@ def _malposition_once(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
         state = stating.get(entity_id)
         if state is None or (state.rule_ids or "").split("|", 1)[0] != DERIVED_MALPOSITION:
             continue
-        if any(_tip_moved(pair, stating, device, r) for device, r in rows.items()):
+        malpositioned = [d for d in stating if _malpositioned_tip(pair, stating, d)]
+        if malpositioned and all(rows.get(d, {}).get("presence") == "TP" and rows[d]["location"] == "not-aligned"
+                                 for d in malpositioned):
             del rows[entity_id]
 
 
-def _tip_moved(pair: _Pair, stating: Mapping[str, EntityState], device: str, row: dict[str, str]) -> bool:
-    """Whether ``device``'s row is a shared device whose tip the two reports put at different places,
-    ``stating``'s at one of its malpositioned landmarks."""
+def _malpositioned_tip(pair: _Pair, stating: Mapping[str, EntityState], device: str) -> bool:
+    """Whether ``stating`` puts ``device``'s tip at one of its malpositioned landmarks."""
     position = pair.ontology.device_position(device)
     own = stating.get(device)
-    return (position is not None and own is not None and row["presence"] == "TP" and row["location"] == "not-aligned"
-            and own.tip in position.malpositioned)
+    return position is not None and own is not None and pair.positive(stating, device) and own.tip in position.malpositioned
 
 
 def _denied_above(rows: dict[str, dict[str, str]], pair: _Pair) -> None:

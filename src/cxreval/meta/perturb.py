@@ -989,7 +989,11 @@ class PerturbationSuite:
             a, b = s.start + m.start(), s.start + m.end()
             if not any(_same_phrase(report.text, a, b, x, y) for x, y in report.stated_spans(e) or ()):
                 continue  # the size is another's ("fracture, with 5 mm displacement")
+            if re.search(r"\d\s*[-–]\s*$", report.text[:a]) or not _one_unit(m.group()):
+                continue  # a range ("2-3 mm") or mixed units ("1.2 cm x 8 mm"): one edit would read two ways
             new = _resized(m.group())
+            if new is None:
+                continue
             cand = replace_spans(report.text, [(s.start + m.start(), s.start + m.end(), new)])
             out.append(_Variant(cand, f"{e}: size '{m.group()}' -> '{new}'", e, m.group(), new))
         return out
@@ -1013,7 +1017,8 @@ class PerturbationSuite:
                 continue
             s, m = hits[0]
             noun = m["own"] or _SINGULAR.get((m["noun"] or "").lower(), "")
-            new = f"{m['side']}{m['zone'] or ''}{noun}"
+            zone = m["zone"] or ("" if m["own"] else m["other_zone"] or "")  # "right and left lower lobes": both lower
+            new = f"{m['side']}{zone}{noun}"
             cand = replace_spans(report.text, [(s.start + m.start(), s.start + m.end(), new)])
             out.append(_Variant(cand, f"{e}: place dropped '{m.group()}' -> '{new}'", e, m.group(), new))
         return out
@@ -1296,7 +1301,8 @@ _SIZE_RE = re.compile(r"\b\d+(?:\.\d+)?(?:\s?(?:mm|cm))?(?:\s?(?:x|by)\s?\d+(?:\
 #: list's in the singular).
 _PLACE_LIST_RE = re.compile(
     r"\b(?P<side>right|left)(?P<zone> (?:upper|middle|lower))?(?P<own> (?:lobe|lung|base|apex))?"
-    r" and (?:the )?(?P<other>right|left)(?: (?:upper|middle|lower))?(?: (?P<noun>lobes?|lungs?|bases?|apex|apices))?\b",
+    r" and (?:the )?(?P<other>right|left)(?P<other_zone> (?:upper|middle|lower))?"
+    r"(?: (?P<noun>lobes?|lungs?|bases?|apex|apices))?\b",
     re.I)
 _SINGULAR = {"lobes": " lobe", "lobe": " lobe", "lungs": " lung", "lung": " lung", "bases": " base", "base": " base",
              "apices": " apex", "apex": " apex"}
@@ -1314,12 +1320,19 @@ def _same_phrase(text: str, a: int, b: int, x: int, y: int) -> bool:
     return not re.search(r"[,;:()]|\bwith\b", between, re.I) and len(between) <= 40
 
 
-def _resized(size: str) -> str:
-    """``size`` (a :data:`_SIZE_RE` match) with every dimension scaled so that the largest crosses
-    30 mm by a factor of 3 or more: up to 40 mm or more if it was 30 mm or less, else down to 15 mm
-    or less."""
+def _one_unit(size: str) -> bool:
+    """Whether every dimension of ``size`` is in one unit."""
+    return len({u.lower() for u in re.findall(r"(mm|cm)\b", size, re.I)}) == 1
+
+
+def _resized(size: str) -> str | None:
+    """``size`` (a :data:`_SIZE_RE` match in one unit) with every dimension scaled so that the
+    largest crosses 30 mm by a factor of 3 or more: up to 40 mm or more if it was 30 mm or less,
+    else down to 15 mm or less. None for a size of 0."""
     numbers = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", size)]
     mm = max(numbers) * (10.0 if re.search(r"cm\b", size, re.I) else 1.0)
+    if mm <= 0:
+        return None
     factor = max(40.0, 3 * mm) / mm if mm <= 30 else min(15.0, mm / 3) / mm
     return re.sub(r"\d+(?:\.\d+)?", lambda n: f"{round(float(n.group()) * factor, 1):g}", size)
 

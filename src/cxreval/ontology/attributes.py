@@ -33,6 +33,9 @@ class AttributeVocabulary(BaseModel):
     landmarks: dict[str, str] = {}
     #: The unit a size or distance is written in: phrase -> ``mm`` or ``cm`` (:data:`UNIT_MM`).
     units: dict[str, str] = {}
+    #: Landmarks whose "right" or "left" names the structure (the heart's chambers): no side for
+    #: any finding. Another landmark's side and zone words still place a finding that is no device.
+    landmarks_without_side: list[str] = []
 
     @model_validator(mode="after")
     def _values_are_buckets(self) -> "AttributeVocabulary":
@@ -41,6 +44,9 @@ class AttributeVocabulary(BaseModel):
             bad = {k: v for k, v in getattr(self, kind).items() if v not in allowed}
             if bad:
                 raise ValueError(f"{kind}: values not among buckets {sorted(allowed)}: {bad}")
+        unknown = set(self.landmarks_without_side) - set(self.buckets.get("landmarks", []))
+        if unknown:
+            raise ValueError(f"landmarks_without_side: not among the landmark buckets: {sorted(unknown)}")
         if set(self.buckets.get("units", [])) - UNIT_MM.keys():
             raise ValueError(f"units: buckets must be among {sorted(UNIT_MM)}")
         return self

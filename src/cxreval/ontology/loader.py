@@ -245,7 +245,10 @@ def _measure_problems(onto: Ontology, known: set[str]) -> list[str]:
         seen.add(p.device)
         if p.source not in onto.measure_sources:
             problems.append(f"{where} has unknown source {p.source!r} (measure_sources: {sorted(onto.measure_sources)})")
-        named = [*p.landmarks, *([p.distance.landmark, p.distance.above] if p.distance else [])]
+        named = [*p.landmarks, *([p.distance.landmark, p.distance.above, *([p.distance.beyond] if p.distance.beyond else [])]
+                                 if p.distance else [])]
+        if p.distance is not None and p.distance.landmark not in p.landmarks:
+            problems.append(f"{where}: its distance landmark {p.distance.landmark!r} is not among its landmarks")
         problems.extend(f"{where} names unknown landmark {x!r} (attributes.yaml landmarks)"
                         for x in named if x not in landmarks)
         problems.extend(f"{where}: {x!r} is expected or malpositioned but not among its landmarks"
@@ -254,10 +257,17 @@ def _measure_problems(onto: Ontology, known: set[str]) -> list[str]:
         span = p.distance.expected_mm if p.distance is not None else None
         if span is not None and not 0 <= span[0] <= span[1]:
             problems.append(f"{where}: expected_mm must be a range low <= high of distances >= 0")
+    seen = set()
+    attributes = {e.id: e.attributes for e in onto.entities}
     for t in onto.size_thresholds:
         where = f"size threshold of {t.entity!r}"
         if t.entity not in known:
             problems.append(f"{where}: unknown entity")
+        elif "severity" not in attributes[t.entity]:
+            problems.append(f"{where}: the entity has no severity attribute, so its sizes are never compared")
+        if t.entity in seen:
+            problems.append(f"{where} is listed twice")
+        seen.add(t.entity)
         if t.source not in onto.measure_sources:
             problems.append(f"{where} has unknown source {t.source!r} (measure_sources: {sorted(onto.measure_sources)})")
         if not t.mm or any(x <= 0 for x in t.mm):

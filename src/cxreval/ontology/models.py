@@ -205,6 +205,8 @@ class TipDistance(_Strict):
 
     landmark: str
     above: str
+    #: The landmark a tip below this one lies at ("below the carina": in a bronchus).
+    beyond: str | None = None
     expected_mm: tuple[float, float] | None = None
 
 
@@ -234,8 +236,10 @@ class DevicePosition(_Strict):
         if tip is None:
             return None
         measured = self.distance
-        if measured is None or tip != measured.landmark or tip_mm is None:
+        if measured is None or tip != measured.landmark:
             return tip
+        if tip_mm is None:
+            tip_mm = 0.0  # "at the carina"
         if measured.expected_mm is None:
             return measured.above if tip_mm > 0 else tip
         low, high = measured.expected_mm

@@ -13,8 +13,18 @@ from typing import NamedTuple
 from cxreval.extract.rules import scopes as sc
 from cxreval.extract.rules.interpreter import Sentence
 from cxreval.extract.rules.lexicon import Lexicon
-from cxreval.extract.rules.ruleset import RuleSet, SiteRule
+from cxreval.extract.rules.ruleset import LANDMARK_PLACES, RuleSet, SiteRule
 from cxreval.ontology.attributes import UNIT_MM, attribute_vocabulary
+
+
+class TipReading(NamedTuple):
+    """What the tip reading needs of a device's position: its landmarks, the landmark its tip is
+    measured from, and the landmarks above and beyond that one."""
+
+    landmarks: frozenset[str]
+    distance_landmark: str | None
+    above: str | None
+    beyond: str | None
 
 
 class Place(NamedTuple):
@@ -33,6 +43,10 @@ class Place(NamedTuple):
     by_side: tuple[tuple[str, str], ...]
 
 
+#: The largest size read (mm): a chest is about 300 mm wide, so a number beyond this is no size.
+MAX_SIZE_MM = 500.0
+#: Words a size before a finding's name is not read across: the size is another finding's.
+_SIZE_BREAKS = frozenset({"with", "and"})
 #: A number as the tokenizer keeps it ("6", "2.5").
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
 
@@ -49,6 +63,7 @@ class AttributeRules:
         self.change_forward = rules.param("attribute.change", "forward")
         self.site_back = rules.param("attribute.site_window", "back")
         self.site_forward = rules.param("attribute.site_window", "forward")
+        self.size_forward = rules.param("attribute.size", "forward")
         self.tip_back = rules.param("attribute.tip", "back")
         self.tip_forward = rules.param("attribute.tip", "forward")
         self.rank = attribute_vocabulary().severity_rank
@@ -140,17 +155,19 @@ class AttributeRules:
         return (word in lex.clause_break or word in lex.forward_break or word in lex.contrast_break
                 or (word in lex.alternative_break and sc.sized_next(lex, s.words, s.cue_at, i + 1)))
 
-    def place_and_size(self, s: Sentence, k: int, sizes: bool = True) -> Place:
+    def place_and_size(self, s: Sentence, k: int, device: bool = False, units: bool = False) -> Place:
         """The side, zones and severity in the attribute window: left and right together are
         bilateral; the strongest size word wins unless a word before it denies it ("not severe").
-        ``sizes``: also the size written with a unit (``attribute.size``) and a prior one."""
+        For a finding that is no ``device``, also the side and zones inside a landmark's words
+        ("left upper lobe bronchus") and the size written with a unit (``attribute.size``) and a
+        prior one, where the sentence holds a unit (``units``); a device's landmark gives it no
+        side (its tip: :meth:`tip`)."""
         sides: list[str] = []
         zones: dict[str, None] = {}
         severity: str | None = None
         rank = self.rank
         window = self.window(s, k, self.back, self.forward, places=True)
         listed = self._listed
-        units = False
         for i in window:
             kinds = s.cue_at[i]
             if not kinds:
@@ -159,12 +176,14 @@ class AttributeRules:
                 sides.append(kinds["sides"])
             if "zones" in kinds:
                 zones.setdefault(kinds["zones"], None)
+            if not device and LANDMARK_PLACES in kinds:
+                sides.extend(kinds[LANDMARK_PLACES][0])
+                zones.update(dict.fromkeys(kinds[LANDMARK_PLACES][1]))
             if ("severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity))
                     and not sc.denied_word(self.lex, s.words, s.cue_start[i])):
                 severity = kinds["severity"]
-            units = units or "units" in kinds
         size = prior = None
-        if sizes and units:
+        if not device and units:
             size, prior = self._sizes(s, k, window)
         by_side = self._by_side(s, window) if self.side_severity and len(set(sides)) > 1 and severity else ()
         return Place(_side(sides), tuple(zones), severity, listed, size, prior, by_side)
@@ -194,24 +213,58 @@ class AttributeRules:
         return tuple(pairs)
 
     def _sizes(self, s: Sentence, k: int, window: list[int]) -> tuple[float | None, float | None]:
-        """The nearest size in the window and a prior size: one marked as prior in the window, else
-        the first marked one after the size up to the sentence's end ("now 3 cm, previously 2 cm")."""
+        """The nearest size of the finding and a prior size (``attribute.size``): a size written
+        with its unit in the window before the name, not across "with" or "and" (a size there is
+        another finding's: "mass measuring 3 cm with a satellite nodule"), or after it up to
+        ``size_forward`` tokens in its clause ("nodule in the right upper lobe measuring 8 mm").
+        A size after "by" is an amount of change, one before "from" or "above" a distance; one
+        marked as prior (:func:`_is_prior`) is the prior, else the first so marked after the size
+        up to the sentence's end ("now 3 cm, previously 2 cm")."""
+        m = s.matches[k]
         size = prior = None
         after = -1
-        for i in window:
-            kinds = s.cue_at[i]
-            if not kinds or "units" not in kinds:
-                continue
+        for i in self._size_units(s, k, window):
             found = _measure(self.lex, s.words, s.cue_at, i)
-            if found is None:
+            if found is None or (found[1] > 0 and s.words[found[1] - 1] in self.lex.size_amounts):
                 continue
+            if self._distance_only(s, found[1], i + 1):
+                continue  # "2 cm from the hilum": a distance
             if _is_prior(self.lex, s.words, found[1], i + 1):
                 prior = prior if prior is not None else found[0]
             elif size is None:
                 size, after = found[0], i + 1
         if size is not None and prior is None:
-            prior = self._prior_after(s, k, after)
+            prior = self._prior_after(s, k, max(after, m.end))
         return size, prior
+
+    def _distance_only(self, s: Sentence, first: int, after: int) -> bool:
+        """Whether the size from token ``first`` to ``after`` is a distance from a landmark ("2 cm
+        from the hilum"): a direction word (``tip_above``, ``tip_below``) after it and no measure
+        verb before it ("measuring 1.8 cm from the apex" is a pneumothorax's size)."""
+        words, lex = s.words, self.lex
+        if after >= s.n or not (words[after] in lex.tip_above or words[after] in lex.tip_below):
+            return False
+        i = first - 1
+        while i >= 0 and words[i] in lex.size_fillers and words[i] not in lex.measure_verbs:
+            i -= 1
+        return not (i >= 0 and words[i] in lex.measure_verbs)
+
+    def _size_units(self, s: Sentence, k: int, window: list[int]) -> list[int]:
+        """The unit tokens a size of mention ``k`` may end at, nearest first: in the window before
+        its name with no "with" or "and" between, then after its name to ``size_forward`` tokens
+        (stopping at a clause break, "with", "and", a contrast or another finding)."""
+        m, words = s.matches[k], s.words
+        out = [i for i in window if i < m.start and s.cue_at[i] and "units" in s.cue_at[i]  # type: ignore[operator]
+               and not any(w in _SIZE_BREAKS for w in words[i + 1 : m.start])]
+        i = m.end
+        while i < s.n and i - m.end < self.size_forward:
+            if (s.entity_at[i] >= 0 and s.entity_at[i] != k) or self._ends_forward(s, i):
+                break
+            kinds = s.cue_at[i]
+            if kinds and "units" in kinds:
+                out.append(i)
+            i += 1
+        return out
 
     def _prior_after(self, s: Sentence, k: int, start: int) -> float | None:
         """The first size marked as prior from token ``start`` to the sentence's end, not past
@@ -226,51 +279,72 @@ class AttributeRules:
                     return found[0]
         return None
 
-    def tip(self, s: Sentence, k: int, landmarks: Collection[str], measured: str | None,
-            above: str | None) -> tuple[str | None, float | None]:
-        """The nearest of a device's ``landmarks`` (or words saying its tip is where it belongs) in
-        the tip window, and for the ``measured`` landmark a distance written before it ("4 cm
-        above the carina": 40.0; "below": negative); "above the carina" with no distance is the
-        ``above`` landmark (the trachea). (None, None) when no landmark is named."""
-        for i in self._tip_window(s, k):
-            kinds = s.cue_at[i]
-            landmark = kinds.get("landmarks") if kinds else None
-            if landmark is None or not (landmark in landmarks or landmark == "expected_position"):
-                continue
-            if landmark != measured:
-                return landmark, None
-            direction, mm = self._distance(s, s.cue_start[i])
-            if mm is None and direction > 0 and above is not None:
-                return above, None
-            return landmark, mm
+    def tip(self, s: Sentence, k: int, position: TipReading) -> tuple[str | None, float | None]:
+        """Where a device's tip lies (``attribute.tip``): of its landmarks (or words saying the tip
+        is where it belongs), the last one named after the device (a course is told to its end:
+        "through the esophagus into the stomach"), else the last in its name, else the nearest
+        before it; not one that ``tip_elsewhere`` words put elsewhere ("not in", "previously in",
+        "should be advanced into"). For the measured landmark, a distance written before it ("4 cm
+        above the carina": 40.0); "above the carina" with no distance is the landmark above it
+        (the trachea), "below" it the one beyond (a bronchus), "just above" it the landmark
+        itself. (None, None) when no landmark is named."""
+        name, forward, back = self._tip_window(s, k)
+        for positions, last in ((forward, True), (name, True), (back, False)):
+            found = [i for i in positions if self._landmark_here(s, i, position.landmarks)]
+            if found:
+                i = found[-1] if last else found[0]
+                return self._tip_at(s, i, s.cue_at[i]["landmarks"], position)  # type: ignore[index]
         return None, None
 
-    def _tip_window(self, s: Sentence, k: int) -> list[int]:
-        """The words of mention ``k``'s name, then ``tip_forward`` tokens after it and ``tip_back``
-        before it, nearest first. Unlike the attribute window it goes on across "with", "and" and a
-        comma ("PICC, with tip in the SVC"); it stops at another finding and at ".", ";" or ":"."""
+    def _landmark_here(self, s: Sentence, i: int, landmarks: Collection[str]) -> bool:
+        """Whether token ``i`` starts a landmark of the device that no ``tip_elsewhere`` word in the
+        five tokens before it puts elsewhere ("should be advanced into the stomach")."""
+        kinds = s.cue_at[i]
+        landmark = kinds.get("landmarks") if kinds else None
+        if landmark is None or s.cue_start[i] != i or not (landmark in landmarks or landmark == "expected_position"):
+            return False
+        return not any(s.words[j] in self.lex.tip_elsewhere for j in range(max(0, i - 5), i))
+
+    def _tip_at(self, s: Sentence, at: int, landmark: str, position: TipReading) -> tuple[str | None, float | None]:
+        """The tip reading of ``landmark`` starting at token ``at`` (see :meth:`tip`)."""
+        if landmark != position.distance_landmark:
+            return landmark, None
+        direction, mm = self._distance(s, at)
+        if mm is None and direction > 0 and position.above is not None:
+            return position.above, None
+        if direction < 0 and position.beyond is not None:
+            return position.beyond, None
+        return landmark, mm
+
+    def _tip_window(self, s: Sentence, k: int) -> tuple[list[int], list[int], list[int]]:
+        """Mention ``k``'s name, then ``tip_forward`` tokens after it (in order) and ``tip_back``
+        before it (nearest first). Unlike the attribute window it goes on across "with", "and" and
+        a comma ("PICC, with tip in the SVC"); it stops at another finding and at ".", ";" or ":"."""
         m, n = s.matches[k], s.n
-        out = list(range(m.start, m.end))
-        for step, start, reach in ((1, m.end, self.tip_forward), (-1, m.start - 1, self.tip_back)):
+        reach: list[list[int]] = [[], []]
+        for side, (step, start, most) in enumerate(((1, m.end, self.tip_forward), (-1, m.start - 1, self.tip_back))):
             i = start
-            while 0 <= i < n and abs(i - start) < reach:
+            while 0 <= i < n and abs(i - start) < most:
                 if (s.entity_at[i] >= 0 and s.entity_at[i] != k) or s.words[i] in _TIP_STOPS:
                     break
-                out.append(i)
+                reach[side].append(i)
                 i += step
-        return out
+        return list(range(m.start, m.end)), reach[0], reach[1]
 
     def _distance(self, s: Sentence, at: int) -> tuple[int, float | None]:
         """The direction (1 above, -1 below, 0 none said) and distance written before the landmark
         starting at token ``at``: a size, a direction word (``tip_above`` / ``tip_below``), then
-        "to" or "the" ("2 cm above the carina": (1, 20.0); "above the carina": (1, None))."""
+        "to", "the", "level" or "of" ("2 cm above the level of the carina": (1, 20.0); "above the
+        carina": (1, None); "just above the carina": (1, 0.0))."""
         words, lex = s.words, self.lex
         i = at - 1
-        while i >= 0 and words[i] in ("the", "to", "of"):
+        while i >= 0 and words[i] in ("the", "to", "of", "level"):
             i -= 1
         if i < 0 or not (words[i] in lex.tip_above or words[i] in lex.tip_below):
             return 0, None
         sign = 1 if words[i] in lex.tip_above else -1
+        if i > 0 and words[i - 1] in lex.tip_close:
+            return sign, 0.0
         kinds = s.cue_at[i - 1] if i > 0 else None
         found = _measure(lex, words, s.cue_at, i - 1) if kinds and "units" in kinds else None
         return sign, None if found is None else sign * found[0]
@@ -319,15 +393,20 @@ _PLACE_NOUNS = frozenset({"lobe", "lobes", "lung", "lungs", "zone", "zones"})
 
 def _measure(lex: Lexicon, words: list[str], cue_at: list[dict[str, object] | None], unit_at: int) -> tuple[float, int] | None:
     """The size whose unit is token ``unit_at``, in millimetres, and the index of its first token:
-    the largest of its dimensions or range ends ("1.2 x 0.8 cm": 12.0; "2-3 mm": 3.0)."""
+    the largest of its dimensions or range ends ("1.2 x 0.8 cm": 12.0; "2-3 mm": 3.0). None for a
+    number that is no size: over :data:`MAX_SIZE_MM` or zero, or after a comma that follows a
+    number ("1,5 cm" may be a decimal comma). A number before another, larger than it, is no range
+    end ("12/14/2019 5 mm": 5.0)."""
     unit = cue_at[unit_at]
     factor = UNIT_MM[str(unit["units"])] if unit else 1.0
     values: list[float] = []
+    last: float | None = None  # the number just read in this dimension (a range end before it is smaller)
     i = unit_at - 1
     first = unit_at
     while i >= 0:
-        if _NUMBER.match(words[i]):
-            values.append(float(words[i]) * factor)
+        if _NUMBER.match(words[i]) and (last is None or float(words[i]) * factor <= last):
+            last = float(words[i]) * factor
+            values.append(last)
             first = i
             i -= 1
         elif values and words[i] in lex.size_joiners and i > 0:
@@ -336,9 +415,13 @@ def _measure(lex: Lexicon, words: list[str], cue_at: list[dict[str, object] | No
             if own and "units" in own:  # "1.2 cm x 0.8 cm": each dimension with its unit
                 factor = UNIT_MM[str(own["units"])]
                 i -= 1
+            last = None  # a new dimension: any size may come before it
         else:
             break
-    return (max(values), first) if values else None
+    if not values or (first >= 2 and words[first - 1] == "," and _NUMBER.match(words[first - 2])):
+        return None
+    largest = max(values)
+    return (largest, first) if 0 < largest <= MAX_SIZE_MM else None
 
 
 def _is_prior(lex: Lexicon, words: list[str], first: int, after: int) -> bool:

@@ -22,18 +22,19 @@ from bisect import bisect_right
 from collections import OrderedDict
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from cxreval.extract.models import Extraction, Mention, ReadingRules, constructed
 from cxreval.extract.rules import scopes as sc
-from cxreval.extract.rules.attributes import AttributeRules, Place
+from cxreval.extract.rules.attributes import AttributeRules, Place, TipReading
 from cxreval.extract.rules.interpreter import BITS, Sentence, StatusRules, mask_of
 from cxreval.extract.rules.ruleset import (
     CUE_CATEGORIES,
     NAME_SCAN,
     PREFIX_REST,
-    DerivedRecord,
+    LANDMARK_PLACES,
     VOCAB_KINDS,
+    DerivedRecord,
     NormalStatement,
     RulesError,
     RuleSet,
@@ -64,7 +65,7 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "29"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "30"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
 #: The rule that reads a slip in a long finding-name word (``names.yaml``).
 SPELLING = "finding.spelling"
@@ -72,9 +73,11 @@ SPELLING = "finding.spelling"
 _NOT_A_FINDING = ""
 #: Cue categories (not attribute kinds): a cue inside a finding name only lends it attributes.
 _CUE_CATEGORIES = frozenset(CUE_CATEGORIES)
-_VOCAB_KINDS = frozenset(VOCAB_KINDS)
+#: What a cue inside a finding name keeps: the attribute kinds, and a landmark's own places.
+_VOCAB_KINDS = frozenset((*VOCAB_KINDS, LANDMARK_PLACES))
 _ATTRIBUTE_BITS = mask_of(ATTRIBUTE_KINDS)
 _CHANGE_BIT = BITS["comparison"]
+_UNITS_BIT = BITS["units"]
 _COLON_BIT = BITS[":"]
 #: The rule that gives each side of a list its own size (``steps.yaml``).
 SIDE_SEVERITY = "attribute.side_severity"
@@ -82,14 +85,6 @@ SIDE_SEVERITY = "attribute.side_severity"
 MALPOSITION = "device.malposition"
 
 
-class _TipPosition(NamedTuple):
-    """What the engine reads of a device position: its landmarks, those that are malpositioned, and
-    the landmark its tip is measured from."""
-
-    landmarks: frozenset[str]
-    malpositioned: frozenset[str]
-    distance_landmark: str | None
-    above: str | None
 
 
 #: The place of a mention in a sentence without attribute words.
@@ -187,10 +182,12 @@ class RuleExtractor:
         self._status = StatusRules(self.rules, self._lung_entities, self._rest_names)
         self._attributes = AttributeRules(self.rules)
         #: Device entity -> where its tip belongs (the ontology's ``device_positions``).
-        self._positions = {p.device: _TipPosition(frozenset(p.landmarks), frozenset(p.malpositioned),
-                                                  p.distance.landmark if p.distance else None,
-                                                  p.distance.above if p.distance else None)
+        self._positions = {p.device: TipReading(frozenset(p.landmarks), p.distance.landmark if p.distance else None,
+                                                p.distance.above if p.distance else None,
+                                                p.distance.beyond if p.distance else None)
                            for p in self.ontology.device_positions}
+        #: Device entity -> the landmarks where its tip is malpositioned.
+        self._malpositioned = {p.device: frozenset(p.malpositioned) for p in self.ontology.device_positions}
         derived = self.rules.records.get(MALPOSITION)
         #: ``device.malposition`` when it is on and names an entity of the ontology.
         self._malposition: DerivedRecord | None = (
@@ -323,8 +320,6 @@ class RuleExtractor:
         if not matches:
             return []
         s, categories = self._sentence(words, matches)
-        has_attributes = categories & _ATTRIBUTE_BITS
-        has_change = categories & _CHANGE_BIT
         steps = self._status.steps_for(categories)
         scopes = sc.scopes(self._lex, norm, columns)
         out: list[Mention] = []
@@ -342,24 +337,25 @@ class RuleExtractor:
                 entity_rule = SPELLING
             out.extend(self._readings(norm, columns, scopes, s, k, section, entity, cue,
                                       (status, grade, historical, entity_rule, status_rule),
-                                      bool(has_attributes), bool(has_change)))
+                                      categories))
         return out
 
     def _readings(self, norm: NormalizedText, columns: TokenColumns, scopes: list[int], s: Sentence, k: int,
-                  section: str, entity: str, cue: str | None, decided: tuple[Any, ...], has_attributes: bool,
-                  has_change: bool) -> list[Mention]:
+                  section: str, entity: str, cue: str | None, decided: tuple[Any, ...], categories: int) -> list[Mention]:
         """The mentions of match ``k`` once its entity and status are decided: its place, size, change
         and tip; one mention per side where a list gives each side its own size ("small right and
         large left effusions", ``attribute.side_severity``), and the malposition a tip implies."""
         status, grade, historical, entity_rule, status_rule = decided
+        has_attributes, has_change, has_units = (categories & _ATTRIBUTE_BITS, categories & _CHANGE_BIT,
+                                                 bool(categories & _UNITS_BIT))
         position = self._positions.get(entity)
-        place = self._attributes.place_and_size(s, k, sizes=position is None) if has_attributes else _NO_PLACE
+        place = (self._attributes.place_and_size(s, k, device=position is not None, units=has_units)
+                 if has_attributes else _NO_PLACE)
         comparison = self._attributes.change(s, k) if has_change else None
         size_change = comparison is None and place.prior_mm is not None and place.size_mm is not None
         if size_change:  # "now 3 cm, previously 2 cm" (attribute.size_change)
             comparison = _size_change(place.size_mm, place.prior_mm)  # type: ignore[arg-type]
-        tip, tip_mm = (self._attributes.tip(s, k, position.landmarks, position.distance_landmark, position.above)
-                       if position is not None and has_attributes else (None, None))
+        tip, tip_mm = self._attributes.tip(s, k, position) if position is not None and has_attributes else (None, None)
         sides: list[tuple[str | None, str | None, str]] = [(side, severity, SIDE_SEVERITY)
                                                            for side, severity in place.by_side]
         sides = (sides
@@ -368,18 +364,20 @@ class RuleExtractor:
                              (status, grade, side, place.zones, severity, comparison, historical, entity_rule,
                               status_rule, side_rule, tip, tip_mm, place.size_mm, size_change))
                for side, severity, side_rule in sides]
-        if (tip is not None and position is not None and tip in position.malpositioned
+        if (tip is not None and tip in self._malpositioned.get(entity, ())
                 and self._malposition is not None and status != "absent" and not historical):
             out.append(self._derived(out[0], self._malposition))
         return out
 
     def _derived(self, made: Mention, rule: DerivedRecord) -> Mention:
         """The mention ``rule`` derives from a device mention ``made`` (``device.malposition``): the
-        same words, status and attributes, naming ``rule.to``, with ``rule`` as its entity rule."""
+        same words, status and attributes, naming ``rule.to``, with ``rule`` as its entity rule,
+        ``implied`` (no words of its own name it, so a mention in words leads the entity's state)."""
         named = made.rules
         assert named is not None
         fields = made.__dict__.copy()
         fields["entity"] = rule.to
+        fields["implied"] = True  # no words of its own: a malposition stated in words leads its state
         fields["rule_ids"] = named.model_copy(update={"entity": rule.id}).ids()
         return constructed(Mention, fields, made.__pydantic_fields_set__)
 

@@ -98,7 +98,7 @@ def mask_of(names: Iterable[str]) -> int:
     """The bits of some categories (:data:`BITS`)."""
     mask = 0
     for name in names:
-        mask |= BITS[name]
+        mask |= BITS.get(name, 0)  # a key no step reads (a landmark's own places) has no bit
     return mask
 
 

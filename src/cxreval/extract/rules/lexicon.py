@@ -61,6 +61,10 @@ class Lexicon:
     size_fillers: frozenset[str]
     tip_above: frozenset[str]
     tip_below: frozenset[str]
+    tip_elsewhere: frozenset[str]
+    tip_close: frozenset[str]
+    size_amounts: frozenset[str]
+    measure_verbs: frozenset[str]
     #: Words after "is not a" that describe the finding named after them, so the denial is of the
     #: description ("this is not a displaced fracture"): ``descriptors`` without
     #: ``naming_descriptors``, and ``prefix_descriptors`` (derived, so an edit of those reaches it).

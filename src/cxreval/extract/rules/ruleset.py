@@ -196,6 +196,7 @@ NUMBERS: dict[str, frozenset[str]] = {
     "attribute.change": frozenset({"back", "forward"}),
     "attribute.site_window": frozenset({"back", "forward"}),
     "attribute.tip": frozenset({"back", "forward"}),
+    "attribute.size": frozenset({"forward"}),
 }
 #: The step that is what no step deciding means: it has no place to move to and cannot be off.
 STATED = "finding.stated"
@@ -518,6 +519,31 @@ def _words(items: object, name: str, where: str) -> list[str]:
 
 # -- building the rule set -----------------------------------------------------------------------
 
+#: The cue key of the side and zones a landmark's own words give a finding that is no device.
+LANDMARK_PLACES = "landmark_places"
+
+
+def _place_landmarks(merged: dict[tuple[str, ...], dict[str, Any]], vocab: Any) -> None:
+    """Give each landmark phrase the sides and zones its words hold as :data:`LANDMARK_PLACES`
+    ("left upper lobe bronchus": left, upper), read where the mention is no device; none for a
+    landmark in ``landmarks_without_side`` (a heart chamber's "right" names the chamber)."""
+    words: PhraseTrie[tuple[str, str]] = PhraseTrie()
+    for kind in ("sides", "zones"):
+        for phrase, value in getattr(vocab, kind).items():
+            toks = tuple(term_tokens(phrase))
+            if words.get(toks) is None:
+                words.add(toks, (kind, value))
+    for toks, kinds in merged.items():
+        landmark = kinds.get("landmarks")
+        if landmark is None or landmark in vocab.landmarks_without_side:
+            continue
+        found = [v for _, _, v in words.scan(list(toks))]
+        sides = tuple(v for k, v in found if k == "sides")
+        zones = tuple(dict.fromkeys(v for k, v in found if k == "zones"))
+        if sides or zones:
+            kinds[LANDMARK_PLACES] = (sides, zones)
+
+
 def load_rules(ontology: Ontology, user_rules: str | Path | None = None) -> RuleSet:
     """The packaged rules (and a user's rule file) for ``ontology``: every record validated."""
     sources, words, versions = _packaged()
@@ -565,6 +591,8 @@ class _Builder:
         return self.user is not None and self.wheres[rid].startswith(self.user) or self.keep_normals
 
     def rule_set(self, version: str, lexicon: Lexicon) -> RuleSet:
+        for derived in self._of(DerivedRecord):  # "device.malposition" names an entity of the ontology
+            self._check_entities(derived, [derived.to])
         cues, cue_ids = self._cues()
         return RuleSet(
             version=version, cues=cues, lexicon=lexicon, normal_statements=self._normals(),
@@ -606,6 +634,7 @@ class _Builder:
         for kind in VOCAB_KINDS:
             for phrase, value in getattr(vocab, kind).items():
                 merged.setdefault(_phrase(phrase, kind, "cxreval:attributes.yaml"), {})[kind] = value
+        _place_landmarks(merged, vocab)
         trie: PhraseTrie[dict[str, Any]] = PhraseTrie()
         for toks, kinds in merged.items():
             trie.add(toks, kinds)
