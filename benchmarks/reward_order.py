@@ -21,7 +21,7 @@ scores the chain's five candidates; per shape the script counts the adjacent pai
 where the worse candidate scores higher (an inversion) or the same (a tie; between omission and
 denial a tie is allowed: ">=").
 
-Run: python benchmarks/reward_order.py [--split train] [--show SHAPE]
+Run: python benchmarks/reward_order.py [--split train] [--show SHAPE] [--near-misses generalise,over_specify]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def added_critical(reference: str, omission: str) -> str:
     return f"{omission.rstrip()}{end} {sentence}"
 
 
-def chains(rows: list[dict[str, str]]) -> list[tuple[str, str, str, dict[str, str]]]:
+def chains(rows: list[dict[str, str]], near_misses: tuple[str, ...] = NEAR_MISSES) -> list[tuple[str, str, str, dict[str, str]]]:
     """(variant, how, target entity, the five candidates) for every finding the suite changes in
     specificity or in one attribute and also omits and denies."""
     suite = PerturbationSuite(types=TYPES, per_type=99)
@@ -131,7 +131,7 @@ def chains(rows: list[dict[str, str]]) -> list[tuple[str, str, str, dict[str, st
         for (variant, entity), c in found.items():
             if "omit_finding" not in c or "negate_finding" not in c:
                 continue
-            for how in NEAR_MISSES:
+            for how in near_misses:
                 if how not in c:
                     continue
                 if how in SPECIFICITY and still_stated(c["omit_finding"], kin(named[variant, entity, how])):
@@ -161,11 +161,18 @@ def main() -> None:
     ap.add_argument("--split", choices=("val+test", "train"), default="val+test",
                     help="train to develop on; val + test to report (../shared/data/README.md)")
     ap.add_argument("--show", choices=SHAPES, help="print the chains that invert or tie under this shape")
+    ap.add_argument("--near-misses", default=",".join(NEAR_MISSES),
+                    help=f"the near misses to chain, comma-separated (default all: {','.join(NEAR_MISSES)}); "
+                         "issue 31's are generalise,over_specify")
     args = ap.parse_args()
     splits = ("val", "test") if args.split == "val+test" else ("train",)
     which = load_splits(data_dir())
     rows = [r for r in iu_reports() if which.get(r["uid"]) in splits]
-    found = chains(rows)
+    chosen = tuple(h.strip() for h in args.near_misses.split(",") if h.strip())
+    unknown = set(chosen) - set(NEAR_MISSES)
+    if unknown:
+        ap.error(f"unknown near misses {sorted(unknown)}; known: {', '.join(NEAR_MISSES)}")
+    found = chains(rows, chosen)
     kinds = Counter(f"{v}/{h}" for v, h, _, _ in found)
     print(f"IU X-ray {' + '.join(splits)}: {len(rows)} reports, {len(found)} chains "
           f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
