@@ -65,7 +65,7 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "30"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "31"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
 #: The rule that reads a slip in a long finding-name word (``names.yaml``).
 SPELLING = "finding.spelling"
