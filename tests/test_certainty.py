@@ -79,7 +79,7 @@ def test_every_mention_grade_agrees_with_its_status(ex):
 
 
 def test_signature_is_bumped(ex):
-    assert ex.signature.startswith("rules@31.c31.")
+    assert ex.signature.startswith("rules@32.c32.")
 
 
 # -- the cue file ------------------------------------------------------------------------------

@@ -361,10 +361,14 @@ class AttributeRules:
         """The first site rule of ``entity`` whose words stand near mention ``k`` (and none of its
         ``unless`` words): then the mention names that rule's entity."""
         for rule in self.sites.get(entity, ()):
-            near = self._near_words(s, k, rule)
-            if near & rule.words and not near & rule.unless:
+            if self.holds(s, k, rule):
                 return rule
         return None
+
+    def holds(self, s: Sentence, k: int, rule: SiteRule) -> bool:
+        """Whether a word of ``rule`` stands near mention ``k`` and none of its ``unless`` words does."""
+        near = self._near_words(s, k, rule)
+        return bool(near & rule.words) and not near & rule.unless
 
     def _near_words(self, s: Sentence, k: int, rule: SiteRule) -> set[str]:
         """The words a site rule looks at for mention ``k``: its clause window or its sentence

@@ -65,7 +65,7 @@ from cxreval.ontology import Ontology, load_ontology
 __all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
            "default_extractor", "load_rules"]
 
-RULES_VERSION = "31"  # what each version changed: CHANGELOG.md, "Rule engine history"
+RULES_VERSION = "32"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
 #: The rule that reads a slip in a long finding-name word (``names.yaml``).
 SPELLING = "finding.spelling"
@@ -320,6 +320,13 @@ class RuleExtractor:
         if not matches:
             return []
         s, categories = self._sentence(words, matches)
+        if self.rules.name_conditions:
+            named = [m for k, m in enumerate(matches) if self._named_here(s, k)]
+            if len(named) < len(matches):  # the words name no finding here: plain words for the rest
+                if not named:
+                    return []
+                matches = named
+                s, categories = self._sentence(words, matches)
         steps = self._status.steps_for(categories)
         scopes = sc.scopes(self._lex, norm, columns)
         out: list[Mention] = []
@@ -429,6 +436,12 @@ class RuleExtractor:
         if site is not None:
             return site.to, site.id
         return entity, rule
+
+    def _named_here(self, s: Sentence, k: int) -> bool:
+        """Whether match ``k`` names its entity here: a name rule with ``near`` words names it only
+        beside one of them ("lucency" beside a lung place, not in a rib or under the diaphragm)."""
+        where = self.rules.name_conditions.get(self._name_rule(s.words, s.matches[k]))
+        return where is None or self._attributes.holds(s, k, where)
 
     def _name_rule(self, words: list[str], m: GappedMatch) -> str:
         """The id of the user's name rule a match's words are, else the packaged name scan's."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cxreval.extract.models import HEDGE_GRADES
 from cxreval.extract.rules.lexicon import Lexicon, LexiconError, lexicon_from_data
@@ -99,11 +99,23 @@ class CueRecord(Record):
 
 
 class NameRecord(Record):
-    """A user's finding name: words (an abbreviation) that name an ontology entity."""
+    """Words (an abbreviation, a user's term) that name an ontology entity. With ``near``, they name
+    it only where a ``near`` word stands in the mention's clause or sentence (``reach``) and no
+    ``unless`` word does; elsewhere they name no finding ("lucency" is the lung's only beside a lung
+    place: a lucency in a rib or under the diaphragm is another finding's sign)."""
 
     kind: Literal["name"] = "name"
     entity: str
     phrases: list[str]
+    near: list[str] = []
+    unless: list[str] = []
+    reach: Literal["clause", "sentence"] = "clause"
+
+    @model_validator(mode="after")
+    def _unless_needs_near(self) -> NameRecord:
+        if self.unless and not self.near:
+            raise ValueError("`unless` words need `near` words: a name without `near` names its entity everywhere")
+        return self
 
 
 class NameScanRecord(Record):
@@ -262,6 +274,9 @@ class RuleSet:
     not_findings: tuple[tuple[str, ...], ...] = ()
     #: A user's finding names: tokens -> (entity, rule id).
     names: dict[tuple[str, ...], tuple[str, str]] = field(default_factory=dict)
+    #: Name rule id -> where its words name the entity (a name record with ``near`` words): the
+    #: rule's ``to`` is the entity, ``words`` the ``near`` words.
+    name_conditions: dict[str, SiteRule] = field(default_factory=dict)
     #: (cue category, phrase) -> the id of the record that holds it.
     cue_ids: dict[tuple[str, str], str] = field(default_factory=dict)
     #: The enabled status steps, in order.
@@ -599,8 +614,8 @@ class _Builder:
             modifiers=self._modifiers(), sites=self._sites(),
             not_findings=tuple(_phrase(p, r.id, self.wheres[r.id]) for r in self._of(PhraseListRecord)
                                if r.kind == "not_findings" for p in r.phrases),
-            names=self._names(), cue_ids=cue_ids, steps=self._steps(), records=self.records,
-            spelling=self._spelling())
+            names=self._names(), name_conditions=self._name_conditions(), cue_ids=cue_ids, steps=self._steps(),
+            records=self.records, spelling=self._spelling())
 
     def _spelling(self) -> tuple[int, frozenset[str]] | None:
         """The spelling rule's length and its words that are no slip (None: the rule is off)."""
@@ -675,6 +690,15 @@ class _Builder:
             self._check_entities(r, [r.entity])
             for phrase in r.phrases:
                 out[_phrase(phrase, r.id, self.wheres[r.id])] = (r.entity, r.id)
+        return out
+
+    def _name_conditions(self) -> dict[str, SiteRule]:
+        out = {}
+        for r in self._of(NameRecord):
+            if r.near:
+                where = self.wheres[r.id]
+                out[r.id] = SiteRule(r.entity, frozenset(_site_word(w, r.id, where) for w in r.near),
+                                     frozenset(_site_word(w, r.id, where) for w in r.unless), r.reach, r.id)
         return out
 
     def _normals(self) -> list[NormalStatement]:
