@@ -5,9 +5,9 @@ Texts: the findings + impression of every IU X-ray report with text (read at run
 - the rule extractor as ``RulesEngine`` uses it (a fresh ``RuleExtractor``, so its report,
   section and sentence caches start empty): one pass over all the reports, then a second pass
   (warm caches: the same reports read again, as a reward function sees references every step);
-- the same second pass with the report cache off (``report_cache=0``): each report put together
+- the same second pass with the report cache off (``report_cache=False``): each report put together
   from the warm section and sentence caches;
-- the rule extractor with its caches off (``sentence_cache=0``), the reading itself;
+- the rule extractor with its caches off (``cache_mib=0``), the reading itself;
 - the baseline, benchmarks/keyword_negex.py: ontology synonyms found as word n-grams, negated by a
   NegEx trigger earlier in the sentence (about 50 lines; the cheapest reading a score could be
   built on).
@@ -75,10 +75,10 @@ def main() -> None:
         gc_share.append(clock.seconds * first / len(texts))  # GC seconds / pass seconds
         best["first"] = max(best["first"], first)
         best["warm"] = max(best["warm"], rate(cached.extract, texts))
-        pieces = RuleExtractor(onto, cached.rules, report_cache=0)
+        pieces = RuleExtractor(onto, cached.rules, report_cache=False)
         rate(pieces.extract, texts)
         best["sections"] = max(best["sections"], rate(pieces.extract, texts))
-        best["uncached"] = max(best["uncached"], rate(RuleExtractor(onto, sentence_cache=0).extract, texts))
+        best["uncached"] = max(best["uncached"], rate(RuleExtractor(onto, cache_mib=0).extract, texts))
         best["keyword"] = max(best["keyword"], rate(KeywordNegex(onto).extract, texts))
     base = best["keyword"]
     print(f"IU X-ray, {len(texts):,} reports (findings + impression), one process, best of {args.repeat}")

@@ -173,6 +173,34 @@ def test_bench_runs_the_baselines(data_dir: Path, monkeypatch: pytest.MonkeyPatc
         assert all(r.error_free is not None for r in board.rows)
 
 
+def test_a_rerun_takes_each_baseline_from_the_bench_cache(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choice is stored under the hash of its inputs (never the report text) and read back
+    the same; another seed or changed data files are another key."""
+    import sqlite3
+
+    from cxreval.bench.cache import BenchCache
+    from cxreval.bench.config import SystemConfig
+    from cxreval.bench.runner import load_iu_baseline
+    from cxreval.datasets.baselines import RetrievalData, baseline_key
+
+    monkeypatch.delenv("CXREVAL_DATA_DIR", raising=False)
+    data = RetrievalData.load(data_dir)
+    oracle = SystemConfig(name="oracle", baseline="retrieval-oracle", seed=0)
+    with BenchCache(data_dir.parent / "cache.sqlite") as cache:
+        first = load_iu_baseline(oracle, IDS, "findings", data_dir, data=data, cache=cache)
+        assert cache.count("baselines") == 1
+        again = load_iu_baseline(oracle, IDS, "findings", data_dir, data=RetrievalData.load(data_dir), cache=cache)
+        assert again == first and again.texts == baseline_reports("retrieval-oracle", IDS, data_dir, seed=0).texts
+    stored = sqlite3.connect(data_dir.parent / "cache.sqlite").execute("SELECT choice FROM baselines").fetchone()[0]
+    assert "Cardiomegaly" not in stored and json.loads(stored)["source_uids"] == first.source_uids
+    key = baseline_key("retrieval-oracle", IDS, seed=0, noise=0.0, section="findings", data=data)
+    assert key != baseline_key("retrieval-oracle", IDS, seed=1, noise=0.0, section="findings", data=data)
+    with (data_dir / "iu-xray" / "indiana_reports.csv").open("a", newline="") as fh:
+        csv.writer(fh).writerow(["999", "normal", "Lungs are clear.", ""])
+    assert key != baseline_key("retrieval-oracle", IDS, seed=0, noise=0.0, section="findings",
+                               data=RetrievalData.load(data_dir))
+
+
 def test_config_checks(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CXREVAL_DATA_DIR", raising=False)
     root = _bench_dir(data_dir)

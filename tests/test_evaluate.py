@@ -84,7 +84,8 @@ def test_reference_shared_by_many_candidates_is_read_once():
     ev = Evaluator()
     ref = "Small left pleural effusion."
     ev.evaluate([ReportPair(pair_id=str(i), reference=ref, candidate=f"Pneumothorax {i}.") for i in range(5)])
-    assert len(ev.judge_engine.cache) == 1 + 5
+    assert len(ev.extractor._reports) == 1 + 5
+    assert ev.extract(ref) is ev.extract(ref)  # from the extractor's bounded report cache
 
 
 def test_user_ontology_works_end_to_end(tmp_path):

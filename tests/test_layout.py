@@ -105,6 +105,9 @@ def test_testing_package_is_not_imported_by_runtime_code() -> None:
 def test_llm_is_infrastructure_that_knows_no_engine() -> None:
     """``llm/`` (backends, runner, answer store, prompts, generic answer parsing) is imported by
     the engines in ``extract/`` and ``judge/`` and imports none of them, nor what is built on them
-    (``cxreval.literals``, the shared names, imports nothing of cxreval)."""
-    imported = _import_graph().get("cxreval.llm", set())
-    assert imported <= {"cxreval.ontology", "cxreval.literals"}, sorted(imported)
+    (``cxreval.literals``, the shared names, and ``cxreval.caches``, the one bounded cache, import
+    nothing of cxreval)."""
+    graph = _import_graph()
+    imported = graph.get("cxreval.llm", set())
+    assert imported <= {"cxreval.ontology", "cxreval.literals", "cxreval.caches"}, sorted(imported)
+    assert not graph.get("cxreval.caches") and not graph.get("cxreval.literals")

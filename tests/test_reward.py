@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 import cxreval
+from cxreval.caches import MIB, STATE_BYTES, text_weight
 from cxreval.io import ReportPair
 from cxreval.reward import ClinicalReward, completion_text, compute_score
 
@@ -60,17 +61,23 @@ def test_trl_call_reads_the_reference_column_and_names_a_missing_one() -> None:
     assert r.__name__ == "cxreval_neg_errors"
 
 
+def _two_entries(text: str) -> float:
+    """A cache budget (MiB) that holds two, not three, reports like ``text`` (one entity state each)."""
+    return 2.5 * text_weight(text, 1, STATE_BYTES) / MIB
+
+
 def test_verl_compute_score_and_reference_cache() -> None:
     assert compute_score("iu", CANDS[1], REF) == ClinicalReward().score_one(REF, CANDS[1])
-    r = ClinicalReward(cache_size=2)
+    r = ClinicalReward(reference_cache_mib=_two_entries("Large effusion."))
     for ref in ("No effusion.", "Small effusion.", "Large effusion.", "No effusion."):
         r.score_one(ref, "No effusion.")
     assert r.cached_references == ["Large effusion.", "No effusion."]  # least recently used dropped
 
 
 def test_completions_are_cached_apart_from_references() -> None:
-    r = ClinicalReward(cache_size=2, completion_cache=2)
-    plain = ClinicalReward(completion_cache=0)  # reads every completion
+    r = ClinicalReward(reference_cache_mib=_two_entries("Small left effusion."),
+                       completion_cache_mib=_two_entries("Small left effusion. Case 0."))
+    plain = ClinicalReward(completion_cache_mib=0)  # reads every completion
     refs = ["Small left effusion.", "No pneumothorax."]
     cands = [f"Small left effusion. Case {i}." for i in range(5)] + ["Small left effusion. Case 0."]
     got = [r.score_one(refs[i % 2], c) for i, c in enumerate(cands)]
@@ -102,3 +109,20 @@ def test_a_completion_with_lookalike_letters_earns_no_more_than_the_floor(shape:
     assert r.score_one(REF, hiding) <= min(r.score_one(REF, "Small left pleural effusion. No pneumothorax."), floor)
     # the same completion without the look-alike letter is scored as before
     assert r.score_one(REF, plain) == ClinicalReward(shape).score_one(REF, plain)
+
+
+def test_workers_give_the_rewards_of_one_process() -> None:
+    """``num_workers``: spawned processes score a large batch in chunks, with the same rewards
+    (look-alike floors included), and a pickled reward carries no pool."""
+    refs = [REF] * 6 + ["No acute cardiopulmonary process."] * 6
+    cands = [*CANDS, "Small left pleural effusion. Right pneum\u043ethorax.", None] * 2
+    cands = cands[:12]
+    one = ClinicalReward("graded")
+    with ClinicalReward("graded", num_workers=2, parallel_min=4) as many:
+        assert many.score(refs, cands) == one.score(refs, cands)
+        assert many._pool is not None  # the batch went to the workers
+        copy = pickle.loads(pickle.dumps(many))
+        assert copy._pool is None and copy.score(refs[:2], cands[:2]) == one.score(refs[:2], cands[:2])
+    assert many._pool is None
+    with pytest.raises(ValueError, match="num_workers"):
+        ClinicalReward(num_workers=0)

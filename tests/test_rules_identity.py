@@ -56,29 +56,32 @@ def test_normal_statement_precheck_changes_nothing() -> None:
 def test_sentence_cache_changes_nothing() -> None:
     onto = load_ontology()
     cached = RuleExtractor(onto)
-    plain = RuleExtractor(onto, cached.rules, sentence_cache=0)
+    plain = RuleExtractor(onto, cached.rules, cache_mib=0)
     texts = _texts()
     differ = [t[:80] for t in texts if _dump(cached, t) != _dump(plain, t)]
     assert not differ, f"{len(differ)} reports read differently, e.g. {differ[:3]}"
     # a second pass reads every sentence from the cache, with the same result
     again = [t[:80] for t in texts[:500] if _dump(cached, t) != _dump(plain, t)]
     assert not again
-    small = RuleExtractor(onto, cached.rules, sentence_cache=5)  # eviction keeps results right
+    small = RuleExtractor(onto, cached.rules, cache_mib=0.02)  # eviction keeps results right
     assert all(_dump(small, t) == _dump(plain, t) for t in texts[:300])
+    assert 0 < small._sentences.nbytes <= small._sentences.budget and len(small._sentences) < 300
 
 
 def test_report_cache_changes_nothing() -> None:
     onto = load_ontology()
-    plain = RuleExtractor(onto, sentence_cache=0)
-    cached = RuleExtractor(onto, plain.rules, report_cache=40)  # evicts: 300 texts through 40 slots
+    plain = RuleExtractor(onto, cache_mib=0)
+    cached = RuleExtractor(onto, plain.rules, cache_mib=1.6)  # evicts: 300 texts through 400 KB of reports
     texts = _texts()[:300]
     first = [cached.extract(t) for t in texts]
     assert cached.extract(texts[-1]) is first[-1]  # a repeat is the cached extraction itself
     assert cached.extract(texts[0]) is not first[0]  # evicted long ago: read again
-    assert len(cached._reports) == 40
+    kept = len(cached._reports)
+    assert 10 < kept < 300 and cached._reports.nbytes <= cached._reports.budget
     assert all(_dump(cached, t) == _dump(plain, t) for t in texts)  # first reads, then repeats
-    assert all(_dump(cached, t) == _dump(plain, t) for t in texts[-40:])
-    assert not RuleExtractor(onto, plain.rules, sentence_cache=0)._report_cache  # caches off: all off
+    assert all(_dump(cached, t) == _dump(plain, t) for t in texts[-kept:])
+    assert not RuleExtractor(onto, plain.rules, cache_mib=0)._reports.budget  # caches off: all off
+    assert not RuleExtractor(onto, plain.rules, report_cache=False)._reports.budget
 
 
 def test_fast_paths_of_text_match_the_plain_ones() -> None:
@@ -141,7 +144,7 @@ def test_copied_mentions_are_what_validation_makes(monkeypatch: pytest.MonkeyPat
     texts = _texts()
     copied = [extractor.extract(t) for t in texts[:1500] + texts[:200]]  # repeats: the report cache
     monkeypatch.setattr(engine, "_TEMPLATES", 0)  # no templates: every mention validated
-    plain = RuleExtractor(onto, extractor.rules, sentence_cache=0)
+    plain = RuleExtractor(onto, extractor.rules, cache_mib=0)
     for text, got in zip(texts[:1500] + texts[:200], copied):
         want = plain.extract(text)
         assert len(got.mentions) == len(want.mentions)
@@ -210,9 +213,9 @@ def test_skipping_steps_a_sentence_gives_no_cue_for_changes_nothing(monkeypatch:
 
     onto = load_ontology()
     texts = _texts()
-    fast = RuleExtractor(onto, sentence_cache=0)
+    fast = RuleExtractor(onto, cache_mib=0)
     want = [[(m.model_dump(), m.rule_ids) for m in fast.extract(t).mentions] for t in texts]
     monkeypatch.setattr(StatusRules, "steps_for", lambda self, categories: tuple(step for step, _ in self.steps))
-    every = RuleExtractor(onto, sentence_cache=0)
+    every = RuleExtractor(onto, cache_mib=0)
     for text, expected in zip(texts, want):
         assert [(m.model_dump(), m.rule_ids) for m in every.extract(text).mentions] == expected, text

@@ -29,7 +29,6 @@ and below ``evaluate``, which dispatches through :func:`get_engine`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -205,8 +204,6 @@ class RulesEngine:
         self.rules: RuleSet | None = user_rules(ontology, rules)
         """The rule set with a user's rules (None: the packaged rules only)."""
         self.extractor = RuleExtractor(ontology, self.rules)
-        self.cache: dict[str, Extraction] = {}
-        """Extractions by the SHA-256 of their text."""
         self.workers = 1
         """Processes that judge a batch of at least :data:`PARALLEL_MIN_PAIRS` pairs (results identical)."""
 
@@ -223,22 +220,11 @@ class RulesEngine:
         actor (:func:`init_rules_worker`): the same ontology, policies, rules and judgement rule."""
         return (self.ontology, self.uncertain, self.spec_compat, self.rules, self.hierarchy)
 
-    def trim_cache(self, most: int | None = None) -> None:
-        """Forget the cached extractions once they exceed ``most`` texts (default
-        :data:`WORKER_CACHE_TEXTS`), so memory stays bounded however many pairs pass through."""
-        if len(self.cache) > (WORKER_CACHE_TEXTS if most is None else most):
-            self.cache.clear()
-
     def read(self, texts: Iterable[str]) -> dict[str, Extraction]:
-        """The extraction of each distinct text, from the cache when it was read before."""
-        out = {}
-        for text in dict.fromkeys(texts):
-            key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            hit = self.cache.get(key)
-            if hit is None:
-                hit = self.cache[key] = self.extractor.extract(text)
-            out[text] = hit
-        return out
+        """The extraction of each distinct text (a text read before comes from the extractor's
+        report cache, bounded by its byte budget: :mod:`cxreval.caches`)."""
+        extract = self.extractor.extract
+        return {text: extract(text) for text in dict.fromkeys(texts)}
 
     async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
                     progress: bool = False, label: str = "judging pairs") -> EngineOutput:
@@ -295,8 +281,6 @@ class RulesEngine:
 
 #: Batches smaller than this are judged in the calling process (a pool costs more than it saves).
 PARALLEL_MIN_PAIRS = 2_000
-#: Extractions a worker keeps between chunks (texts repeat across chunks: references, templates).
-WORKER_CACHE_TEXTS = 20_000
 _ROW_FIELDS = COLUMNS  # a row as a worker sends it back: the judgement table's columns
 _RULES_WORKER: dict[str, RulesEngine] = {}
 
@@ -330,7 +314,6 @@ def _judge_rows(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
     """Worker: the judgement rows of a chunk of (pair id, reference, candidate), as plain tuples."""
     engine = rules_worker()
     rows = engine.judge_rows(ReportPair(pair_id=pid, reference=ref, candidate=cand) for pid, ref, cand in items)
-    engine.trim_cache()  # a worker's memory stays bounded however many chunks it judges
     return [tuple(getattr(r, f) for f in _ROW_FIELDS) for r in rows]
 
 

@@ -20,7 +20,14 @@ from typing import Any
 CHUNK_ITEMS = 500
 
 
-def default_workers() -> int:
+#: A rule-engine worker's memory (MiB) at most: its caches' budgets (:mod:`cxreval.caches`) and the
+#: engine, with room to spare (``benchmarks/memory.py`` measures a worker on all-new text).
+WORKER_MIB = 250
+#: The share of the memory available when a run starts that the default worker count may take.
+MEMORY_SHARE = 0.5
+
+
+def cores() -> int:
     """Every core this process may use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -28,10 +35,34 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def worker_pool(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...]) -> Any:
+def available_mib() -> float | None:
+    """The memory available for new processes (``MemAvailable`` of /proc/meminfo), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def default_workers(memory_mib: float | None = None) -> int:
+    """Every core, but no more workers than :data:`MEMORY_SHARE` of the available memory holds
+    at :data:`WORKER_MIB` each (``memory_mib``: the available memory, default read now)."""
+    memory = available_mib() if memory_mib is None else memory_mib
+    if memory is None:
+        return cores()
+    return max(1, min(cores(), int(memory * MEMORY_SHARE // WORKER_MIB)))
+
+
+def worker_pool(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...], *,
+                start_method: str | None = None) -> Any:
     """A pool of ``workers`` processes, started with the signals of :func:`worker_signals` (set
-    around the fork too, before their initializer runs)."""
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    around the fork too, before their initializer runs). ``start_method``: "spawn" where the
+    parent may hold what a fork must not copy (a CUDA context in a trainer); default: fork where
+    the platform has it."""
+    method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     main = threading.current_thread() is threading.main_thread()
     previous = (signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_DFL)) \
         if main else None

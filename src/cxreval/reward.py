@@ -32,11 +32,19 @@ the word it imitates, and is worth no more than :meth:`ClinicalReward.lookalike_
 the empty completion's reward for the other shapes. A policy cannot hide a finding this way, nor
 profit from trying.
 
-**Fast on repeats**: each distinct reference is read once and kept (a training set repeats its
-references across epochs and across the group of a GRPO prompt); so is each distinct completion
-among the last ``completion_cache`` (a group's rollouts often say the same short thing, "No acute
-cardiopulmonary process."), in a cache of its own, so that new completions never push references
-out.
+**Fast on repeats, bounded in memory**: the entity states of each distinct reference are kept
+while ``reference_cache_mib`` allows (a training set repeats its references across epochs and
+across the group of a GRPO prompt), and those of recent completions in a cache of their own
+(``completion_cache_mib``; a group's rollouts often say the same short thing, "No acute
+cardiopulmonary process."), so that new completions never push references out. Both are
+:class:`~cxreval.caches.BoundedCache`: least recently used out once their byte estimate passes the
+budget; 0 turns one off.
+
+**Many cores**: ``num_workers=N`` scores a batch of at least ``parallel_min`` (256) completions in
+N worker processes, in contiguous chunks (a GRPO group's completions share a reference and stay
+in one worker, with its caches). The workers are spawned, never forked, so a trainer's CUDA
+context is not copied; they live until :meth:`ClinicalReward.close` (or exit) and give the
+rewards one process gives.
 
 Use with TRL (a reward function receives the completions and the dataset's columns)::
 
@@ -49,15 +57,26 @@ compute_score`` (ground truth = the reference report).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from cxreval.caches import (
+    REWARD_COMPLETIONS_MIB,
+    REWARD_REFERENCES_MIB,
+    STATE_BYTES,
+    BoundedCache,
+    mib,
+    text_weight,
+)
 from cxreval.extract.text import lookalike_count
 from cxreval.scores.signature import Signature
+
+if TYPE_CHECKING:
+    from cxreval.extract.rules import RuleSet
 
 RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted", "graded"]
 SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted", "graded")
@@ -69,6 +88,13 @@ GRADED_WEIGHTS: dict[str, float] = {"attribute": 0.5, "specificity": 0.5, "omiss
                                     "invented": 1.0, "invented_critical": 2.0}
 #: Pairs judged into one table at a time when a batch is scored.
 TABLE_PAIRS = 64
+#: Batches smaller than this are scored in the calling process even with ``num_workers`` > 1.
+PARALLEL_MIN_COMPLETIONS = 256
+
+
+def _states_weight(text: str, states: dict[str, Any]) -> int:
+    """Estimated bytes of a report's cached entity states."""
+    return text_weight(text, len(states), STATE_BYTES)
 
 
 def completion_text(completion: Any) -> str:
@@ -97,10 +123,12 @@ class ClinicalReward:
         critical_weight: float = 3.0,
         ontology: str | Path | None = None,
         uncertain: str = "positive",
-        cache_size: int = 100_000,
-        completion_cache: int = 10_000,
-        rules: str | Path | None = None,
+        reference_cache_mib: float = REWARD_REFERENCES_MIB,
+        completion_cache_mib: float = REWARD_COMPLETIONS_MIB,
+        rules: str | Path | RuleSet | None = None,
         hierarchy: bool = True,
+        num_workers: int = 1,
+        parallel_min: int = PARALLEL_MIN_COMPLETIONS,
     ) -> None:
         from cxreval.engines import EngineRunner
         from cxreval.metrics.table import table_metric
@@ -110,6 +138,8 @@ class ClinicalReward:
             raise ValueError(f"unknown reward shape {shape!r}; choose from {', '.join(SHAPES)}")
         if critical_weight < 1:
             raise ValueError("critical_weight must be >= 1 (1 = every error counts the same)")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         self.shape: RewardShape = shape
         self.reference_key = reference_key
         self.critical_weight = float(critical_weight)
@@ -121,11 +151,22 @@ class ClinicalReward:
         self._extractor = self._runner.engine.extractor  # type: ignore[attr-defined]
         # the registered metrics whose per-pair values the shapes are (one arithmetic for all)
         self._metric = table_metric("spec-presence-micro-f1" if shape == "entity-f1" else "spec-errors", self.ontology)
-        self._references: OrderedDict[str, Any] = OrderedDict()
-        self._cache_size = cache_size
-        self._completions: OrderedDict[str, Any] = OrderedDict()
-        self._completion_cache = completion_cache
+        self._references: BoundedCache[str, Any] = BoundedCache(mib(reference_cache_mib), _states_weight,
+                                                                "reward references")
+        self._completions: BoundedCache[str, Any] = BoundedCache(mib(completion_cache_mib), _states_weight,
+                                                                 "reward completions")
         self.__name__ = f"cxreval_{shape.replace('-', '_')}"  # TRL logs a reward function by its name
+        self.num_workers = num_workers
+        """Processes that score a batch of at least :attr:`parallel_min` completions (spawned, so a
+        trainer's CUDA context is never forked; results identical to one process)."""
+        self.parallel_min = parallel_min
+        #: What builds this reward again in a worker (its rule set travels whole).
+        self._init_args = {"shape": shape, "reference_key": reference_key, "critical_weight": critical_weight,
+                           "ontology": self.ontology, "uncertain": uncertain,
+                           "reference_cache_mib": reference_cache_mib, "completion_cache_mib": completion_cache_mib,
+                           "rules": self._runner.engine.rules,  # type: ignore[attr-defined]
+                           "hierarchy": hierarchy}
+        self._pool: Any = None
 
     @property
     def signature(self) -> Signature:
@@ -140,18 +181,10 @@ class ClinicalReward:
         """The reference texts read and kept, least recently used first."""
         return list(self._references)
 
-    def _states(self, text: str, cache: OrderedDict[str, Any], size: int) -> Any:
-        """A report's entity states, read once while ``cache`` (an LRU of ``size``) keeps them."""
+    def _states(self, text: str, cache: BoundedCache[str, Any]) -> Any:
+        """A report's entity states, read once while ``cache`` keeps them."""
         hit = cache.get(text)
-        if hit is None:
-            hit = self._extractor.extract(text).states()
-            if size:
-                cache[text] = hit
-                if len(cache) > size:
-                    cache.popitem(last=False)
-        else:
-            cache.move_to_end(text)
-        return hit
+        return hit if hit is not None else cache.put(text, self._extractor.extract(text).states())
 
     def score_one(self, reference: Any, completion: Any) -> float:
         """The reward of one completion against one reference (a completion holding look-alike
@@ -164,13 +197,13 @@ class ClinicalReward:
         engine reads such words as the letters they imitate, and this floor takes away any gain a
         policy could find in writing them. ``entity-f1``: 0.0, the least F1; ``neg-errors`` and
         ``critical-weighted``: the reward of an empty completion (every reference finding missed)."""
-        ref = self._states(completion_text(reference), self._references, self._cache_size)
+        ref = self._states(completion_text(reference), self._references)
         return float(self._floors([ref])[0])
 
     def _floors(self, reference_states: Sequence[Any]) -> np.ndarray:
         if self.shape == "entity-f1":
             return np.zeros(len(reference_states))
-        empty = self._states("", self._completions, self._completion_cache)
+        empty = self._states("", self._completions)
         return self._values(reference_states, [empty] * len(reference_states))
 
     def _values(self, refs: Sequence[Any], cands: Sequence[Any]) -> np.ndarray:
@@ -209,14 +242,43 @@ class ClinicalReward:
         if not len(references):
             return []
         texts = [completion_text(c) for c in completions]
-        refs = [self._states(completion_text(r), self._references, self._cache_size) for r in references]
-        cands = [self._states(t, self._completions, self._completion_cache) for t in texts]
+        if self.num_workers > 1 and len(texts) >= self.parallel_min:
+            return self._score_in_workers([completion_text(r) for r in references], texts)
+        refs = [self._states(completion_text(r), self._references) for r in references]
+        cands = [self._states(t, self._completions) for t in texts]
         values = self._values(refs, cands)
         marked = [i for i, t in enumerate(texts) if lookalike_count(t)]
         if marked:
             floors = self._floors([refs[i] for i in marked])
             values[marked] = np.minimum(values[marked], floors)
         return [float(v) for v in values]
+
+    def _score_in_workers(self, references: list[str], texts: list[str]) -> list[float]:
+        """:meth:`score` in :attr:`num_workers` spawned processes, in contiguous chunks (a GRPO
+        group's completions, which share a reference, stay together and hit one worker's cache)."""
+        from cxreval.parallel import chunked, worker_pool
+
+        if self._pool is None:
+            self._pool = worker_pool(self.num_workers, _init_worker, (self._init_args,), start_method="spawn")
+            weakref.finalize(self, self._pool.terminate)
+        parts = chunked(list(zip(references, texts, strict=True)), self.num_workers)
+        return [v for values in self._pool.map(_score_chunk, parts) for v in values]
+
+    def close(self) -> None:
+        """Stop the worker processes, if any (they are stopped at exit too)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
+
+    def __enter__(self) -> ClinicalReward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled reward carries no worker pool (a copy starts its own when it needs one)."""
+        return {**self.__dict__, "_pool": None}
 
     def __call__(self, prompts: Any = None, completions: Sequence[Any] | None = None, **columns: Any) -> list[float]:
         """TRL's reward-function call: the completions, and the dataset's columns as keywords
@@ -242,6 +304,22 @@ def graded_cost(stats: Any) -> np.ndarray:
     return (w["attribute"] * attribute + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
             + w["omission"] * (column["fn"] - denials) + w["denial"] * denials
             + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
+
+
+_WORKER: dict[str, ClinicalReward] = {}
+
+
+def _init_worker(init_args: dict[str, Any]) -> None:
+    """A reward worker: Ctrl-C is the parent's; one reward (one process) for the worker's life."""
+    from cxreval.parallel import worker_signals
+
+    worker_signals()
+    _WORKER["reward"] = ClinicalReward(**init_args)
+
+
+def _score_chunk(part: Sequence[tuple[str, str]]) -> list[float]:
+    """Worker: the rewards of a chunk of (reference, completion) texts."""
+    return _WORKER["reward"].score([r for r, _ in part], [c for _, c in part])
 
 
 _DEFAULT: dict[str, ClinicalReward] = {}

@@ -92,7 +92,6 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem]) -> JudgedChunk:
     meta = {p.pair_id: p.meta for p in pairs} if any(p.meta for p in pairs) else {}
     lookalikes = pair_lookalikes(pairs)
     kept = errors_table(errors, meta, lookalikes)
-    engine.trim_cache()
     return JudgedChunk(
         n_pairs=len(pairs),
         judgements="".join(row.model_dump_json() + "\n" for row in table.rows()),

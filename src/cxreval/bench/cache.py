@@ -1,9 +1,11 @@
-"""Persistent per-pair caches of a benchmark: judgements and metric values, in one SQLite file.
+"""Persistent caches of a benchmark: judgements, metric values and retrieval baselines, in one SQLite file.
 
 A judgement is keyed by ``sha256(engine signature, reference text, candidate text)`` (the engine
 signature names the ontology, the engine version and the uncertainty policy), a metric value by
 ``sha256(metric signature, reference, candidate)``. Rerunning a benchmark therefore judges
-nothing again, and adding a system judges only that system's new pairs.
+nothing again, and adding a system judges only that system's new pairs. An IU train-split
+retrieval baseline's choice (the pool report of each study, never its text) is keyed by its rule,
+settings, studies and the digest of the files it reads, so a rerun does not search again.
 
 A judged pair is stored compactly: a JSON list of its non-TN rows
 ``[entity, presence, location, severity, comparison, reference_evidence, candidate_evidence,
@@ -70,6 +72,7 @@ class BenchCache:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, rows TEXT NOT NULL)")
         self._db.execute("CREATE TABLE IF NOT EXISTS metric_values (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, choice TEXT NOT NULL)")
         self._db.commit()
 
     def close(self) -> None:
@@ -107,6 +110,13 @@ class BenchCache:
 
     def put_values(self, items: Iterable[tuple[str, str]]) -> None:
         self._put("metric_values", items)
+
+    def get_baseline(self, key: str) -> str | None:
+        """A retrieval baseline's stored choice (:func:`cxreval.datasets.baselines.baseline_key`)."""
+        return self._get("baselines", "choice", [key]).get(key)
+
+    def put_baseline(self, key: str, choice: str) -> None:
+        self._put("baselines", [(key, choice)])
 
     def count(self, table: str = "judgements") -> int:
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

@@ -181,22 +181,41 @@ def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[
 
 
 def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, data_dir: Path | None,
-                     ontology: Any = None) -> Any:
+                     ontology: Any = None, *, data: Any = None, cache: BenchCache | None = None) -> Any:
     """The :class:`~cxreval.datasets.baselines.BaselineReports` of an IU train-split baseline for
-    ``ids``: the system's ``section`` if set, else ``section`` (the dataset's reference section)."""
-    from cxreval.datasets.baselines import baseline_reports
+    ``ids``: the system's ``section`` if set, else ``section`` (the dataset's reference section).
+    ``data``: the run's :class:`~cxreval.datasets.baselines.RetrievalData` (read once for all its
+    baselines); ``cache``: the bench cache, which keeps each choice under the hash of its inputs."""
+    from cxreval.datasets.baselines import KINDS, BaselineReports, baseline_key, baseline_reports
+
+    kind = next(k for k in KINDS if k == cfg.baseline)  # the config allows only these here
+    try:
+        data = data if data is not None else retrieval_data(cfg, data_dir, ontology)
+        seed, noise, section = cfg.seed or 0, cfg.noise or 0.0, cfg.section or section
+        key = baseline_key(kind, ids, seed=seed, noise=noise, section=section, data=data)
+        stored = cache.get_baseline(key) if cache is not None else None
+        if stored is not None:
+            return BaselineReports.from_json(stored, data, section)
+        made = baseline_reports(kind, ids, seed=seed, noise=noise, section=section, data=data)
+        if cache is not None:
+            cache.put_baseline(key, made.to_json())
+        return made
+    except FileNotFoundError as exc:
+        raise InputError([InputProblem(file=str(data_dir), field="data_dir",
+                                       message=f"system {cfg.name!r}: {exc}")]) from None
+
+
+def retrieval_data(cfg: SystemConfig, data_dir: Path | None, ontology: Any = None) -> Any:
+    """The IU X-ray data a retrieval baseline reads (:class:`~cxreval.datasets.baselines.RetrievalData`)
+    from ``data_dir``, else ``$CXREVAL_DATA_DIR``."""
+    from cxreval.datasets.baselines import RetrievalData
 
     data_dir = data_dir or (Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV) else None)
     if data_dir is None:
         raise InputError([InputProblem(file="config", field="data_dir", message=(
             f"system {cfg.name!r}: baseline {cfg.baseline} reads the IU X-ray train split from data_dir; "
             f"set data_dir in the config or ${DATA_DIR_ENV}"))])
-    try:
-        return baseline_reports(cfg.baseline, ids, data_dir, seed=cfg.seed or 0, noise=cfg.noise or 0.0,
-                                section=cfg.section or section, ontology=ontology)
-    except FileNotFoundError as exc:
-        raise InputError([InputProblem(file=str(data_dir), field="data_dir",
-                                       message=f"system {cfg.name!r}: {exc}")]) from None
+    return RetrievalData.load(data_dir, ontology)
 
 
 # ------------------------------------------------------------------------------------------
@@ -215,10 +234,9 @@ def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bo
 
 def _judge_chunk(items: Sequence[tuple[str, str, str]], engine: RulesEngine) -> list[tuple[str, str]]:
     """Judge one chunk of ``(key, reference, candidate)`` (sorted by reference) with ``engine``:
-    ``(key, compact rows JSON)`` per pair. The engine's cache is trimmed after each chunk, which
-    keeps a worker's memory flat however many pairs it judges."""
+    ``(key, compact rows JSON)`` per pair. The engine's caches are bounded by their byte budgets
+    (:mod:`cxreval.caches`), which keeps a worker's memory flat however many pairs it judges."""
     out = [(key, dumps(compact_rows(engine.judge_texts("p", ref, cand)))) for key, ref, cand in items]
-    engine.trim_cache()
     return out
 
 
@@ -377,10 +395,12 @@ class Runner:
 
     # -- the run -----------------------------------------------------------------------------
 
-    def load(self) -> list[DatasetRun]:
-        """Read every dataset and system; all input problems are raised together."""
+    def load(self, cache: BenchCache | None = None) -> list[DatasetRun]:
+        """Read every dataset and system; all input problems are raised together. ``cache``: the
+        bench cache, where retrieval baselines are kept by the hash of their inputs."""
         runs: list[DatasetRun] = []
         problems: list[InputProblem] = []
+        data: Any = None  # the IU X-ray data of the retrieval baselines, read once for all of them
         for d in self.config.datasets:
             try:
                 ids, refs, sites, normal = load_dataset(d)
@@ -391,8 +411,10 @@ class Runner:
             for s in self.config.systems_for(d.name):
                 try:
                     if s.baseline in IU_BASELINES:
+                        if data is None:
+                            data = retrieval_data(s, self.config.data_dir, self.evaluator.ontology)
                         made = load_iu_baseline(s, ids, d.references.section, self.config.data_dir,
-                                                self.evaluator.ontology)
+                                                self.evaluator.ontology, data=data, cache=cache)
                         cands = made.texts
                         self.stats.notes.append(made.note(s.name, d.name))
                     else:
@@ -545,9 +567,9 @@ class Runner:
 
         t0 = time.perf_counter()
         self.check()
-        runs = self.load()
-        self.stats.timings["load"] = time.perf_counter() - t0
         with BenchCache(self.out / "cache.sqlite") as cache:
+            runs = self.load(cache)
+            self.stats.timings["load"] = time.perf_counter() - t0
             try:
                 t = time.perf_counter()
                 self.judge(cache, runs)

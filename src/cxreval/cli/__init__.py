@@ -178,7 +178,7 @@ def evaluate(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
-    workers: Annotated[Optional[int], typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores].")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].")] = None,
     executor: Annotated[Optional[Executor], typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,

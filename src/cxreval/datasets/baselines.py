@@ -26,10 +26,12 @@ report for it and :class:`BaselineReports` counts it.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -97,10 +99,24 @@ class Pool:
         counts = Counter(f for fs in self.findings for f in fs)
         return {f: counts[f] / len(self.findings) for f in sorted(counts)}
 
+    @cached_property
+    def _distinct(self) -> tuple[tuple[frozenset[str], ...], np.ndarray, dict[frozenset[str], np.ndarray]]:
+        """The distinct finding sets, each report's set as an index into them, and each set's reports."""
+        index: dict[frozenset[str], int] = {}
+        of_report = np.fromiter((index.setdefault(f, len(index)) for f in self.findings), dtype=np.int64,
+                                count=len(self.findings))
+        members = {f: np.flatnonzero(of_report == k) for f, k in index.items()}
+        return tuple(index), of_report, members
+
     def nearest(self, findings: frozenset[str], rng: np.random.Generator) -> int:
-        """Index of a report with the highest Jaccard similarity to ``findings`` (ties at random)."""
-        scores = np.fromiter((jaccard(findings, f) for f in self.findings), dtype=float, count=len(self.findings))
-        best = np.flatnonzero(scores == scores.max())
+        """Index of a report with the highest Jaccard similarity to ``findings`` (ties at random,
+        among the tied reports in file order). Each distinct finding set is compared once (a few
+        hundred, not every report), and a set held exactly (Jaccard 1) is looked up."""
+        sets, of_report, members = self._distinct
+        best = members.get(findings)
+        if best is None:
+            scores = np.fromiter((jaccard(findings, f) for f in sets), dtype=float, count=len(sets))
+            best = np.flatnonzero(np.isin(of_report, np.flatnonzero(scores == scores.max())))
         return int(best[rng.integers(len(best))])
 
 
@@ -129,10 +145,12 @@ def _section_text(findings: str, impression: str, section: Section) -> str:
     return report_text(findings, impression)
 
 
-def load_pool(data_dir: Path, section: Section, exclude: Iterable[str], gold: Sequence[GoldReport]) -> Pool:
-    """The train-split pool (see module doc); ``exclude`` holds IU uids (the benchmark's studies)."""
+def load_pool(data_dir: Path, section: Section, exclude: Iterable[str], gold: Sequence[GoldReport],
+              raw: dict[str, tuple[str, str]] | None = None) -> Pool:
+    """The train-split pool (see module doc); ``exclude`` holds IU uids (the benchmark's studies);
+    ``raw``: each uid's (findings, impression), when already read."""
     skip = set(exclude)
-    raw = {uid: (f, i) for uid, _, f, i in read_iu_reports(data_dir)}
+    raw = raw if raw is not None else {uid: (f, i) for uid, _, f, i in read_iu_reports(data_dir)}
     uids, texts, sets = [], [], []
     for r in gold:
         if r.split != "train" or r.uid in skip:
@@ -147,6 +165,59 @@ def load_pool(data_dir: Path, section: Section, exclude: Iterable[str], gold: Se
     return Pool(tuple(uids), tuple(texts), tuple(sets))
 
 
+@dataclass
+class RetrievalData:
+    """What every retrieval baseline of one run reads, read once: each IU X-ray report's
+    sections, the gold (MeSH codes as findings; parsed when a baseline is first built, not for a
+    stored one) and the pools built from them (by section and studies left out)."""
+
+    root: Path
+    ontology: Ontology
+    raw: dict[str, tuple[str, str]]
+    _pools: dict[tuple[Section, frozenset[str]], Pool] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, data_dir: str | Path | None = None, ontology: Ontology | None = None) -> RetrievalData:
+        root = resolve_data_dir(data_dir)
+        return cls(root, ontology or load_ontology(), {uid: (f, i) for uid, _, f, i in read_iu_reports(root)})
+
+    @cached_property
+    def gold(self) -> list[GoldReport]:
+        return load_iu_gold(self.root, self.ontology)
+
+    def pool(self, section: Section, exclude: Iterable[str]) -> Pool:
+        """The pool of ``section`` without the studies ``exclude`` (IU uids), built once."""
+        key = (section, frozenset(exclude))
+        if key not in self._pools:
+            self._pools[key] = load_pool(self.root, section, key[1], self.gold, self.raw)
+        return self._pools[key]
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of every file the baselines read (reports, splits) and of the finding mapping:
+        with the rule's settings, the key of a stored baseline (:func:`baseline_key`)."""
+        h = hashlib.sha256()
+        files = [self.root / "iu-xray" / "indiana_reports.csv",
+                 *sorted((self.root / "radrestruct-template").glob("*_ids.json"))]
+        for path in files:
+            data = path.read_bytes()
+            h.update(f"{path.name}\x00{len(data)}\x00".encode())
+            h.update(data)
+        h.update(f"{self.ontology.signature}\x00{families_version()}\x00{RULES_VERSION}".encode())
+        return h.hexdigest()
+
+    def section_text(self, uid: str, section: Section) -> str:
+        """The ``section`` of IU report ``uid`` as a pool report gives it."""
+        return _section_text(*self.raw[uid], section)
+
+
+def baseline_key(kind: Kind, study_ids: Sequence[str], *, seed: int, noise: float, section: Section,
+                 data: RetrievalData) -> str:
+    """The key a baseline's choice is stored under: its rule, settings, studies and input files."""
+    payload = json.dumps([kind, seed, f"{noise:g}", section, list(study_ids), data.digest], separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class BaselineReports:
     """One baseline's report per study, how each was chosen, and the signature of the rule."""
@@ -157,6 +228,19 @@ class BaselineReports:
     nearest: int  # studies given a report by the nearest (max Jaccard) rule
     uncoded: int  # studies without usable MeSH codes (random pool report)
     signature: Signature
+
+    def to_json(self) -> str:
+        """What :meth:`from_json` rebuilds it from: the chosen uids, the counts and the signature
+        (never report text: the texts are read again from the data folder)."""
+        return json.dumps({"source_uids": self.source_uids, "exact": self.exact, "nearest": self.nearest,
+                           "uncoded": self.uncoded, "signature": str(self.signature)})
+
+    @classmethod
+    def from_json(cls, stored: str, data: RetrievalData, section: Section) -> BaselineReports:
+        got = json.loads(stored)
+        uids = list(got["source_uids"])
+        return cls([data.section_text(u, section) for u in uids], uids, int(got["exact"]), int(got["nearest"]),
+                   int(got["uncoded"]), Signature.parse(got["signature"]))
 
     def note(self, system: str, dataset: str) -> str:
         """One line for the benchmark's notes."""
@@ -176,20 +260,21 @@ def baseline_reports(
     noise: float = 0.0,
     section: Section = "findings",
     ontology: Ontology | None = None,
+    data: RetrievalData | None = None,
 ) -> BaselineReports:
-    """Build baseline ``kind``'s report for every study of ``study_ids`` (ReXrank ids or IU uids)."""
+    """Build baseline ``kind``'s report for every study of ``study_ids`` (ReXrank ids or IU uids).
+    ``data``: the IU gold and reports already read (a run with several baselines reads them once)."""
     if kind not in KINDS:
         raise ValueError(f"unknown baseline {kind!r}; known: {', '.join(KINDS)}")
     if not 0.0 <= noise <= 1.0:
         raise ValueError(f"noise must be a probability in [0, 1], got {noise}")
     if noise and kind != "retrieval-oracle":
         raise ValueError(f"noise applies to retrieval-oracle only, not {kind!r}")
-    root = resolve_data_dir(data_dir)
-    onto = ontology or load_ontology()
-    gold = load_iu_gold(root, onto)
-    by_uid = {r.uid: r for r in gold}
+    data = data if data is not None else RetrievalData.load(data_dir, ontology)
+    onto = data.ontology
+    by_uid = {r.uid: r for r in data.gold}
     uids = [iu_uid(s) for s in study_ids]
-    pool = load_pool(root, section, uids, gold)
+    pool = data.pool(section, uids)
     prevalence = pool.prevalence
     known_sets = set(pool.findings)
     texts, chosen = [], []
@@ -215,5 +300,5 @@ def baseline_reports(
     return BaselineReports(texts, chosen, exact, nearest, uncoded, sig)
 
 
-__all__ = ["KINDS", "BaselineReports", "Kind", "Pool", "baseline_reports", "finding_set", "iu_uid", "jaccard",
-           "load_pool", "noisy_findings", "study_rng"]
+__all__ = ["KINDS", "BaselineReports", "Kind", "Pool", "RetrievalData", "baseline_key", "baseline_reports",
+           "finding_set", "iu_uid", "jaccard", "load_pool", "noisy_findings", "study_rng"]

@@ -12,7 +12,6 @@ error too (:class:`EmptyAnswerCheck`): an empty list would score the pair as per
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import Field
@@ -152,10 +151,10 @@ class EmptyAnswerCheck:
     def __init__(self, ontology: Ontology) -> None:
         self.ontology = ontology
         self._extractor: RuleExtractor | None = None
-        self.findings = lru_cache(maxsize=4096)(self._findings)
 
-    def _findings(self, text: str) -> tuple[str, ...]:
-        """Entity ids the rule engine reads as present or uncertain in ``text``."""
+    def findings(self, text: str) -> tuple[str, ...]:
+        """Entity ids the rule engine reads as present or uncertain in ``text`` (a text read
+        before comes from the extractor's bounded report cache)."""
         if self._extractor is None:  # built on the first empty answer only
             self._extractor = RuleExtractor(self.ontology)
         states = self._extractor.extract(text).states()

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+
+from cxreval.caches import INJECTION_MIB, BoundedCache, mib, text_weight
 
 #: Chat-template tokens of common model families, as a server's tokenizer would read them.
 TEMPLATE_TOKEN = re.compile(
@@ -76,13 +77,18 @@ def _plain(text: str) -> str:
 
 
 def instruction_signals(text: str) -> list[str]:
-    """The names of the :data:`SIGNALS` that ``text`` shows (empty: it reads like a report)."""
-    return list(_signals(text))
+    """The names of the :data:`SIGNALS` that ``text`` shows (empty: it reads like a report); kept
+    per text, so a reference is read once for all its candidates."""
+    hit = _SIGNALS.get(text)
+    return list(hit if hit is not None else _SIGNALS.put(text, _signals(text)))
 
 
-@lru_cache(maxsize=8192)
 def _signals(text: str) -> tuple[str, ...]:
-    """:func:`instruction_signals`, kept per text: a reference is read once for all its candidates."""
     plain = _plain(text)
     return tuple(name for name, pattern in SIGNALS.items()
                  if pattern.search(text if name == "chat-template-token" else plain))
+
+
+#: The signals of texts read before (:data:`cxreval.caches.INJECTION_MIB`).
+_SIGNALS: BoundedCache[str, tuple[str, ...]] = BoundedCache(
+    mib(INJECTION_MIB), lambda text, signals: text_weight(text, len(signals), 60), "injection signals")

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from cxreval.caches import ENTRY_BYTES, WEIGHT_METRIC_MIB, BoundedCache, mib, text_weight
 from cxreval.metrics.base import MetricUnavailable, PairMeanMetric, check_lengths, register_metric
 from cxreval.metrics.bertscore import checkpoint_json, local_checkpoint, weights_digest, weights_file
 from cxreval.metrics.chexbert import load_state
@@ -50,8 +51,6 @@ EXPECTED = ("config.json (the radgraph archive's AllenNLP config), weights.th (i
             "see docs/weight-metrics.md")
 ENTITY_LABELS = ("ANAT-DP", "OBS-DP", "OBS-U", "OBS-DA")
 RELATION_LABELS = ("suggestive_of", "located_at", "modify")
-#: How many reports' annotations a model keeps between calls (a bootstrap or a bench re-scores the same texts).
-CACHE_SIZE = 20_000
 #: Keys of modules the radgraph checkpoint holds but inference never runs (loss weight 0).
 _UNUSED = ("_coref.", "_events.")
 
@@ -241,7 +240,8 @@ class RadGraphModel:
         self.rel_scorer = net._relation._relation_scorers[rel_ns]
         self.path, self._model_path = path, model_path
         self.model = f"{path.name}@{weights_digest(weights)}"
-        self._cache: dict[str, Annotation] = {}
+        self._cache: BoundedCache[str, Annotation] = BoundedCache(mib(WEIGHT_METRIC_MIB), _annotation_weight,
+                                                                  "radgraph annotations")
 
     def _word_vectors(self, words: Sequence[str]) -> Any:
         """Each word's vector: the mean of its WordPieces' last-layer states (zeros if it has none)."""
@@ -299,13 +299,16 @@ class RadGraphModel:
 
     def annotate(self, text: str) -> Annotation:
         """The RadGraph of one report (its words split as the checkpoint's dataset does); kept for
-        the next call (the model is deterministic; up to :data:`CACHE_SIZE` reports)."""
+        the next call (the model is deterministic; a bootstrap or a bench scores the same texts
+        again), within :data:`cxreval.caches.WEIGHT_METRIC_MIB`."""
         text = str(text)
-        if text not in self._cache:
-            if len(self._cache) >= CACHE_SIZE:
-                self._cache.clear()
-            self._cache[text] = self.annotate_words(split_words(text, self.style))
-        return self._cache[text]
+        hit = self._cache.get(text)
+        return hit if hit is not None else self._cache.put(text, self.annotate_words(split_words(text, self.style)))
+
+
+def _annotation_weight(text: str, annotation: Annotation) -> int:
+    """Estimated bytes of a report's cached RadGraph: its text, entities and relations."""
+    return text_weight(text, len(annotation.entities) + len(annotation.relations), ENTRY_BYTES)
 
 
 class RadGraphF1(PairMeanMetric):

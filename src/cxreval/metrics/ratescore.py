@@ -37,10 +37,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from cxreval.caches import ENTRY_BYTES, WEIGHT_METRIC_MIB, BoundedCache, mib, text_weight
 from cxreval.metrics.base import MetricUnavailable, PairMeanMetric, check_lengths, register_metric
 from cxreval.metrics.bertscore import local_checkpoint, weights_digest, weights_file
 from cxreval.scores.signature import Signature
@@ -203,8 +203,10 @@ class RaTEScore(PairMeanMetric):
         self.emb_tokenizer = AutoTokenizer.from_pretrained(str(emb_path), local_files_only=True)
         self.affinity = affinity
         self._options = (model_path, embedding_path, affinity)
-        self._entities: dict[str, list[tuple[str, str]]] = {}
-        self._vectors: dict[str, np.ndarray] = {}
+        self._entities: BoundedCache[str, list[tuple[str, str]]] = BoundedCache(
+            mib(WEIGHT_METRIC_MIB / 2), _entities_weight, "ratescore entities")
+        self._vectors: BoundedCache[str, np.ndarray] = BoundedCache(mib(WEIGHT_METRIC_MIB / 2), _vector_weight,
+                                                                    "ratescore vectors")
 
     @property
     def signature(self) -> Signature:
@@ -220,8 +222,9 @@ class RaTEScore(PairMeanMetric):
         import torch
 
         text = str(text)
-        if text in self._entities:
-            return self._entities[text]
+        hit = self._entities.get(text)
+        if hit is not None:
+            return hit
         out: list[tuple[str, str]] = []
         for sentence in split_sentences(text):
             enc = self.ner_tokenizer(sentence, max_length=512, truncation=True, return_tensors="pt")
@@ -231,19 +234,20 @@ class RaTEScore(PairMeanMetric):
             labels = [self.id2label[p] for p in pred]
             out += [(self.ner_tokenizer.convert_tokens_to_string(tokens[s : e + 1]), kind)
                     for s, e, kind in bio_entities(tokens, labels)]
-        return _remember(self._entities, text, out)
+        return self._entities.put(text, out)
 
     def embed(self, phrase: str) -> np.ndarray:
         """The [CLS] last-layer state of an entity text (cut at 30 tokens; one text a pass, so
         exactly the same vector whatever else is scored; kept for the next call)."""
         import torch
 
-        if phrase not in self._vectors:
-            ids = self.emb_tokenizer(phrase, max_length=30, truncation=True, return_tensors="pt")["input_ids"]
-            with torch.no_grad():
-                vec = self.encoder(input_ids=ids).last_hidden_state[0, 0].numpy().astype(np.float64)
-            _remember(self._vectors, phrase, vec)
-        return self._vectors[phrase]
+        hit = self._vectors.get(phrase)
+        if hit is not None:
+            return hit
+        ids = self.emb_tokenizer(phrase, max_length=30, truncation=True, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            vec = self.encoder(input_ids=ids).last_hidden_state[0, 0].numpy().astype(np.float64)
+        return self._vectors.put(phrase, vec)
 
     def pair_values(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         check_lengths(references, candidates)
@@ -257,16 +261,14 @@ class RaTEScore(PairMeanMetric):
                         dtype=float)
 
 
-#: How many reports (and entity texts) a metric keeps between calls.
-CACHE_SIZE = 20_000
+def _entities_weight(text: str, found: list[tuple[str, str]]) -> int:
+    """Estimated bytes of a report's cached entities (a short text and its type each)."""
+    return text_weight(text, len(found), ENTRY_BYTES)
 
 
-def _remember(cache: dict[str, Any], key: str, value: Any) -> Any:
-    """``cache[key] = value`` (emptied first when it holds :data:`CACHE_SIZE` entries); returns value."""
-    if len(cache) >= CACHE_SIZE:
-        cache.clear()
-    cache[key] = value
-    return value
+def _vector_weight(phrase: str, vec: np.ndarray) -> int:
+    """Estimated bytes of an entity text's cached vector."""
+    return text_weight(phrase) + int(vec.nbytes)
 
 
 @register_metric("ratescore", higher_is_better=True, needs=("weights",))

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import OrderedDict
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
+from cxreval.caches import (
+    ENTRY_BYTES,
+    EXTRACTOR_MIB,
+    EXTRACTOR_SHARES,
+    MOVED_MENTION_BYTES,
+    BoundedCache,
+    mib,
+    text_weight,
+)
 from cxreval.extract.models import Extraction, Mention, ReadingRules, constructed
 from cxreval.extract.rules import scopes as sc
 from cxreval.extract.rules.attributes import AttributeRules, Place, TipReading
@@ -96,10 +104,22 @@ def _size_change(size_mm: float, prior_mm: float) -> str:
     return "increased" if size_mm > prior_mm else "decreased" if size_mm < prior_mm else "unchanged"
 
 
-#: Distinct sentences whose mentions a RuleExtractor keeps (0: no cache).
-SENTENCE_CACHE = 50_000
-#: Distinct reports whose extraction a RuleExtractor keeps (0: none; it is off with the sentence cache).
-REPORT_CACHE = 10_000
+
+
+def _cached_weight(key: tuple[str, str], value: _Cached) -> int:
+    """Estimated bytes of a cached sentence or section: its text and its mentions."""
+    return text_weight(key[1], len(value[1]))
+
+
+def _piece_weight(key: str, value: tuple[tuple[int, int, int, str], ...]) -> int:
+    """Estimated bytes of a cached piece between full stops: its text and its statement matches."""
+    return text_weight(key, len(value), ENTRY_BYTES)
+
+
+def _report_weight(key: str, value: Extraction) -> int:
+    """Estimated bytes of a cached report: its text and its mentions (copies moved from the
+    section cache, sharing their values with it)."""
+    return text_weight(key, len(value.mentions), MOVED_MENTION_BYTES)
 
 
 def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
@@ -137,7 +157,7 @@ class RuleExtractor:
     name = "rules"
 
     def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None, *,
-                 sentence_cache: int = SENTENCE_CACHE, report_cache: int = REPORT_CACHE) -> None:
+                 cache_mib: float = EXTRACTOR_MIB, report_cache: bool = True) -> None:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
@@ -149,11 +169,16 @@ class RuleExtractor:
         #: Mentions of a sentence: (section name, sentence text) -> (where the sentence started in
         #: the report it was read from, its mentions there); reports repeat sentences ("No
         #: pneumothorax."), so each is read once and its mentions moved to the next report.
-        self._sentences: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        budget = mib(cache_mib)
+        share = {name: int(budget * part) for name, part in EXTRACTOR_SHARES.items()}
+        self._sentences: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sentences"], _cached_weight,
+                                                                               "sentences")
         #: The same for whole sections (section name, section text): sentences and normal statements.
-        self._sections: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._sections: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sections"], _cached_weight,
+                                                                              "sections")
         #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
-        self._pieces: dict[str, tuple[tuple[int, int, int, str], ...]] = {}
+        self._pieces: BoundedCache[str, tuple[tuple[int, int, int, str], ...]] = BoundedCache(
+            share["pieces"], _piece_weight, "pieces")
         self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
         #: (index, rule, search for any of its ``requires`` words or None) of each normal
         #: statement that implies something: one C search in place of a test per word.
@@ -200,11 +225,12 @@ class RuleExtractor:
         self._trails: dict[tuple[Any, ...], str] = {}
         #: A validated mention per kind (see ``_mention``): new ones of that kind copy it.
         self._templates: dict[object, Mention] = {}
-        self._cache_size = sentence_cache
+        #: Whether the sentence, section and piece caches are on (``cache_mib`` > 0).
+        self._caching = budget > 0
         #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
         #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
-        self._reports: OrderedDict[str, Extraction] = OrderedDict()
-        self._report_cache = report_cache if sentence_cache else 0
+        self._reports: BoundedCache[str, Extraction] = BoundedCache(share["reports"] if report_cache else 0,
+                                                                    _report_weight, "reports")
 
     def _build_speller(self) -> Speller | None:
         """The reader of slips in long finding-name words (``finding.spelling``), None when it is
@@ -234,17 +260,9 @@ class RuleExtractor:
 
     def extract(self, text: str) -> Extraction:
         """Find every entity mention in one report (a report read before: from the report cache)."""
-        if self._report_cache:
-            reports = self._reports
-            hit = reports.get(text)
-            if hit is not None:
-                reports.move_to_end(text)
-                return hit
-            hit = self._extract(text)
-            reports[text] = hit
-            if len(reports) > self._report_cache:
-                reports.popitem(last=False)
-            return hit
+        if self._reports.budget:
+            hit = self._reports.get(text)
+            return hit if hit is not None else self._reports.put(text, self._extract(text))
         return self._extract(text)
 
     def _extract(self, text: str) -> Extraction:
@@ -252,7 +270,7 @@ class RuleExtractor:
         norm = normalize(text)
         mentions: list[Mention] = []
         for section in split_sections(norm.text):
-            if self._cache_size and section.start < section.end:
+            if self._caching and section.start < section.end:
                 mentions.extend(self._read_cached_section(norm, section))
                 continue
             mentions.extend(self._read_section(norm, token_columns(norm.text, section.start, section.end), section.name))
@@ -270,10 +288,9 @@ class RuleExtractor:
         key = (section.name, norm.original[lo:hi])
         hit = self._sections.get(key)
         if hit is not None:
-            self._sections.move_to_end(key)
             return _moved(hit, lo, norm.original)
         read = [*self._read_sentences(norm, section), *self._normal_statements(norm, section)]
-        self._remember(self._sections, key, (lo, tuple(read)))
+        self._sections.put(key, (lo, tuple(read)))
         return read
 
     def _read_sentences(self, norm: NormalizedText, section: Section) -> list[Mention]:
@@ -294,18 +311,11 @@ class RuleExtractor:
             hit = cache.get(key)
             if hit is None:
                 read = self._read_section(norm, token_columns(folded, a, b), name)
-                self._remember(cache, key, (lo, tuple(read)))
+                cache.put(key, (lo, tuple(read)))
                 out.extend(read)
             else:
-                cache.move_to_end(key)
                 out.extend(_moved(hit, lo, original))
         return out
-
-    def _remember(self, cache: OrderedDict[Any, Any], key: object, value: object) -> None:
-        """Add to an LRU cache of at most ``sentence_cache`` entries."""
-        cache[key] = value
-        if len(cache) > self._cache_size:
-            cache.popitem(last=False)
 
     # -- one section ---------------------------------------------------------------------
     def _read_section(self, norm: NormalizedText, columns: TokenColumns, section: str) -> list[Mention]:
@@ -544,7 +554,7 @@ class RuleExtractor:
         looked up in the piece cache (a local rule's matches lie in one piece, and a piece reads
         the same in any report: the character before it is a "." or the ":" of a title)."""
         lo, hi = section.start, section.end
-        if not self._cache_size or (lo > 0 and _WORD_CHAR.match(folded, lo - 1)):
+        if not self._caching or (lo > 0 and _WORD_CHAR.match(folded, lo - 1)):
             return self._normal_hits_in(folded, lo, hi, local=None)
         found: list[tuple[int, int, int, str]] = []
         cache = self._pieces
@@ -557,9 +567,7 @@ class RuleExtractor:
             hits = cache.get(piece)
             if hits is None:
                 hits = tuple((k, s - a, e - a, cue) for k, s, e, cue in self._normal_hits_in(folded, a, b, local=True))
-                cache[piece] = hits  # first in, first out: no reordering on every hit
-                if len(cache) > self._cache_size:
-                    del cache[next(iter(cache))]
+                cache.put(piece, hits)
             if hits:
                 found.extend([(k, s + a, e + a, cue) for k, s, e, cue in hits])
             a = b + 1
