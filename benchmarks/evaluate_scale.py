@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import random
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from _data import iu_reports, iu_text
+from memory import process_rss
 
 BASELINE = """
 import sys
@@ -49,20 +49,7 @@ def write_pairs(path: Path, n: int, seed: int = 0) -> None:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of a process and all its descendants (Linux /proc)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-    return total
+    return sum(process_rss(pid).values())
 
 
 def run(cmd: list[str]) -> tuple[float, int]:

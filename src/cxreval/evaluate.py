@@ -199,7 +199,7 @@ class EvaluationResult(EvaluationScores):
             with folder.writer("failures.jsonl") as fh:
                 for failure in self.failures:
                     fh.write(failure.model_dump_json() + "\n")
-        with folder.writer("judgements.jsonl") as fh:
+        with folder.writer("judgements.jsonl", newline="\n") as fh:  # a JSON Lines file ends its lines in LF everywhere
             for row in self.judgements:
                 fh.write(row.model_dump_json() + "\n")
         with folder.writer("errors.csv", newline="") as fh:

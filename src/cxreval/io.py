@@ -209,10 +209,10 @@ def warn_if_copied(references: Sequence[str], candidates: Sequence[str], *, sour
     this on every input and the CLI prints the warning loudly.
     """
     same = sum(r == c for r, c in zip(references, candidates, strict=True))
-    return _warn_copied_counts(same, len(candidates), source)
+    return warn_copied_counts(same, len(candidates), source)
 
 
-def _warn_copied_counts(same: int, n: int, source: str) -> float:
+def warn_copied_counts(same: int, n: int, source: str) -> float:
     """:func:`warn_if_copied` from counts: ``same`` of ``n`` candidates equal their reference."""
     if n == 0:
         return 0.0
@@ -955,6 +955,10 @@ def read_pairs(
 
 #: Formats :class:`PairStream` reads record by record (the others are read whole).
 STREAM_FORMATS: tuple[InputFormat, ...] = ("csv", "tsv", "jsonl")
+#: Bytes of a pairs file in one chunk of :meth:`PairStream.plan` (about 800 IU X-ray pairs).
+CHUNK_BYTES = 1 << 19
+#: Bytes read at a time while a file is cut into chunks.
+_SCAN_BLOCK = 8 << 20
 #: Problems a streamed check keeps (a file with millions of bad rows must not fill memory).
 MAX_KEPT_PROBLEMS = 1_000
 
@@ -1026,7 +1030,7 @@ class PairStream:
             raise problems.error()
         source = f"{self.file} (column {self.candidate_col!r})"
         for system, (same, n) in copied.items():
-            _warn_copied_counts(same, n, source if system is None else f"{source}, system {system!r}")
+            warn_copied_counts(same, n, source if system is None else f"{source}, system {system!r}")
         self._checked = self._stamp()
         return self.n_pairs
 
@@ -1055,8 +1059,9 @@ class PairStream:
         st = os.stat(self.file)
         return (st.st_size, st.st_mtime_ns)
 
-    def _read(self, *, unique: bool) -> "tuple[Iterator[ReportPair], _Problems]":
-        """The pairs of the records without a problem, and the problems (complete once the pairs are)."""
+    def _read(self, *, unique: bool, lines: Iterable[str] | None = None) -> "tuple[Iterator[ReportPair], _Problems]":
+        """The pairs of the records without a problem, and the problems (complete once the pairs are).
+        ``lines``: the lines to read (default the whole file's)."""
         problems = _Problems(self.file)
         structure = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the parser's problems
         rows = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the records' problems
@@ -1065,9 +1070,9 @@ class PairStream:
         jsonl = self.format == "jsonl"
 
         def pairs() -> Iterator[ReportPair]:
-            lines = self._lines()
-            records = (_jsonl_records(lines, structure) if jsonl
-                       else _delimited_records(lines, structure, "," if self.format == "csv" else "\t"))
+            read = self._lines() if lines is None else lines
+            records = (_jsonl_records(read, structure) if jsonl
+                       else _delimited_records(read, structure, "," if self.format == "csv" else "\t"))
             n_records = 0
             for rec in records:
                 if n_records == 0:  # JSON Lines name their columns as they go: assume, settle at the end
@@ -1113,6 +1118,145 @@ class PairStream:
             raise _file_error(self.file, f"cannot read file: {exc.strerror or exc}") from None
         with fh:
             yield from _decoded_lines(fh, self.file, split_cr=split_cr)
+
+
+    def plan(self, chunk_bytes: int = CHUNK_BYTES) -> list[PairChunk] | None:
+        """The file cut into byte ranges of about ``chunk_bytes`` that workers read themselves
+        (:class:`PairChunk`), found without parsing a record: a range ends after a line feed that
+        is outside any quoted field (an even count of ``"`` before it; every line feed of JSON
+        Lines). None where the file must be read here, in order: standard input or a pipe, an
+        empty file, a CSV/TSV file whose header never ends. A cut a stray ``"`` put inside a
+        quoted field is caught by the reading: :meth:`PairChunk.read` then finds a problem, and
+        the caller reads the file in order (:meth:`check`) instead."""
+        if self._spool is not None:
+            return None
+        try:
+            stamp = self._stamp()
+            with open(self.file, "rb") as fh:
+                head, ends = _record_ends(fh, chunk_bytes, quoted=self.format != "jsonl")
+        except OSError:
+            return None
+        if head is None or not ends or ends[-1] != stamp[0]:
+            return None
+        columns = (self.id_col, self.reference_col, self.candidate_col, tuple(self.meta_cols), self.system_col)
+        starts = [head, *ends[:-1]]
+        prefix = b"" if self.format == "jsonl" else _read_range(self.file, 0, head)
+        return [PairChunk(self.file, self.format, columns, prefix, a, b, stamp) for a, b in zip(starts, ends)
+                if b > a]
+
+
+def _record_ends(fh: Any, chunk_bytes: int, *, quoted: bool) -> tuple[int | None, list[int]]:
+    """(where the header record ends, where each chunk ends) in a binary file: each end just after
+    a line feed at an even count of quote characters (``quoted``: CSV/TSV) at least ``chunk_bytes``
+    after the last end; the last end is the file's size. JSON Lines have no header (0)."""
+    head: int | None = None if quoted else 0
+    ends: list[int] = []
+    base = parity = 0
+    target = 0 if quoted else chunk_bytes
+    while block := fh.read(_SCAN_BLOCK):
+        i = 0
+        while target - base < len(block):
+            j = block.find(b"\n", max(target - base, i))
+            if j < 0:
+                break
+            if quoted:
+                parity = (parity + block.count(b'"', i, j)) & 1
+                i = j
+                if parity:
+                    target = base + j + 1  # inside a quoted field: the next line feed may end the record
+                    continue
+            end = base + j + 1
+            if head is None:
+                head = end
+            else:
+                ends.append(end)
+            target = end + chunk_bytes
+        if quoted:
+            parity = (parity + block.count(b'"', i)) & 1
+        base += len(block)
+    if head is not None and (not ends or ends[-1] < base) and base > head:
+        ends.append(base)
+    return head, ends
+
+
+def _read_range(file: str, start: int, end: int) -> bytes:
+    with open(file, "rb") as fh:
+        fh.seek(start)
+        return fh.read(end - start)
+
+
+@dataclass(frozen=True)
+class PairChunk:
+    """A byte range of a pairs file that a worker process reads, checks and turns into pairs
+    itself (:meth:`PairStream.plan`): only the range's bytes travel, never its pairs."""
+
+    file: str
+    format: str
+    #: id, reference, candidate, kept and system columns, as :class:`PairStream` names them.
+    columns: tuple[str, str, str, tuple[str, ...], str | None]
+    #: The header record (CSV/TSV), read before the range's lines; empty for JSON Lines.
+    head: bytes
+    start: int
+    end: int
+    #: (size, modification time) of the file when it was cut.
+    stamp: tuple[int, int]
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+    def read(self) -> tuple[list[ReportPair], bool]:
+        """The range's pairs, and whether the reading was clean: no problem in any record and the
+        file unchanged since it was cut. Not clean: the caller reads the file in order, where
+        every problem is named with its file, line and field (:meth:`PairStream.check`)."""
+        id_col, reference_col, candidate_col, meta_cols, system_col = self.columns
+        stream = PairStream(self.file, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col,
+                            meta_cols=meta_cols, system_col=system_col, format=self.format)
+        try:
+            with open(self.file, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_size, st.st_mtime_ns) != self.stamp:
+                    return [], False
+                fh.seek(self.start)
+                body = fh.read(self.nbytes)
+            if not body.strip():
+                return [], True  # blank lines between records: no record, no problem
+            lines = _decoded_lines(io.BytesIO(self.head + body), self.file, split_cr=self.format != "jsonl")
+            pairs, problems = stream._read(unique=False, lines=lines)
+            out = list(pairs)
+        except (InputError, OSError):
+            return [], False
+        return out, not problems.found
+
+    def census(self) -> ChunkCensus:
+        """Read the range and count its pairs (:class:`ChunkCensus`); not clean where a record has
+        a problem, the file changed, or an id repeats inside the range."""
+        pairs, clean = self.read()
+        ids = [_id_hash(p.system, p.pair_id) for p in pairs]
+        if not clean or len(set(ids)) != len(ids):
+            return ChunkCensus(False)
+        counts: dict[str | None, list[int]] = {}
+        for p in pairs:
+            n = counts.setdefault(p.system, [0, 0])
+            n[0] += 1
+            n[1] += p.reference == p.candidate
+        return ChunkCensus(True, tuple((system, n, same) for system, (n, same) in counts.items()), b"".join(ids))
+
+
+@dataclass(frozen=True)
+class ChunkCensus:
+    """What checking one :class:`PairChunk` found: whether it read clean, each system's pairs (in
+    order of first appearance: the system, its pairs, how many copy their reference), and an
+    8-byte hash of each (system, id), for a repeat across chunks."""
+
+    clean: bool
+    systems: tuple[tuple[str | None, int, int], ...] = ()
+    ids: bytes = b""
+
+
+def _id_hash(system: str | None, pair_id: str) -> bytes:
+    key = pair_id if system is None else f"{system}\x00{pair_id}"
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
 
 
 class _Problems:

@@ -21,7 +21,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Any, Self
@@ -95,6 +95,25 @@ class AtomicFile:
             self.fh.close()
         with open(self.tmp, "a", encoding="utf-8", newline=self.newline) as fh:
             fh.write(text)
+
+    def append_file(self, source: str | os.PathLike[str]) -> None:
+        """Add the bytes of the file ``source`` (UTF-8 text another process wrote), copied by the
+        kernel where it can, and delete ``source``."""
+        if not self.fh.closed:
+            self.fh.close()
+        with open(source, "rb") as src, open(self.tmp, "r+b") as dst:  # not "ab": the kernel copies into no O_APPEND file
+            dst.seek(0, os.SEEK_END)
+            size = left = os.fstat(src.fileno()).st_size
+            with contextlib.suppress(AttributeError, OSError):  # no copy_file_range (not Linux, another file system)
+                while left > 0:
+                    copied = os.copy_file_range(src.fileno(), dst.fileno(), left)
+                    if not copied:
+                        break
+                    left -= copied
+            if left > 0:  # what the kernel did not copy
+                src.seek(size - left)
+                shutil.copyfileobj(src, dst)
+        os.unlink(source)
 
     def commit(self) -> None:
         """Make the written content ``path``'s."""
@@ -363,6 +382,46 @@ class OutputManifest:
                           json.dumps({"entries": self.previous, "partial": partial}, indent=1) + "\n")
 
 
+#: The folder of the systems' folders of a long-format evaluation (``OUT/systems/NAME``).
+SYSTEMS_DIR = "systems"
+
+
+class SystemFolders(Mapping[str | None, Path]):
+    """One output folder per system, ``OUT/systems/NAME``, made as systems come (or given up front).
+
+    Names are made safe for any file system; two systems whose safe names match ignoring case
+    would share a folder on some file systems, so that is an :class:`OutputError`.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], systems: Iterable[str | None] = ()) -> None:
+        self.out = Path(out)
+        self._folders: dict[str | None, Path] = {}
+        self._names: dict[str, str] = {}
+        for system in systems:
+            self[system]  # noqa: B018 - checks the names now
+
+    def __getitem__(self, system: str | None) -> Path:
+        if system is None:
+            raise KeyError(system)
+        if system not in self._folders:
+            name = re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("._") or "system"
+            if name.lower() in self._names:
+                raise OutputError(f"systems {self._names[name.lower()]!r} and {system!r} would share the output "
+                                  f"folder {self.out / SYSTEMS_DIR / name}; rename one")
+            self._names[name.lower()] = system
+            self._folders[system] = self.out / SYSTEMS_DIR / name
+        return self._folders[system]
+
+    def __contains__(self, system: object) -> bool:
+        return isinstance(system, str)
+
+    def __iter__(self) -> Iterator[str | None]:
+        return iter(self._folders)
+
+    def __len__(self) -> int:
+        return len(self._folders)
+
+
 class OutputRun:
     """The files one run writes, in one or more folders: they replace the earlier run's only when
     the whole run is complete, so a folder always holds one whole run.
@@ -376,7 +435,9 @@ class OutputRun:
         self.tool = tool
         self.folders: dict[Path, OutputManifest] = {}
         self.committed = False
+        self.discarded = False
         self._locks: list[Path] = []
+        self._created: list[Path] = []  # folders this run made (removed again by discard, when empty)
 
     def folder(self, path: str | os.PathLike[str]) -> OutputManifest:
         """The manifest of a folder this run writes into (made on first use), the run's tool's.
@@ -395,7 +456,9 @@ class OutputRun:
         partial files. The claim is a file made with O_EXCL holding this process's id (no
         descriptor is held, so a run may write into thousands of folders); one left by a process
         that died is taken over."""
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
         folder.mkdir(parents=True, exist_ok=True)
+        self._created += missing
         path = folder / self.LOCK
         for _ in range(2):
             try:
@@ -424,12 +487,25 @@ class OutputRun:
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         try:
-            if kind is None:
+            if kind is None and not self.discarded:
                 self.commit()
         finally:
-            if not self.committed:  # an error, or a commit cut short (a full disk)
+            if not self.committed and not self.discarded:  # an error, or a commit cut short (a full disk)
                 self.abandon()
             self._unlock()
+            if self.discarded:
+                for folder in sorted(self._created, key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only an empty one: nothing but this run's files was there
+
+    def discard(self) -> None:
+        """Drop everything this run wrote (its input turned out to be bad: nothing of it is worth
+        keeping): its partial files go, the earlier run's files stay as they are, and the folders
+        this run made are removed when the run ends."""
+        for m in self.folders.values():
+            for file in m.files.values():
+                file.discard()
+        self.discarded = True
 
     def commit(self) -> list[Path]:
         """Put every partial file in place and save each folder's manifest; returns what was removed.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
@@ -212,7 +211,7 @@ def evaluate(
     """
     from cxreval.evaluate import Evaluator
     from cxreval.llm.config import LLMConfig, LLMConfigError
-    from cxreval.outputs import OutputError, OutputRun, check_out_dir
+    from cxreval.outputs import SYSTEMS_DIR, OutputError, OutputRun, SystemFolders, check_out_dir
 
     sources = sum([pairs is not None, refs is not None or cands is not None, example])
     if sources != 1:
@@ -263,9 +262,11 @@ def evaluate(
                                candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
                                system_col=system_col, format=fmt)
                 if engine.value == "rules" and runs == 1 and PairStream.streams(source, fmt):
-                    # the rule engine streams: the file is checked whole, then read again pair by pair
+                    # the rule engine streams: workers read and check their own parts of the file
+                    # (cxreval.streaming.evaluate_file); on Ray, this process reads it, checked first
                     stream = PairStream(source, **columns)  # type: ignore[arg-type]
-                    stream.check()
+                    if on_ray:
+                        stream.check()
                 else:
                     loaded = read_pairs(source, **columns)  # type: ignore[arg-type]
             else:
@@ -280,11 +281,10 @@ def evaluate(
     except (InputError, OntologyError) as exc:
         _fail(str(exc))
         return
-    for w in caught:
-        if issubclass(w.category, CopiedCandidatesWarning):
-            err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+    _print_copied(caught)
     counts = stream.systems if stream is not None else {s: len(g) for s, g in _by_system(loaded).items()}
-    if not sum(counts.values()):
+    planned = stream is not None and not on_ray  # checked as it is read: the counts come at the end
+    if not planned and not sum(counts.values()):
         _fail("the input holds no pairs")
     llm = None
     try:
@@ -311,8 +311,9 @@ def evaluate(
         _fail(str(exc))
         return
     try:
-        folders = _system_folders(out, counts)
-    except ValueError as exc:
+        folders: Mapping[str | None, Path] = (
+            {None: out} if system_col is None else SystemFolders(out, () if planned else counts))
+    except OutputError as exc:
         _fail(str(exc))
         return
     outcomes: list[tuple[str | None, Sequence[EvaluationScores]]] = []
@@ -322,7 +323,24 @@ def evaluate(
             if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
                 run.folder(out).add(SYSTEMS_DIR)
                 run.folder(out / SYSTEMS_DIR)
-            if engine.value == "rules" and runs == 1:
+            if planned:
+                from cxreval.streaming import evaluate_file
+
+                assert stream is not None
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", CopiedCandidatesWarning)
+                    try:
+                        scores = evaluate_file(evaluator.judge_engine, stream,  # type: ignore[arg-type]
+                                               folders[None] if system_col is None else folders,
+                                               workers=evaluator.judge_engine.workers,  # type: ignore[attr-defined]
+                                               progress=progress, outputs=run)
+                    except InputError:
+                        run.discard()  # a bad input leaves no results folder behind, as a check first would
+                        raise
+                _print_copied(caught)
+                outcomes += [(system, [scores[system]]) for system in scores]
+                counts = {system: scores[system].n_pairs for system in scores}
+            elif engine.value == "rules" and runs == 1:
                 # streamed: each pair is judged and written as it comes (cxreval.streaming)
                 from cxreval.ray_executor import RayUnavailable
                 from cxreval.streaming import evaluate_systems_to
@@ -375,6 +393,13 @@ def evaluate(
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
         err_console.print("failures.jsonl lists why; rerun with --retry-failed to ask again.", highlight=False)
         raise typer.Exit(EXIT_UNSCORED)
+
+
+def _print_copied(caught: Sequence[warnings.WarningMessage]) -> None:
+    """Say on stderr which candidates copy their reference (:class:`CopiedCandidatesWarning`)."""
+    for w in caught:
+        if issubclass(w.category, CopiedCandidatesWarning):
+            err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
 
 
 def _warn_flagged(results: Sequence[EvaluationScores]) -> None:
@@ -451,28 +476,6 @@ def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
 
 
 #: The folder under ``--out`` that holds one folder per system (``--system-col``).
-SYSTEMS_DIR = "systems"
-
-
-def _system_folders(out: Path, groups: Mapping[str | None, object]) -> dict[str | None, Path]:
-    """One output folder per system, ``OUT/systems/NAME`` (``out`` itself without a system column).
-
-    Names are made safe for any file system; two systems whose safe names match ignoring case
-    would share a folder on some file systems, so that is refused.
-    """
-    if list(groups) == [None]:
-        return {None: out}
-    folders: dict[str | None, Path] = {}
-    seen: dict[str, str] = {}
-    for system in groups:
-        assert system is not None
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("._") or "system"
-        if name.lower() in seen:
-            raise ValueError(f"systems {seen[name.lower()]!r} and {system!r} would share the output folder "
-                             f"{out / SYSTEMS_DIR / name}; rename one")
-        seen[name.lower()] = system
-        folders[system] = out / SYSTEMS_DIR / name
-    return folders
 
 
 def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path) -> None:
@@ -514,6 +517,7 @@ def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool
 
 def _print_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path, as_json: bool) -> None:
     from cxreval.evaluate import systems_frame, systems_signature
+    from cxreval.outputs import SYSTEMS_DIR
     from cxreval.summary import print_systems
 
     frame = systems_frame({str(s): results for s, results in outcomes})
