@@ -151,3 +151,32 @@ def test_a_problem_is_named_by_the_reading_in_order(tmp_path: Path, row: str, me
         PairStream(path, meta_cols=["site"]).check()
     assert str(planned.value) == str(in_order.value) and message in str(planned.value)
     assert not (tmp_path / "a").exists()  # checked before anything is written
+
+
+@pytest.mark.parametrize("size", range(1, 40, 3))
+def test_a_stray_quote_before_a_quoted_last_column_is_never_read_clean_and_wrong(tmp_path: Path, size: int) -> None:
+    """The review's case: an inch mark in an unquoted field, then a quoted multi-line field as the
+    last column; a cut inside it leaves a chunk ending in an unclosed quote, caught strictly."""
+    path = tmp_path / "pairs.csv"
+    rows = ["id,reference,candidate", 'a,x,5" nodule', 'b,y,"Findings: one.\nImpression: cardiomegaly, two."',
+            *[f"c{i},ref {i},cand {i}" for i in range(10)]]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    stream = PairStream(path)
+    want = _in_order(stream)
+    got, clean = _by_chunks(stream, size)
+    assert not clean or got == want
+
+
+@pytest.mark.parametrize(("name", "content", "fmt"), [
+    ("bom.jsonl", b'{"id":"a","reference":"x","candidate":"y"}\n\xef\xbb\xbf{"id":"b","reference":"x","candidate":"y"}\n',
+     "jsonl"),  # a BOM inside the file is text: not valid JSON there
+    ("ws.csv", b"id,reference,candidate\na,x,y\n   \nb,x,y\n", "csv"),  # a line of spaces is a record
+])
+def test_what_the_reading_in_order_refuses_is_never_a_clean_chunk(tmp_path: Path, name: str, content: bytes,
+                                                                   fmt: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(InputError):
+        PairStream(path).check()
+    for size in (1, 5, 50):
+        assert not _by_chunks(PairStream(path), size)[1]

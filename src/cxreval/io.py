@@ -1179,6 +1179,18 @@ def _record_ends(fh: Any, chunk_bytes: int, *, quoted: bool) -> tuple[int | None
     return head, ends
 
 
+def _ends_outside_quotes(text: str, delimiter: str) -> bool:
+    """Whether ``text`` parses as CSV strictly to its end: a chunk whose cut fell inside a quoted
+    field ends in an unclosed quote (``unexpected end of data``)."""
+    _allow_long_fields()
+    try:
+        for _ in csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""), delimiter=delimiter, strict=True):
+            pass
+    except csv.Error:
+        return False
+    return True
+
+
 def _read_range(file: str, start: int, end: int) -> bytes:
     with open(file, "rb") as fh:
         fh.seek(start)
@@ -1219,12 +1231,17 @@ class PairChunk:
                     return [], False
                 fh.seek(self.start)
                 body = fh.read(self.nbytes)
-            if not body.strip():
-                return [], True  # blank lines between records: no record, no problem
+            if not body.strip(b"\r\n"):
+                return [], True  # empty lines between records: no record, no problem
+            if self.start > 0 and body.startswith(codecs.BOM_UTF8) and not self.head:
+                return [], False  # a BOM inside the file is text, not a file's mark: read in order
+            text = (self.head + body).decode("utf-8", errors="strict")
+            if self.format != "jsonl" and not _ends_outside_quotes(text, "," if self.format == "csv" else "\t"):
+                return [], False  # a stray quote put the cut inside a quoted field: read in order
             lines = _decoded_lines(io.BytesIO(self.head + body), self.file, split_cr=self.format != "jsonl")
             pairs, problems = stream._read(unique=False, lines=lines)
             out = list(pairs)
-        except (InputError, OSError):
+        except (InputError, OSError, UnicodeDecodeError):
             return [], False
         return out, not problems.found
 

@@ -274,9 +274,13 @@ def evaluate_file(
     """
     plan = stream.plan() if chunk_bytes is None else stream.plan(chunk_bytes)
     if plan is not None:
-        with _FileWorkers(engine, workers if len(plan) > 1 else 1) as pool:
+        # a pool pays for itself from about PARALLEL_MIN_PAIRS pairs: three chunks, 1 to 1.5 MiB
+        with _FileWorkers(engine, workers if len(plan) > 2 else 1) as pool:
             counted = _census(pool, plan, stream)
             if counted is not None:
+                for system in counted:  # two systems that would share a folder: refused before any work
+                    if system is not None and not isinstance(folders, Path):
+                        folders[system]  # noqa: B018
                 return _judge_planned(pool, plan, counted, folders, outputs, progress)
     stream.check()  # names every problem; passes only where a cut fell inside a quoted field
     return evaluate_stream(engine, stream, folders, workers=workers, total=stream.n_pairs,

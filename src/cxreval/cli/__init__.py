@@ -334,10 +334,13 @@ def evaluate(
                                                folders[None] if system_col is None else folders,
                                                workers=evaluator.judge_engine.workers,  # type: ignore[attr-defined]
                                                progress=progress, outputs=run)
-                    except InputError:
+                    except (InputError, OutputError):
                         run.discard()  # a bad input leaves no results folder behind, as a check first would
                         raise
                 _print_copied(caught)
+                for w in caught:  # every other warning (look-alike letters) as it would have been shown
+                    if not issubclass(w.category, CopiedCandidatesWarning):
+                        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
                 outcomes += [(system, [scores[system]]) for system in scores]
                 counts = {system: scores[system].n_pairs for system in scores}
             elif engine.value == "rules" and runs == 1:

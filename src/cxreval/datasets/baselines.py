@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from cxreval._version import __version__
 from cxreval.datasets.iu_xray import (
     GoldReport,
     load_iu_gold,
@@ -203,7 +204,9 @@ class RetrievalData:
             data = path.read_bytes()
             h.update(f"{path.name}\x00{len(data)}\x00".encode())
             h.update(data)
-        h.update(f"{self.ontology.signature}\x00{families_version()}\x00{RULES_VERSION}".encode())
+        h.update(f"{self.ontology.signature}\x00{families_version()}\x00{RULES_VERSION}\x00{__version__}".encode())
+        # how MeSH codes become findings: the ontology's own mappings, not only its name and version
+        h.update(json.dumps([(e.id, e.mappings.get("mesh", [])) for e in self.ontology.entities]).encode())
         return h.hexdigest()
 
     def section_text(self, uid: str, section: Section) -> str:
@@ -214,7 +217,7 @@ class RetrievalData:
 def baseline_key(kind: Kind, study_ids: Sequence[str], *, seed: int, noise: float, section: Section,
                  data: RetrievalData) -> str:
     """The key a baseline's choice is stored under: its rule, settings, studies and input files."""
-    payload = json.dumps([kind, seed, f"{noise:g}", section, list(study_ids), data.digest], separators=(",", ":"))
+    payload = json.dumps([kind, seed, repr(float(noise)), section, list(study_ids), data.digest], separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
