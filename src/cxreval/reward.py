@@ -44,7 +44,8 @@ budget; 0 turns one off.
 N worker processes, in contiguous chunks (a GRPO group's completions share a reference and stay
 in one worker, with its caches). The workers are spawned, never forked, so a trainer's CUDA
 context is not copied; they live until :meth:`ClinicalReward.close` (or exit) and give the
-rewards one process gives.
+rewards one process gives. A spawned worker imports the script that made it, so a training script
+keeps its top-level work under ``if __name__ == "__main__":``.
 
 Use with TRL (a reward function receives the completions and the dataset's columns)::
 
