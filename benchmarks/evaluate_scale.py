@@ -28,6 +28,8 @@ from pathlib import Path
 from _data import iu_reports, iu_text
 from memory import process_rss
 
+from cxreval.testing.results import differing
+
 BASELINE = """
 import sys
 from cxreval import Evaluator
@@ -80,8 +82,7 @@ def main() -> None:
         b_sec, b_rss = run([sys.executable, "-c", BASELINE, str(small), str(Path(tmp) / "baseline-out")])
         s_small_sec, s_small_rss = run([*cli, "--pairs", str(small), "--out", str(Path(tmp) / "small-out")])
         s_sec, s_rss = run([*cli, "--pairs", str(big), "--out", str(Path(tmp) / "out")])
-        same = all((Path(tmp) / "baseline-out" / f).read_bytes() == (Path(tmp) / "small-out" / f).read_bytes()
-                   for f in ("judgements.jsonl", "errors.csv", "scores.json"))
+        same = not differing(Path(tmp) / "baseline-out", Path(tmp) / "small-out")
     mib = 1024 * 1024
     print(f"whole-list path (baseline), {args.baseline_pairs:,} pairs: peak RSS {b_rss / mib:,.0f} MiB "
           f"({b_rss / args.baseline_pairs / 1024:.1f} KiB/pair), {args.baseline_pairs / b_sec:,.0f} pairs/s")

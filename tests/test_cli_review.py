@@ -57,8 +57,8 @@ def test_outputs_of_an_earlier_run_in_the_same_folder_are_removed(tmp_path: Path
     assert names == {"systems", "systems.csv"}  # the earlier plain run's scores.json etc. are gone
     assert {p.name for p in (out / "systems").iterdir() if not p.name.startswith(".")} == {"a", "b"}
     assert run_cli("evaluate", "--example", "--out", str(out), "--json").returncode == 0
-    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == {"judgements.jsonl", "errors.csv",
-                                                                             "scores.json"}
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == {
+        "judgements.jsonl.gz", "judgements.parquet", "errors.csv", "scores.json"}
     (out / "notes.txt").write_text("mine")  # never written by cxreval: never removed
     assert run_cli("evaluate", "--example", "--out", str(out), "--json").returncode == 0
     assert (out / "notes.txt").read_text() == "mine"

@@ -159,7 +159,8 @@ def test_stale_failures_of_another_engine_are_removed(tmp_path: Path) -> None:
     (out / "failures.jsonl").write_text('{"pair_id": "old"}\n')
     assert run_cli("evaluate", "--example", "--out", str(out), "--json").returncode == 0
     assert not (out / "failures.jsonl").exists()
-    assert {p.name for p in out.iterdir() if p.name != ".cxreval-outputs.json"} == {"judgements.jsonl", "errors.csv", "scores.json"}
+    assert {p.name for p in out.iterdir() if p.name != ".cxreval-outputs.json"} == {
+        "judgements.jsonl.gz", "judgements.parquet", "errors.csv", "scores.json"}
 
 
 class _Boom(list):  # a judgement table that breaks half-way through being written
@@ -173,16 +174,16 @@ class _Boom(list):  # a judgement table that breaks half-way through being writt
 def test_a_crash_while_saving_never_leaves_a_mixed_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = cxreval.evaluate(read_pairs(example_path()))
     result.save(tmp_path)
-    names = ["errors.csv", "judgements.jsonl", "scores.json"]
+    names = ["errors.csv", "judgements.jsonl.gz", "judgements.parquet", "scores.json"]
     before = {n: (tmp_path / n).read_bytes() for n in names}
     rows = result.judgements
     monkeypatch.setattr(type(result.table), "rows", lambda self: _Boom(rows))
     with pytest.raises(RuntimeError):
         result.save(tmp_path)
-    # the earlier run is whole (its scores.json with it); the broken file is named for what it is
+    # the earlier run is whole (its scores.json with it); what the broken run wrote is named partial
     assert {n: (tmp_path / n).read_bytes() for n in names} == before
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
-        *names[:2], "judgements.jsonl.partial", "scores.json"]
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert [n for n in left if n not in names] == [], "the broken run left a file under a final name"
 
 
 def test_sigint_prints_one_line_and_exits_130(tmp_path: Path) -> None:

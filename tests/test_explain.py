@@ -36,6 +36,7 @@ from cxreval.review.db import ReviewDB
 from cxreval.reward import ClinicalReward
 from cxreval.scores import Signature
 
+from cxreval.testing.results import judgement_lines
 from .test_review_cli import server
 from .test_review_http import call
 
@@ -178,7 +179,7 @@ def test_evaluate_with_user_rules(tmp_path: Path, rule_file: Path, pairs_csv: Pa
     assert hash_part in done.stdout.replace("\n", "")  # the printed signature
     scores = json.loads((out / "scores.json").read_text())
     assert hash_part in scores["signature"] and all(hash_part in m["signature"] for m in scores["metrics"])
-    rows = {(r["pair_id"], r["entity"]): r for r in map(json.loads, (out / "judgements.jsonl").open())}
+    rows = {(r["pair_id"], r["entity"]): r for r in judgement_lines(out)}
     fn, fp, tp = rows["1", "pneumothorax"], rows["2", "pleural_effusion"], rows["3", "pneumothorax"]
     assert (fn["presence"], fp["presence"], tp["presence"]) == ("FN", "FP", "TP")
     assert fn["candidate_rules"] == "local.pnx; negation.pre 'no'"
@@ -189,10 +190,13 @@ def test_evaluate_with_user_rules(tmp_path: Path, rule_file: Path, pairs_csv: Pa
     result = Evaluator(rules=rule_file).evaluate(
         [ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in PAIRS])
     assert str(result.signature) == scores["signature"]
-    assert [j.model_dump() for j in result.judgements] == [json.loads(line) for line in (out / "judgements.jsonl").open()]
-    # and the results folder reads back with its rule ids
-    loaded = load_result(out)
-    assert str(loaded.signature) == scores["signature"] and loaded.judgements == result.judgements
+    # and the results folder reads back with its rule ids, and with its evidence given the input
+    pairs = [ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in PAIRS]
+    loaded = load_result(out, pairs=pairs)
+    spans = {"reference_span", "candidate_span"}
+    assert str(loaded.signature) == scores["signature"]
+    assert [j.model_dump(exclude=spans) for j in loaded.judgements] == \
+        [j.model_dump(exclude=spans) for j in result.judgements if not j.implied]
 
 
 def test_a_bad_rule_file_stops_the_run_naming_file_and_line(tmp_path: Path, bad_rule_file: Path,
@@ -283,11 +287,13 @@ def test_bench_config_rules_errors(tmp_path: Path, bad_rule_file: Path) -> None:
 def test_files_written_before_the_rule_ids_still_read(tmp_path: Path) -> None:
     result = cxreval.evaluate([ReportPair(pair_id="1", reference="Small left pleural effusion.",
                                           candidate="No pleural effusion.")])
-    result.save(tmp_path)
-    lines = [json.loads(line) for line in (tmp_path / "judgements.jsonl").open()]
+    result.save(tmp_path, rows="full")
+    lines = judgement_lines(tmp_path)
     assert lines[0]["candidate_rules"] == "finding.name; negation.pre 'no'"
     old = [{k: v for k, v in row.items() if not k.endswith("_rules")} for row in lines]
+    # a folder of cxreval 0.7 or before: judgements.jsonl, every row, evidence as text
     (tmp_path / "judgements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old), encoding="utf-8")
+    (tmp_path / "judgements.jsonl.gz").unlink()
     loaded = load_result(tmp_path)
     assert loaded.judgements[0].candidate_rules == "" and loaded.errors.loc["1", "errors"] == 1
     # a bench cache row of seven fields (no rules) is read with empty rules

@@ -14,6 +14,7 @@ import pytest
 from cxreval import Evaluator
 from cxreval.io import InputError, PairStream
 from cxreval.streaming import FILES, evaluate_file, evaluate_stream
+from cxreval.testing.results import differing
 
 WORDS = ["Small", "left", "pleural", "effusion", "no", "pneumothorax", 'the "heart"', "size, normal", "é",
          "line\nbreak", "cr\r\nlf", "lone\rcr", "", "5 mm", "‘quote’"]
@@ -115,8 +116,7 @@ def test_evaluate_file_writes_what_the_reading_in_order_writes(tmp_path: Path, w
     stream = PairStream(path, meta_cols=["site"])
     stream.check()
     evaluate_stream(engine, stream, tmp_path / "b", total=stream.n_pairs)  # type: ignore[arg-type]
-    for name in FILES:
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert not differing(tmp_path / "a", tmp_path / "b", (*FILES, "judgements.parquet"))
 
 
 def test_evaluate_file_by_system(tmp_path: Path) -> None:
@@ -132,9 +132,8 @@ def test_evaluate_file_by_system(tmp_path: Path) -> None:
                            total=stream.n_pairs)
     assert list(got) == list(want) == ["m1", "m2"] or list(got) == list(want) == ["m2", "m1"]
     for system in ("m1", "m2"):
-        for name in FILES:
-            a, b = tmp_path / "a" / "systems" / system / name, tmp_path / "b" / "systems" / system / name
-            assert a.read_bytes() == b.read_bytes(), (system, name)
+        a, b = tmp_path / "a" / "systems" / system, tmp_path / "b" / "systems" / system
+        assert not differing(a, b, (*FILES, "judgements.parquet")), system
 
 
 @pytest.mark.parametrize(("row", "message"), [

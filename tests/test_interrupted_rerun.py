@@ -71,7 +71,7 @@ def test_a_signal_during_a_rerun_leaves_the_earlier_run_whole(tmp_path: Path, in
     done = run_cli("evaluate", "--pairs", earlier, "--out", ".", "--json", cwd=out)
     assert done.returncode == 0, done.stderr
     before = files(out)
-    assert {"errors.csv", "judgements.jsonl", "scores.json", "notes.txt"} <= set(before)
+    assert {"errors.csv", "judgements.jsonl.gz", "scores.json", "notes.txt"} <= set(before)
 
     proc = subprocess.Popen([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(inputs["big"][0]),
                              "--out", ".", "--no-progress", "--workers", "1"], cwd=out, stdout=subprocess.PIPE,
@@ -153,4 +153,5 @@ def test_the_next_run_removes_what_an_interrupted_one_left(tmp_path: Path, monke
         {n: d for n, d in before.items() if n != MANIFEST}
     assert (out / "systems" / "sys-a" / "scores.json.partial").is_file()
     assert CliRunner().invoke(app, ["evaluate", "--example", "--out", str(out), "--json"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "errors.csv", "judgements.jsonl", "scores.json"]
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "errors.csv", "judgements.jsonl.gz", "judgements.parquet",
+                                                     "scores.json"]

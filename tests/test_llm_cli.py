@@ -41,7 +41,7 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         summary = json.loads((tmp_path / "runs" / "runs.json").read_text())
         assert summary["runs"] == 2 and summary["n_failed"] == [0, 0]
         assert "runs:2" in summary["signature"] and "schema:dense" in summary["signature"]
-        assert (tmp_path / "runs" / "run-2" / "judgements.jsonl").exists()
+        assert (tmp_path / "runs" / "run-2" / "judgements.jsonl.gz").exists()
         assert "mean +- sd" in runs.stdout
     shown = _cli("cache", "--path", str(cache))
     assert shown.returncode == 0 and "llm-pairwise@3" in shown.stdout and "llm-extract@3" in shown.stdout

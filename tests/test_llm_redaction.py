@@ -25,6 +25,8 @@ import pytest
 
 from cxreval.llm.config import LLMConfig, LLMConfigError
 
+from cxreval.testing.results import content
+
 KEY = "sk-hostile/KQZJWXVBNM/0123456789/abcdefghij"
 BODY = KEY[3:]  # the key's distinctive body, without its prefix
 
@@ -176,7 +178,7 @@ def test_the_key_in_any_encoding_reaches_no_output_store_or_terminal(tmp_path):
             check=False, capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": KEY},
             timeout=300)
     assert proc.returncode == 0, proc.stderr
-    shown = {p.name: p.read_text(errors="replace") for p in out.iterdir() if p.is_file()}
+    shown = {p.name: _readable(p) for p in out.iterdir() if p.is_file()}
     shown |= {"stdout": proc.stdout, "stderr": proc.stderr,
               "store": b"".join(p.read_bytes() for p in tmp_path.glob("c.sqlite*")).decode("latin-1")}
     for where, text in shown.items():
@@ -184,7 +186,7 @@ def test_the_key_in_any_encoding_reaches_no_output_store_or_terminal(tmp_path):
     failures = {json.loads(x)["pair_id"]: json.loads(x) for x in shown["failures.jsonl"].splitlines()}
     assert set(failures) == {"bare", "double"}  # the 500s are listed, the echoed 200 is scored
     assert all("[redacted]" in f["error"] for f in failures.values())
-    assert "key [redacted]" in shown["judgements.jsonl"]  # the echo was decoded into the evidence, and caught
+    assert "key [redacted]" in shown["judgements.jsonl.gz"]  # the echo was decoded into the evidence, and caught
 
 
 # ------------------------------------------------------------------------------------------
@@ -240,3 +242,12 @@ def test_a_bad_setting_in_the_file_is_placed_never_echoed(tmp_path):
     with pytest.raises(LLMConfigError) as exc:
         LLMConfig.load(path, env={}, temperature=7.0)
     assert "temperature: " in str(exc.value) and "line 2" not in str(exc.value)
+
+
+def _readable(path: Path) -> str:
+    """A results file as text: a compressed one (judgements.jsonl.gz, .parquet) as what it holds."""
+    if path.name.endswith(".gz"):
+        return content(path).decode("utf-8")
+    if path.suffix == ".parquet":
+        return json.dumps(content(path), ensure_ascii=False)
+    return path.read_text(errors="replace")

@@ -26,7 +26,7 @@ def test_evaluate_results_and_bench_results_share_a_folder(tmp_path: Path) -> No
         folder.write_text("leaderboards.csv", "x\n")
     Evaluator().evaluate(PAIRS).save(tmp_path)
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"result.json", "leaderboards.csv", "errors.csv", "judgements.jsonl", "scores.json"} <= names
+    assert {"result.json", "leaderboards.csv", "errors.csv", "judgements.jsonl.gz", "scores.json"} <= names
     with OutputRun("bench") as run:  # a bench rerun writes only result.json: its own leaderboards.csv goes
         run.folder(tmp_path).write_text("result.json", "{}\n", last=True)
     names = {p.name for p in tmp_path.iterdir()}

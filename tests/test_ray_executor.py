@@ -8,7 +8,6 @@ the missing-extra error, which is simulated in a subprocess where ``import ray``
 from __future__ import annotations
 
 import csv
-import filecmp
 import json
 import os
 import subprocess
@@ -22,9 +21,10 @@ import pytest
 from cxreval import Evaluator
 from cxreval.io import ReportPair
 from cxreval.streaming import evaluate_stream, evaluate_systems_to, evaluate_to
+from cxreval.testing.results import RESULT_FILES, differing, judgement_lines
 from tests.test_streaming import _many_pairs
 
-FILE_NAMES = ("judgements.jsonl", "errors.csv", "scores.json")
+FILE_NAMES = (*RESULT_FILES, "judgements.parquet")
 SYSTEMS = ("sys-a", "sys-b")
 N_PAIRS = 2_500
 
@@ -40,8 +40,7 @@ def ray_cluster() -> Iterator[object]:
 
 
 def _same_files(a: Path, b: Path) -> None:
-    for name in FILE_NAMES:
-        assert filecmp.cmp(a / name, b / name, shallow=False), f"{name} differs between {a} and {b}"
+    assert not differing(a, b, FILE_NAMES), f"files differ between {a} and {b}"
 
 
 def test_ray_writes_the_files_the_local_workers_write(tmp_path: Path, ray_cluster: object) -> None:
@@ -77,7 +76,7 @@ def test_ray_actors_read_with_the_users_rules(tmp_path: Path, ray_cluster: objec
     on_ray = evaluate_to(Evaluator(rules=rules, workers=1), tmp_path / "ray", iter(pairs), executor="ray")
     _same_files(tmp_path / "here", tmp_path / "ray")
     assert str(on_ray.signature) == str(here.signature) and ".u" in here.signature.engine
-    assert "local.pnx; negation.pre 'no'" in (tmp_path / "ray" / "judgements.jsonl").read_text()
+    assert any(r.get("candidate_rules") == "local.pnx; negation.pre 'no'" for r in judgement_lines(tmp_path / "ray"))
 
 
 def test_ray_reads_the_input_a_bounded_way_ahead(tmp_path: Path, ray_cluster: object) -> None:

@@ -29,8 +29,9 @@ def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.
 
 
 def make_results(folder: Path) -> Path:
-    """The shipped example scored by the rule engine, as ``cxreval evaluate`` writes it."""
-    cxreval.evaluate(cxreval.read_pairs(EXAMPLE)).save(folder)
+    """The shipped example scored by the rule engine, as ``cxreval evaluate --rows full`` writes it
+    (every row: the reviewers see the true negatives too)."""
+    cxreval.evaluate(cxreval.read_pairs(EXAMPLE)).save(folder, rows="full")
     return folder
 
 
@@ -121,7 +122,7 @@ def test_results_folder_without_judgements(tmp_path: Path) -> None:
     (folder / "scores.json").write_text("{}")
     done = run_cli("review", "init", folder, "--db", tmp_path / "r.db", "--sample", "5", "--pairs", EXAMPLE)
     assert done.returncode == 2
-    assert "no judgements.jsonl" in done.stderr and str(folder) in done.stderr
+    assert "no judgements.jsonl.gz" in done.stderr and str(folder) in done.stderr
     assert not (tmp_path / "r.db").exists()
 
 

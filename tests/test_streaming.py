@@ -10,7 +10,6 @@ bounded read-ahead, and a clean folder after an interruption.
 from __future__ import annotations
 
 import csv
-import filecmp
 import json
 import os
 import random
@@ -29,7 +28,9 @@ from cxreval.parallel import bounded_imap, worker_pool
 from cxreval.scores.report import distribution_of
 from cxreval.streaming import FILES, evaluate_systems_to, evaluate_to
 
-FILE_NAMES = ("judgements.jsonl", "errors.csv", "scores.json")
+from cxreval.testing.results import RESULT_FILES, differing
+
+FILE_NAMES = RESULT_FILES
 
 
 def _example_pairs() -> list[ReportPair]:
@@ -45,8 +46,7 @@ def _many_pairs(n: int, seed: int = 0) -> list[ReportPair]:
 
 
 def _same_files(a: Path, b: Path) -> None:
-    for name in FILE_NAMES:
-        assert filecmp.cmp(a / name, b / name, shallow=False), f"{name} differs between {a} and {b}"
+    assert not differing(a, b, (*FILE_NAMES, "judgements.parquet")), f"files differ between {a} and {b}"
 
 
 def test_the_streamed_files_are_the_whole_list_files(tmp_path: Path) -> None:
@@ -85,7 +85,8 @@ def test_an_interrupted_stream_keeps_the_previous_files_whole(tmp_path: Path) ->
     out = tmp_path / "out"
     pairs = _many_pairs(3_000)
     evaluate_to(Evaluator(), out, pairs[:10])
-    before = {name: (out / name).read_bytes() for name in FILE_NAMES}
+    names = (*FILE_NAMES, "judgements.parquet")
+    before = {name: (out / name).read_bytes() for name in names}
 
     def interrupted():
         for i, p in enumerate(pairs):
@@ -95,9 +96,10 @@ def test_an_interrupted_stream_keeps_the_previous_files_whole(tmp_path: Path) ->
 
     with pytest.raises(KeyboardInterrupt):
         evaluate_to(Evaluator(), out, interrupted())
-    assert {name: (out / name).read_bytes() for name in FILE_NAMES} == before, "the earlier run is not whole"
-    left = sorted(p.name for p in out.iterdir() if p.name not in FILE_NAMES and p.name != ".cxreval-outputs.json")
-    assert left == ["errors.csv.partial", "judgements.jsonl.partial"], "this run's files are not named partial"
+    assert {name: (out / name).read_bytes() for name in names} == before, "the earlier run is not whole"
+    left = sorted(p.name for p in out.iterdir() if p.name not in names and p.name != ".cxreval-outputs.json")
+    # (judgements.parquet is written from its spool when the run ends: an interrupted run has none)
+    assert left == ["errors.csv.partial", "judgements.jsonl.gz.partial"], "this run's files are not named partial"
 
 
 def test_bounded_imap_reads_ahead_at_most_its_window() -> None:
@@ -262,7 +264,7 @@ def test_the_cli_streams_files_and_standard_input_alike(tmp_path: Path) -> None:
         whole = Evaluator().evaluate([p for p in pairs if p.system == system])
         whole.save(tmp_path / "whole" / system)
         # the CLI's file names the kept column, so compare everything but that column's order
-        assert (folder / "judgements.jsonl").read_bytes() == (tmp_path / "whole" / system / "judgements.jsonl").read_bytes()
+        assert not differing(folder, tmp_path / "whole" / system, ("judgements.jsonl.gz", "judgements.parquet"))
         assert json.loads((folder / "scores.json").read_text())["metrics"] == whole.to_dict()["metrics"]
     assert (tmp_path / "file" / "systems.csv").is_file()
 

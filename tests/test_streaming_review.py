@@ -7,7 +7,6 @@ Every test here states what the whole-list path (``read_pairs`` + ``Evaluator().
 from __future__ import annotations
 
 import csv
-import filecmp
 import hashlib
 import json
 import math
@@ -26,12 +25,13 @@ from cxreval import Evaluator, ReportPair
 from cxreval.io import InputError, PairStream, read_pairs
 from cxreval.scores.report import distribution_of
 from cxreval.streaming import evaluate_stream, evaluate_to
+from cxreval.testing.results import RESULT_FILES, differing
 
-FILE_NAMES = ("judgements.jsonl", "errors.csv", "scores.json")
+FILE_NAMES = RESULT_FILES
 
 
 def _differing(a: Path, b: Path) -> list[str]:
-    return [n for n in FILE_NAMES if not filecmp.cmp(a / n, b / n, shallow=False)]
+    return differing(a, b, FILE_NAMES)
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -331,7 +331,7 @@ def test_a_terminated_run_leaves_no_temporary_files(tmp_path: Path) -> None:
         proc.stdin.flush()
         # wait (no timing assert) until the first chunk is in the temporary file
         for _ in range(6000):
-            partial = out / "judgements.jsonl.partial"  # the run's file until it completes (issue 27, item 9)
+            partial = out / "judgements.jsonl.gz.partial"  # the run's file until it completes (issue 27, item 9)
             if proc.poll() is not None or (partial.exists() and partial.stat().st_size > 0):
                 break
             time.sleep(0.05)

@@ -14,6 +14,8 @@ from cxreval.cli import example_path
 from cxreval.engines import PARALLEL_MIN_PAIRS
 from cxreval.io import ReportPair, read_pairs
 
+from cxreval.testing.results import differing
+
 
 def _pairs(n: int) -> list[ReportPair]:
     ex = read_pairs(example_path())
@@ -44,8 +46,7 @@ def test_cli_workers_writes_identical_outputs(tmp_path: Path) -> None:
                                "--workers", n, "--json"], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         outs[n] = out
-    for name in ("judgements.jsonl", "errors.csv"):
-        assert (outs["1"] / name).read_bytes() == (outs["2"] / name).read_bytes(), name
+    assert not differing(outs["1"], outs["2"], ("judgements.jsonl.gz", "errors.csv", "judgements.parquet"))
     s1, s2 = (json.loads((outs[n] / "scores.json").read_text()) for n in ("1", "2"))
     assert s1 == s2
 

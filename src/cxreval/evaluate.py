@@ -39,9 +39,21 @@ from cxreval.engines import (
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor, RuleSet
 from cxreval.extract.text import lookalike_count
-from cxreval.io import ReportPair, references_fingerprint
+from cxreval.io import ReportPair, candidates_fingerprint, fingerprints_comparable, references_fingerprint
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.crosscheck import InjectionFlag, injection_summary
+from cxreval.judge.files import (
+    JUDGEMENTS,
+    JUDGEMENTS_PARQUET,
+    JudgementsFileError,
+    ParquetRows,
+    RowsFormat,
+    RowStyle,
+    encode_members,
+    judgements_file,
+    read_rows,
+    rows_arrow,
+)
 from cxreval.judge.table import JudgementTable
 from cxreval.literals import EngineName
 from cxreval.ontology import Ontology, load_ontology
@@ -95,6 +107,11 @@ class EvaluationScores:
     references_sha256: str | None = None
     """Fingerprint of the input's (pair id, reference text) pairs (:func:`references_fingerprint`):
     two results compare only if equal."""
+    candidates_sha256: str | None = None
+    """The same of the (pair id, candidate text) pairs (:func:`~cxreval.io.candidates_fingerprint`):
+    with the references', what evidence offsets in ``judgements.jsonl.gz`` are checked against."""
+    judgement_rows: RowStyle | None = None
+    """The style of ``judgements.jsonl.gz`` written beside ``scores.json`` (:data:`~cxreval.judge.files.ROW_STYLES`)."""
 
     @property
     def n_failed(self) -> int:
@@ -125,6 +142,8 @@ class EvaluationScores:
             "n_pairs": self.n_pairs,
             "n_failed": self.n_failed,
             "references_sha256": self.references_sha256,
+            "candidates_sha256": self.candidates_sha256,
+            **({"judgement_rows": self.judgement_rows} if self.judgement_rows is not None else {}),
             "metrics": self.metrics(),
             "averages": self.averages.model_dump(),
             "report_level": {
@@ -156,6 +175,9 @@ class EvaluationResult(EvaluationScores):
     lookalikes: dict[str, int] = field(default_factory=dict)
     """Per pair id with any, the letters of its two reports read as the Latin letters they only
     look like (:func:`~cxreval.extract.text.lookalike_count`; errors.csv's ``lookalikes`` column)."""
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    """Per scored pair id, its (reference, candidate) texts: what the evidence offsets of a compact
+    ``judgements.jsonl.gz`` point into (a pair not here has its evidence written as text)."""
 
     def __post_init__(self) -> None:
         if self.n_pairs != len(self.table.pair_ids):
@@ -175,35 +197,48 @@ class EvaluationResult(EvaluationScores):
         """``errors.csv``: error counts per pair, then the kept input columns (``--meta-col``)."""
         return errors_table(self.errors, self.meta, self.lookalikes)
 
-    def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """Write ``judgements.jsonl``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
+    def save(self, out_dir: str | Path, *, rows: RowStyle = "compact", parquet: bool | None = None) -> dict[str, Path]:
+        """Write ``judgements.jsonl.gz``, ``errors.csv`` and ``scores.json`` into ``out_dir``.
 
-        LLM engines (and any result with failures) also write ``failures.jsonl``, one line per
-        pair that was not scored, empty when every pair was; a ``failures.jsonl`` left by an
-        earlier run of another engine is removed. The files are written beside the earlier
-        run's and replace them together once all are written (:class:`~cxreval.outputs.OutputRun`),
-        so an interrupted save leaves the earlier results whole.
+        ``rows``: ``compact`` (rows that are not implied, evidence as offsets into :attr:`texts`)
+        or ``full`` (every row, evidence as text): :mod:`cxreval.judge.files`. ``parquet``: also
+        write ``judgements.parquet`` (None: when pyarrow is installed). LLM engines (and any result
+        with failures) also write ``failures.jsonl``, one line per pair that was not scored, empty
+        when every pair was; a ``failures.jsonl`` left by an earlier run of another engine is
+        removed. The files are written beside the earlier run's and replace them together once
+        all are written (:class:`~cxreval.outputs.OutputRun`), so an interrupted save leaves the
+        earlier results whole.
         """
         with OutputRun() as run:
-            paths = self.write_to(run.folder(out_dir))
+            paths = self.write_to(run.folder(out_dir), rows=rows, parquet=parquet)
         return paths
 
-    def write_to(self, folder: OutputManifest) -> dict[str, Path]:
+    def write_to(self, folder: OutputManifest, *, rows: RowStyle = "compact",
+                 parquet: bool | None = None) -> dict[str, Path]:
         """Write this result's files into ``folder`` under their partial names (see :meth:`save`);
         they are put in place when the run that owns ``folder`` commits. Returns their final paths."""
+        fmt = RowsFormat.choose(rows, parquet)
         out = folder.folder
-        paths = {name: out / f"{name}.{ext}" for name, ext in
-                 (("judgements", "jsonl"), ("errors", "csv"), ("scores", "json"))}
+        paths = {"judgements": out / JUDGEMENTS, "errors": out / "errors.csv", "scores": out / "scores.json"}
         if self.usage is not None or self.failures:
             paths["failures"] = out / "failures.jsonl"
             with folder.writer("failures.jsonl") as fh:
                 for failure in self.failures:
                     fh.write(failure.model_dump_json() + "\n")
-        with folder.writer("judgements.jsonl", newline="\n") as fh:  # a JSON Lines file ends its lines in LF everywhere
-            for row in self.judgements:
-                fh.write(row.model_dump_json() + "\n")
+        table_rows = self.table.rows()
+        with folder.writer(JUDGEMENTS, binary=True) as fh:
+            for member in encode_members(table_rows, self.texts, fmt.style):
+                fh.write(member)
+        if fmt.parquet:
+            paths["parquet"] = out / JUDGEMENTS_PARQUET
+            parquet_file = folder.open(JUDGEMENTS_PARQUET, binary=True)
+            parquet_file.close()
+            writer = ParquetRows(parquet_file.tmp, folder.scratch(JUDGEMENTS_PARQUET))
+            writer.add(rows_arrow(table_rows, self.texts, fmt.style))
+            writer.finish()
         with folder.writer("errors.csv", newline="") as fh:
             write_csv(fh, frame_rows(self.errors_table()))
+        self.judgement_rows = fmt.style
         folder.write_text("scores.json", self.scores_json(), last=True)
         return paths
 
@@ -354,6 +389,8 @@ class Evaluator:
         result.lookalikes = pair_lookalikes(scored)
         warn_lookalikes(len(result.lookalikes))
         result.references_sha256 = references_fingerprint(pairs)
+        result.candidates_sha256 = candidates_fingerprint(pairs)
+        result.texts = {p.pair_id: (p.reference, p.candidate) for p in scored}
         return result
 
     def score(self, rows: Sequence[EntityJudgement], pair_ids: Sequence[str]) -> EvaluationResult:
@@ -452,20 +489,28 @@ class ResultsError(ValueError):
     """A results folder that cannot be read back (missing or damaged files, unknown ontology)."""
 
 
-def load_result(folder: str | Path, ontology: Ontology | str | Path | None = None) -> EvaluationResult:
+def load_result(folder: str | Path, ontology: Ontology | str | Path | None = None,
+                pairs: Iterable[ReportPair] | None = None) -> EvaluationResult:
     """Read back what :meth:`EvaluationResult.save` wrote, re-scored from its judgement table.
 
-    The scores are recomputed from ``judgements.jsonl`` and the pair list of ``errors.csv``
-    (never copied from ``scores.json``), and signed with the signature the run wrote. The
-    ontology must be the one the run used: the packaged one by default, or ``ontology``.
+    The scores are recomputed from the judgement rows (``judgements.jsonl.gz``, or the
+    ``judgements.jsonl`` of cxreval 0.7 and before) and the pair list of ``errors.csv`` (never
+    copied from ``scores.json``), and signed with the signature the run wrote. The ontology must be
+    the one the run used: the packaged one by default, or ``ontology``. ``pairs``: the input that
+    was scored, to show the evidence of a compact file as text (checked against the folder's
+    fingerprints of the references and candidates); without it the evidence of a compact file
+    reads as empty text and its offsets (every score is the same either way).
     """
     folder = Path(folder)
-    paths = {n: folder / n for n in ("scores.json", "judgements.jsonl", "errors.csv")}
-    missing = [n for n, p in paths.items() if not p.is_file()]
+    rows_path = judgements_file(folder)
+    paths = {"scores.json": folder / "scores.json", "errors.csv": folder / "errors.csv",
+             JUDGEMENTS: rows_path}
+    missing = [n for n, p in paths.items() if p is None or not p.is_file()]
     if missing:
         raise ResultsError(f"{folder}: not a finished cxreval evaluate folder (missing {', '.join(missing)})")
+    assert rows_path is not None
     try:
-        scores = json.loads(paths["scores.json"].read_text(encoding="utf-8"))
+        scores = json.loads(paths["scores.json"].read_text(encoding="utf-8"))  # type: ignore[union-attr]
         signature = Signature.parse(scores["signature"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ResultsError(f"{paths['scores.json']}: cannot read the signature ({exc})") from None
@@ -473,17 +518,40 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
     if onto.signature != signature.ontology:
         raise ResultsError(f"{folder} was scored with ontology {signature.ontology}, not {onto.signature}; "
                            "give the ontology it used (--ontology FILE)")
-    rows = []
-    with paths["judgements.jsonl"].open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                rows.append(EntityJudgement.model_validate_json(line))
-            except ValueError as exc:
-                raise ResultsError(f"{paths['judgements.jsonl']}, line {lineno}: not a judgement ({exc})") from None
     pair_ids = pd.read_csv(paths["errors.csv"], usecols=["pair_id"], dtype=str, keep_default_na=False)["pair_id"]
-    result = score_judgements(rows, [csv_value(p) for p in pair_ids], onto, signature)  # ids as given
+    ids = [csv_value(p) for p in pair_ids]  # ids as given
+    texts = None if pairs is None else _scored_texts(folder, scores, ids, pairs)
+    try:
+        rows = read_rows(rows_path, texts)
+    except JudgementsFileError as exc:
+        raise ResultsError(str(exc)) from None
+    result = score_judgements(rows, ids, onto, signature)
     result.references_sha256 = scores.get("references_sha256")
+    result.candidates_sha256 = scores.get("candidates_sha256")
+    result.judgement_rows = scores.get("judgement_rows")
+    result.texts = dict(texts or {})
     return result
+
+
+def _scored_texts(folder: Path, scores: Mapping[str, Any], pair_ids: Sequence[str],
+                  pairs: Iterable[ReportPair]) -> dict[str, tuple[str, str]]:
+    """The texts of the scored pairs from ``pairs``, which must hold every one and be the input
+    the folder's fingerprints were made of (the whole input, or only the scored pairs)."""
+    given = {p.pair_id: p for p in pairs}
+    lost = [p for p in pair_ids if p not in given]
+    if lost:
+        raise ResultsError(f"{len(lost)} pairs of {folder} are not in the pairs given (e.g. "
+                           f"{', '.join(lost[:5])}); give the file that was evaluated")
+    scored = [given[p] for p in pair_ids]
+    for key, fingerprint in (("references_sha256", references_fingerprint),
+                             ("candidates_sha256", candidates_fingerprint)):
+        kept = scores.get(key)
+        if kept and fingerprints_comparable(kept, fingerprint(scored)) \
+                and kept not in (fingerprint(scored), fingerprint(given.values())):
+            side = key.split("_")[0]
+            raise ResultsError(f"the pairs given are not those {folder} was scored on (their {side} differ from "
+                               f"its {key}); give the file that was evaluated")
+    return {p.pair_id: (p.reference, p.candidate) for p in scored}
 
 
 def _pair_meta(pairs: Sequence[ReportPair]) -> dict[str, dict[str, str]]:

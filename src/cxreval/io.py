@@ -237,6 +237,12 @@ def references_fingerprint(pairs: Iterable[ReportPair]) -> str:
     return fingerprint_hex(sum(reference_digest(p.pair_id, p.reference) for p in pairs))
 
 
+def candidates_fingerprint(pairs: Iterable[ReportPair]) -> str:
+    """:func:`references_fingerprint` of the (pair id, candidate text) pairs: with it, a results
+    folder knows the texts its evidence offsets point into (``candidates_sha256``)."""
+    return fingerprint_hex(sum(reference_digest(p.pair_id, p.candidate) for p in pairs))
+
+
 def reference_digest(pair_id: str, reference: str) -> int:
     """SHA-256 of one pair's length-prefixed id and reference, as an integer."""
     h = hashlib.sha256()

@@ -29,6 +29,11 @@ LLM_PAIRWISE_ENGINES: tuple[EngineName, ...] = ("llm-pairwise", "llm-pairwise-2p
 Executor = Literal["local", "ray"]
 EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 
+#: How ``evaluate`` writes its judgement rows (:mod:`cxreval.judge.files`): ``compact`` rows that are
+#: not implied, evidence as offsets into the input; ``full`` every row, evidence as text.
+RowStyle = Literal["compact", "full"]
+ROW_STYLES: tuple[RowStyle, ...] = get_args(RowStyle)
+
 # -- certainty -----------------------------------------------------------------------------------
 #: The hedged certainty grades, strongest first (``extract/rules/cues.yaml`` grades each hedge).
 HedgeGrade = Literal["probable", "possible", "alternative"]

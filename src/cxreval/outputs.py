@@ -68,9 +68,9 @@ class AtomicFile:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, newline: str | None = None,
-                 tmp: str | os.PathLike[str] | None = None) -> None:
+                 tmp: str | os.PathLike[str] | None = None, binary: bool = False) -> None:
         """``tmp``: the name to write under (an :class:`OutputRun`'s partial name); default a hidden
-        temporary name."""
+        temporary name. ``binary``: :attr:`fh` takes bytes (a gzip or Parquet file)."""
         self.path = Path(path)
         self.newline = newline
         if tmp is None:
@@ -82,7 +82,8 @@ class AtomicFile:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
         try:
-            self.fh: IO[str] = os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+            self.fh: IO[Any] = (os.fdopen(fd, "wb") if binary
+                                else os.fdopen(fd, "w", encoding="utf-8", newline=newline))
         except BaseException:
             os.close(fd)
             self.discard()
@@ -95,6 +96,13 @@ class AtomicFile:
             self.fh.close()
         with open(self.tmp, "a", encoding="utf-8", newline=self.newline) as fh:
             fh.write(text)
+
+    def append_bytes(self, data: bytes) -> None:
+        """Add ``data`` (as :meth:`append`, for a binary file: gzip members join end to end)."""
+        if not self.fh.closed:
+            self.fh.close()
+        with open(self.tmp, "ab") as fh:
+            fh.write(data)
 
     def append_file(self, source: str | os.PathLike[str]) -> None:
         """Add the bytes of the file ``source`` (UTF-8 text another process wrote), copied by the
@@ -255,8 +263,8 @@ def _plain(value: object) -> object:
 PARTIAL = ".partial"
 
 #: Names an output folder of ``cxreval evaluate`` may hold, for folders written before manifests.
-KNOWN_OUTPUTS = re.compile(r"(scores\.json|judgements\.jsonl|errors\.csv|failures\.jsonl|runs\.json|systems\.csv"
-                           r"|run-\d+|systems)")
+KNOWN_OUTPUTS = re.compile(r"(scores\.json|judgements\.jsonl(?:\.gz)?|judgements\.parquet|errors\.csv|failures\.jsonl"
+                           r"|runs\.json|systems\.csv|run-\d+|systems)")
 
 
 class OutputManifest:
@@ -286,6 +294,7 @@ class OutputManifest:
         self.folder = Path(folder)
         self.written: list[str] = []
         self.files: dict[str, AtomicFile] = {}
+        self.scratch_files: list[AtomicFile] = []
         self.last: str | None = None
         self.previous, self.unfinished = self._read()
 
@@ -308,7 +317,7 @@ class OutputManifest:
         """Where this run writes ``name`` until the run is complete."""
         return self.folder / (name + PARTIAL)
 
-    def open(self, name: str, *, newline: str | None = None, last: bool = False) -> AtomicFile:
+    def open(self, name: str, *, newline: str | None = None, last: bool = False, binary: bool = False) -> AtomicFile:
         """Start writing ``name`` under its partial name; it replaces ``name`` when the run commits.
 
         ``last``: the file that says the folder's run is complete (``scores.json``): the earlier
@@ -320,15 +329,30 @@ class OutputManifest:
         AtomicFile.remove_leftovers(self.folder / name)  # hidden temporary files of older releases
         if name in self.files:
             self.files[name].close()
-        self.files[name] = AtomicFile(self.folder / name, newline=newline, tmp=self.partial(name))
+        self.files[name] = AtomicFile(self.folder / name, newline=newline, tmp=self.partial(name), binary=binary)
         if last:
             self.last = name
         return self.files[name]
 
+    def scratch(self, name: str) -> AtomicFile:
+        """A hidden temporary binary file named after ``name`` (``.NAME.*.tmp``), closed, for this
+        run's own use (a spool that becomes ``name``): deleted when the run commits or stops, and
+        by the next run into the folder if this one is killed."""
+        file = AtomicFile(self.folder / name, binary=True)
+        file.close()
+        self.scratch_files.append(file)
+        return file
+
+    def _drop_scratch(self) -> None:
+        for file in self.scratch_files:
+            file.discard()
+        self.scratch_files.clear()
+
     @contextlib.contextmanager
-    def writer(self, name: str, *, newline: str | None = None, last: bool = False) -> Iterator[IO[str]]:
+    def writer(self, name: str, *, newline: str | None = None, last: bool = False,
+               binary: bool = False) -> Iterator[IO[Any]]:
         """:meth:`open` as a block: the file is closed when it ends (on an error too, kept partial)."""
-        file = self.open(name, newline=newline, last=last)
+        file = self.open(name, newline=newline, last=last, binary=binary)
         try:
             yield file.fh
         finally:
@@ -351,6 +375,7 @@ class OutputManifest:
         names = [n for n in self.files if n != self.last] + ([self.last] if self.last is not None else [])
         for name in names:
             self.files[name].commit()
+        self._drop_scratch()
 
     def _remove_stale(self) -> list[Path]:
         """Delete the earlier run's entries this run did not write, and unfinished runs' partial files."""
@@ -370,6 +395,7 @@ class OutputManifest:
     def _abandon(self) -> None:
         """Close this run's files, keep them under their partial names (but empty ones), and record
         those names (the earlier run's entries stay as they are) so that a later run removes them."""
+        self._drop_scratch()
         for file in self.files.values():
             file.close()
             with contextlib.suppress(OSError):
@@ -503,6 +529,7 @@ class OutputRun:
         keeping): its partial files go, the earlier run's files stay as they are, and the folders
         this run made are removed when the run ends."""
         for m in self.folders.values():
+            m._drop_scratch()
             for file in m.files.values():
                 file.discard()
         self.discarded = True

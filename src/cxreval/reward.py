@@ -225,7 +225,7 @@ class ClinicalReward:
         rows = [row for i, ref, cand in zip(ids, refs, cands, strict=True)
                 for row in compare_states(i, ref, cand, self.ontology, self.uncertain,  # type: ignore[arg-type]
                                           hierarchy=self.hierarchy)
-                if row.presence != "TN" or row.error_count]  # a TN row without error counts in no statistic
+                if not row.implied]  # a TN row without error counts in no statistic
         stats = TableStatistics(JudgementTable.from_rows(rows, ids), self.ontology)
         values = np.asarray(self._metric.compute(self._metric.table_stats(stats)), dtype=float)
         if self.shape == "entity-f1":

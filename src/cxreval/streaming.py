@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,15 @@ from cxreval.io import (
     reference_digest,
     warn_copied_counts,
 )
+from cxreval.judge.files import (
+    JUDGEMENTS,
+    JUDGEMENTS_PARQUET,
+    ParquetRows,
+    RowsFormat,
+    encode_rows,
+    rows_arrow,
+    write_arrow,
+)
 from cxreval.judge.table import JudgementTable
 from cxreval.literals import EXECUTORS
 from cxreval.outputs import (
@@ -70,8 +80,9 @@ if TYPE_CHECKING:
 
 #: Pairs judged as one chunk (one task of a worker).
 CHUNK_PAIRS = 1_000
-#: The files a streamed evaluation writes into each folder, ``scores.json`` last.
-FILES = ("judgements.jsonl", "errors.csv", "scores.json")
+#: The files a streamed evaluation writes into each folder, ``scores.json`` last (and
+#: ``judgements.parquet`` where its :class:`~cxreval.judge.files.RowsFormat` asks).
+FILES = (JUDGEMENTS, "errors.csv", "scores.json")
 
 #: One pair as a chunk carries it: id, reference, candidate, kept input columns.
 PairItem = tuple[str, str, str, dict[str, str]]
@@ -82,8 +93,8 @@ class JudgedChunk:
     """What one chunk of pairs adds to a results folder."""
 
     n_pairs: int
-    judgements: str
-    """The chunk's lines of ``judgements.jsonl``."""
+    judgements: bytes
+    """The chunk's rows of ``judgements.jsonl.gz`` (one gzip member)."""
     errors_header: str
     """``errors.csv``'s header for these columns (written once, before the first chunk's rows)."""
     errors: str
@@ -91,19 +102,27 @@ class JudgedChunk:
     totals: SpecTotals
     reference_digests: int
     """Sum of the chunk's :func:`~cxreval.io.reference_digest` values."""
+    candidate_digests: int = 0
+    """The same of its (pair id, candidate) pairs (``candidates_sha256``)."""
     lookalike_pairs: int = 0
     """Pairs of the chunk whose reports hold look-alike letters (warned about once per run)."""
     judgements_file: str | None = None
-    """Where the worker wrote the chunk's lines of ``judgements.jsonl`` (then ``judgements`` is
+    """Where the worker wrote the chunk's rows of ``judgements.jsonl.gz`` (then ``judgements`` is
     empty): the bulk of the results never passes through the parent, which appends the file."""
     errors_file: str | None = None
     """The same for the chunk's rows of ``errors.csv``."""
+    parquet: Any = None
+    """The chunk's rows for ``judgements.parquet`` (an Arrow table), when the run writes it."""
+    parquet_file: str | None = None
+    """Where the worker wrote them instead (Arrow's stream format)."""
 
 
-def judge_chunk(engine: RulesEngine, items: Sequence[PairItem], part: Path | None = None) -> JudgedChunk:
-    """Judge a chunk of pairs with the rule engine and render what it adds to the results
-    (``part``: write its lines of ``judgements.jsonl`` and rows of ``errors.csv`` to files of that
-    name with the suffixes ``.jsonl`` and ``.csv``, not into the result).
+def judge_chunk(engine: RulesEngine, items: Sequence[PairItem], part: Path | None = None,
+                rows: RowsFormat = RowsFormat()) -> JudgedChunk:
+    """Judge a chunk of pairs with the rule engine and render what it adds to the results in the
+    format ``rows`` asks (``part``: write its rows of ``judgements.jsonl.gz``, ``errors.csv`` and
+    ``judgements.parquet`` to files of that name with the suffixes ``.jsonl.gz``, ``.csv`` and
+    ``.arrow``, not into the result).
 
     The one function both paths run (this process, or a worker), so they cannot differ.
     """
@@ -113,20 +132,31 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem], part: Path | Non
     meta = {p.pair_id: p.meta for p in pairs} if any(p.meta for p in pairs) else {}
     lookalikes = pair_lookalikes(pairs)
     kept = errors_table(errors, meta, lookalikes)
-    lines = "".join(row.model_dump_json() + "\n" for row in table.rows())
-    rows = csv_text(frame_rows(kept, header=False))
+    texts = {p.pair_id: (p.reference, p.candidate) for p in pairs}
+    table_rows = table.rows()
+    member = encode_rows(table_rows, texts, rows.style)
+    arrow = rows_arrow(table_rows, texts, rows.style) if rows.parquet else None
+    csv_rows = csv_text(frame_rows(kept, header=False))
+    files: dict[str, str] = {}
     if part is not None:  # the worker writes the bulk; the parent appends the files
-        part.with_suffix(".jsonl").write_bytes(lines.encode("utf-8"))
-        part.with_suffix(".csv").write_bytes(rows.encode("utf-8"))
+        files = {"judgements": str(part.with_suffix(".jsonl.gz")), "errors": str(part.with_suffix(".csv")),
+                 "parquet": str(part.with_suffix(".arrow"))}
+        Path(files["judgements"]).write_bytes(member)
+        Path(files["errors"]).write_bytes(csv_rows.encode("utf-8"))
+        if arrow is not None:
+            write_arrow(arrow, files["parquet"])
     return JudgedChunk(
         n_pairs=len(pairs),
-        judgements="" if part is not None else lines,
-        judgements_file=None if part is None else str(part.with_suffix(".jsonl")),
+        judgements=b"" if part is not None else member,
+        judgements_file=files.get("judgements"),
         errors_header=csv_text(frame_rows(kept.iloc[:0])),
-        errors="" if part is not None else rows,
-        errors_file=None if part is None else str(part.with_suffix(".csv")),
+        errors="" if part is not None else csv_rows,
+        errors_file=files.get("errors"),
+        parquet=arrow if part is None else None,
+        parquet_file=files.get("parquet") if arrow is not None else None,
         totals=totals,
         reference_digests=sum(reference_digest(p.pair_id, p.reference) for p in pairs),
+        candidate_digests=sum(reference_digest(p.pair_id, p.candidate) for p in pairs),
         lookalike_pairs=len(lookalikes),
     )
 
@@ -135,18 +165,26 @@ class ResultWriter:
     """One results folder, filled chunk by chunk (:data:`FILES`) under partial names; :meth:`finish`
     completes it, and the commit of the run that owns ``folder`` puts it in place."""
 
-    def __init__(self, folder: OutputManifest, ontology: Ontology, signature: Signature) -> None:
+    def __init__(self, folder: OutputManifest, ontology: Ontology, signature: Signature,
+                 rows: RowsFormat = RowsFormat()) -> None:
         self.manifest = folder
         self.folder = folder.folder
         self.ontology = ontology
         self.signature = signature
+        self.rows = rows
         self.totals = SpecTotals.empty(ontology)
         self.reference_digests = 0
+        self.candidate_digests = 0
         self.lookalike_pairs = 0
-        self._judgements = folder.open("judgements.jsonl", newline="\n")  # no newline translation: 9x faster
+        self._judgements = folder.open(JUDGEMENTS, binary=True)
         self._errors = folder.open("errors.csv", newline="")
         self._judgements.close()  # opened per chunk (AtomicFile.append): no descriptor held per folder
         self._errors.close()
+        self._parquet: ParquetRows | None = None
+        if rows.parquet:
+            parquet = folder.open(JUDGEMENTS_PARQUET, binary=True)
+            parquet.close()
+            self._parquet = ParquetRows(parquet.tmp, folder.scratch(JUDGEMENTS_PARQUET))
         self._header_written = False
 
     def add(self, chunk: JudgedChunk) -> None:
@@ -157,13 +195,19 @@ class ResultWriter:
         if chunk.judgements_file is not None:
             self._judgements.append_file(chunk.judgements_file)
         else:
-            self._judgements.append(chunk.judgements)
+            self._judgements.append_bytes(chunk.judgements)
         if chunk.errors_file is not None:
             self._errors.append_file(chunk.errors_file)
         else:
             self._errors.append(chunk.errors)
+        if self._parquet is not None:
+            if chunk.parquet_file is not None:
+                self._parquet.add_file(chunk.parquet_file)
+            elif chunk.parquet is not None:
+                self._parquet.add(chunk.parquet)
         self.totals = self.totals + chunk.totals
         self.reference_digests += chunk.reference_digests
+        self.candidate_digests += chunk.candidate_digests
         self.lookalike_pairs += chunk.lookalike_pairs
 
     def scores(self) -> EvaluationScores:
@@ -173,6 +217,7 @@ class ResultWriter:
             signature=self.signature, n_pairs=self.totals.n_pairs, entities=spec.entities, groups=spec.groups,
             averages=spec.averages, error_summary=spec.error_summary, ontology=self.ontology,
             block_sums=spec.block_sums, references_sha256=fingerprint_hex(self.reference_digests),
+            candidates_sha256=fingerprint_hex(self.candidate_digests), judgement_rows=self.rows.style,
         )
 
     def finish(self) -> EvaluationScores:
@@ -182,6 +227,9 @@ class ResultWriter:
             empty = errors_table(TableStatistics(JudgementTable.empty(), self.ontology).error_table(), {})
             self._errors.append(csv_text(frame_rows(empty)))
             self._header_written = True
+        if self._parquet is not None:
+            self._parquet.finish()
+            self._parquet = None
         warn_lookalikes(self.lookalike_pairs)
         scores = self.scores()
         self.manifest.write_text("scores.json", scores.scores_json(), last=True)
@@ -190,7 +238,7 @@ class ResultWriter:
 
 def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[ReportPair], *,
                 total: int | None = None, progress: bool | None = None, executor: str = "local",
-                ray_address: str | None = None) -> EvaluationScores:
+                ray_address: str | None = None, rows: RowsFormat | None = None) -> EvaluationScores:
     """Judge ``pairs`` with ``evaluator`` and write ``judgements.jsonl``, ``errors.csv`` and
     ``scores.json`` into ``out_dir``; return the scores.
 
@@ -199,6 +247,8 @@ def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[Repor
     writes. LLM engines judge the whole list, then save. ``total`` (the number of pairs, when
     known) sizes the progress bar and decides whether the rule engine's workers are worth starting.
     ``executor="ray"`` judges the rule engine's chunks on a Ray cluster (see :func:`evaluate_stream`).
+    ``rows``: how the judgement rows are written (None: compact, with ``judgements.parquet`` when
+    pyarrow is installed; :class:`~cxreval.judge.files.RowsFormat`).
 
     >>> from cxreval import Evaluator, ReportPair
     >>> import tempfile
@@ -207,19 +257,21 @@ def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[Repor
     1.0
     """
     return evaluate_systems_to(evaluator, {None: Path(out_dir)}, pairs, total=total, progress=progress,
-                               by_system=False, executor=executor, ray_address=ray_address)[None]
+                               by_system=False, executor=executor, ray_address=ray_address, rows=rows)[None]
 
 
 def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path], pairs: Iterable[ReportPair], *,
                         total: int | None = None, progress: bool | None = None,
                         by_system: bool = True, executor: str = "local",
                         ray_address: str | None = None, expected: Mapping[str | None, int] | None = None,
-                        check_unique: bool = True, outputs: OutputRun | None = None) -> dict[str | None, EvaluationScores]:
+                        check_unique: bool = True, outputs: OutputRun | None = None,
+                        rows: RowsFormat | None = None) -> dict[str | None, EvaluationScores]:
     """:func:`evaluate_to` for long-format input: each pair's results go to the folder of its
     :attr:`ReportPair.system` (every system needs one); returns each system's scores, in order
     of first appearance. ``by_system=False``: ``folders`` holds one folder, for every pair.
-    ``executor``, ``ray_address``, ``expected``, ``check_unique`` and ``outputs``: see
+    ``executor``, ``ray_address``, ``expected``, ``check_unique``, ``outputs`` and ``rows``: see
     :func:`evaluate_stream` (the first four apply to the rule engine only)."""
+    rows = rows or RowsFormat.choose()
     if progress is None:
         progress = (total or 0) >= PROGRESS_MIN_PAIRS and sys.stderr.isatty()
     engine = evaluator.judge_engine
@@ -231,7 +283,7 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
             to = Path(only)
         return evaluate_stream(engine, pairs, to, workers=engine.workers, total=total, progress=progress,
                                executor=executor, ray_address=ray_address, expected=expected,
-                               check_unique=check_unique, outputs=outputs)
+                               check_unique=check_unique, outputs=outputs, rows=rows)
     if executor != "local" or ray_address is not None:
         raise ValueError(f"executor {executor!r} and ray_address apply to the rule engine; "
                          f"engine {engine.name!r} judges in this process")
@@ -244,7 +296,7 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
             if system not in folders:
                 raise ValueError(f"no output folder for system {system!r}")
             result = evaluator.evaluate(group, progress=progress)
-            result.write_to(run.folder(folders[system]))
+            result.write_to(run.folder(folders[system]), rows=rows.style, parquet=rows.parquet)
             out[system] = result
     return out
 
@@ -258,6 +310,7 @@ def evaluate_file(
     progress: bool | None = None,
     outputs: OutputRun | None = None,
     chunk_bytes: int | None = None,
+    rows: RowsFormat | None = None,
 ) -> dict[str | None, EvaluationScores]:
     """The rule engine over a pairs file, with no work per pair in this process where it can.
 
@@ -271,7 +324,10 @@ def evaluate_file(
     file, line and field, and nothing is written before the input is known to be sound. The
     files and scores are the same either way; ``stream`` need not be checked. ``progress``: a
     bar on stderr (None: for :data:`~cxreval.evaluate.PROGRESS_MIN_PAIRS` pairs or more in a terminal).
+    ``rows``: how the judgement rows are written (None: compact, with ``judgements.parquet``
+    when pyarrow is installed).
     """
+    rows = rows or RowsFormat.choose()
     plan = stream.plan() if chunk_bytes is None else stream.plan(chunk_bytes)
     if plan is not None:
         # a pool pays for itself from about PARALLEL_MIN_PAIRS pairs: three chunks, 1 to 1.5 MiB
@@ -281,11 +337,11 @@ def evaluate_file(
                 for system in counted:  # two systems that would share a folder: refused before any work
                     if system is not None and not isinstance(folders, Path):
                         folders[system]  # noqa: B018
-                return _judge_planned(pool, plan, counted, folders, outputs, progress)
+                return _judge_planned(pool, plan, counted, folders, outputs, progress, rows)
     stream.check()  # names every problem; passes only where a cut fell inside a quoted field
     return evaluate_stream(engine, stream, folders, workers=workers, total=stream.n_pairs,
                            progress=_show(progress, stream.n_pairs),
-                           expected=stream.systems, check_unique=False, outputs=outputs)
+                           expected=stream.systems, check_unique=False, outputs=outputs, rows=rows)
 
 
 class _FileWorkers:
@@ -347,13 +403,13 @@ def _census_of(chunk: PairChunk, engine: RulesEngine | None = None) -> ChunkCens
 
 def _judge_planned(pool: _FileWorkers, plan: Sequence[PairChunk], counts: Mapping[str | None, int],
                    folders: Path | Mapping[str | None, Path], outputs: OutputRun | None,
-                   progress: bool | None) -> dict[str | None, EvaluationScores]:
+                   progress: bool | None, rows: RowsFormat) -> dict[str | None, EvaluationScores]:
     """The checked chunks judged and written, each system finished once its last pair is in."""
     with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
-        writers = _Writers(run, folders, pool.engine)
+        writers = _Writers(run, folders, pool.engine, rows)
         parts = Path(tempfile.mkdtemp(prefix=".cxreval-parts-", dir=_parts_dir(folders)))
         try:
-            judged = pool.map(_judge_file_chunk, [(chunk, parts / f"{k:06d}") for k, chunk in enumerate(plan)])
+            judged = pool.map(_judge_file_chunk, [(chunk, parts / f"{k:06d}", rows) for k, chunk in enumerate(plan)])
             total = sum(counts.values())
             for systems in progress_iter(judged, _show(progress, total), "judging pairs", total=total,
                                          step=lambda got: sum(chunk.n_pairs for _, chunk in got)):
@@ -377,12 +433,12 @@ def _parts_dir(folders: Path | Mapping[str | None, Path]) -> Path:
     return top
 
 
-def _judge_file_chunk(task: tuple[PairChunk, Path],
+def _judge_file_chunk(task: tuple[PairChunk, Path, RowsFormat],
                       engine: RulesEngine | None = None) -> list[tuple[str | None, JudgedChunk]]:
     """Read and judge one checked chunk (in a worker, or this process with ``engine``): each of
     its systems' judged pairs, in order of first appearance, their rows written to files named
     after the task's part path."""
-    chunk, part = task
+    chunk, part, rows = task
     pairs, clean = chunk.read()
     if not clean:  # it read clean in the census: the file changed since
         raise InputError([InputProblem(file=chunk.file, message="the file changed after it was checked; run again")])
@@ -390,7 +446,7 @@ def _judge_file_chunk(task: tuple[PairChunk, Path],
     for p in pairs:
         groups.setdefault(p.system, []).append((p.pair_id, p.reference, p.candidate, p.meta))
     use = engine if engine is not None else rules_worker()
-    return [(system, judge_chunk(use, items, part.with_name(f"{part.name}-{k}.part")))
+    return [(system, judge_chunk(use, items, part.with_name(f"{part.name}-{k}.part"), rows))
             for k, (system, items) in enumerate(groups.items())]
 
 
@@ -413,6 +469,7 @@ def evaluate_stream(
     expected: Mapping[str | None, int] | None = None,
     check_unique: bool = True,
     outputs: OutputRun | None = None,
+    rows: RowsFormat | None = None,
 ) -> dict[str | None, EvaluationScores]:
     """Judge ``pairs`` chunk by chunk and write each system's results folder as they come.
 
@@ -433,25 +490,28 @@ def evaluate_stream(
     :data:`~cxreval.engines.PARALLEL_MIN_PAIRS`. ``executor="ray"`` judges the same chunks as
     Ray tasks instead (:mod:`cxreval.ray_executor`; ``ray_address`` names an existing cluster,
     None starts a local one with ``workers`` CPUs). Returns each system's scores, in order of
-    first appearance.
+    first appearance. ``rows``: how the judgement rows are written (:class:`~cxreval.judge.files.RowsFormat`;
+    None: compact, with ``judgements.parquet`` when pyarrow is installed).
     """
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    rows = rows or RowsFormat.choose()
     if ray_address is not None and executor != "ray":
         raise ValueError("ray_address applies to executor 'ray'")
     judged: Iterator[tuple[str | None, JudgedChunk]] | None = None
     try:
         with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
-            writers = _Writers(run, folders, engine)
+            writers = _Writers(run, folders, engine, rows)
             parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
             if executor == "ray":
                 from cxreval.ray_executor import judge_in_ray
 
-                judged = judge_in_ray(engine, parts, workers=workers, address=ray_address, judge=judge_chunk)
+                judged = judge_in_ray(engine, parts, workers=workers, address=ray_address,
+                                      judge=partial(judge_chunk, rows=rows))
             elif workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS):
-                judged = _judge_in_workers(engine, parts, workers)
+                judged = _judge_in_workers(engine, parts, workers, rows)
             else:
-                judged = ((system, judge_chunk(engine, items)) for system, items in parts)
+                judged = ((system, judge_chunk(engine, items, rows=rows)) for system, items in parts)
             steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
             for system, chunk in steps:
                 writers.add(system, chunk, expected)
@@ -466,8 +526,10 @@ def evaluate_stream(
 class _Writers:
     """The results folders of one stream, each made when its system's first chunk comes."""
 
-    def __init__(self, run: OutputRun, folders: Path | Mapping[str | None, Path], engine: RulesEngine) -> None:
+    def __init__(self, run: OutputRun, folders: Path | Mapping[str | None, Path], engine: RulesEngine,
+                 rows: RowsFormat) -> None:
         self.run = run
+        self.rows = rows
         self.folders = folders
         self.engine = engine
         self.open: dict[str | None, ResultWriter] = {}
@@ -483,7 +545,8 @@ class _Writers:
                 folder = self.folders[system]
             else:
                 raise ValueError(f"no output folder for system {system!r}")
-            self.open[system] = ResultWriter(self.run.folder(folder), self.engine.ontology, self.engine.signature)
+            self.open[system] = ResultWriter(self.run.folder(folder), self.engine.ontology, self.engine.signature,
+                                             self.rows)
             self.done[system] = None
         return self.open[system]
 
@@ -533,14 +596,14 @@ def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,
 
 
 def _judge_in_workers(engine: RulesEngine, parts: Iterable[tuple[str | None, list[PairItem]]],
-                      workers: int) -> Iterator[tuple[str | None, JudgedChunk]]:
+                      workers: int, rows: RowsFormat) -> Iterator[tuple[str | None, JudgedChunk]]:
     """The chunks judged by ``workers`` processes, in order, a few chunks in flight at a time."""
     from cxreval.parallel import bounded_imap, worker_pool
 
     with worker_pool(workers, init_rules_worker, engine.init_args) as pool:
-        yield from bounded_imap(pool, _judge_in_worker, parts, window=2 * workers)
+        yield from bounded_imap(pool, _judge_in_worker, ((s, items, rows) for s, items in parts), window=2 * workers)
 
 
-def _judge_in_worker(part: tuple[str | None, list[PairItem]]) -> tuple[str | None, JudgedChunk]:
-    system, items = part
-    return system, judge_chunk(rules_worker(), items)
+def _judge_in_worker(part: tuple[str | None, list[PairItem], RowsFormat]) -> tuple[str | None, JudgedChunk]:
+    system, items, rows = part
+    return system, judge_chunk(rules_worker(), items, rows=rows)

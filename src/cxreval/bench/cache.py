@@ -48,10 +48,11 @@ def row_has_error(presence: str, location: str, severity: str, comparison: str, 
 
 
 def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
-    """The non-TN rows of a pair, evidence and rules kept on error rows only."""
+    """The rows of a pair that are not implied (:attr:`EntityJudgement.implied`), evidence and
+    rules kept on error rows only."""
     out: list[CompactRow] = []
     for r in rows:
-        if r.presence == "TN":
+        if r.implied:
             continue
         if row_has_error(r.presence, r.location, r.severity, r.comparison, r.specificity):
             out.append((r.entity, r.presence, r.location, r.severity, r.comparison, r.reference, r.candidate,

@@ -60,6 +60,7 @@ from cxreval.literals import (
     EXECUTORS,
     INPUT_FORMATS,
     PROVIDERS,
+    ROW_STYLES,
     REPORT_SECTIONS,
     RESPONSE_FORMATS,
     SCHEMA_STYLES,
@@ -70,6 +71,7 @@ from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, EvaluationScores
+    from cxreval.judge.files import RowsFormat
     from cxreval.outputs import OutputRun
 
 app = typer.Typer(
@@ -92,6 +94,7 @@ Section = Enum("Section", choice_members(REPORT_SECTIONS), type=str)  # type: ig
 InputFormat = Enum("InputFormat", choice_members(INPUT_FORMATS), type=str)  # type: ignore[misc]
 Engine = Enum("Engine", choice_members(ENGINES), type=str)  # type: ignore[misc]
 Executor = Enum("Executor", choice_members(EXECUTORS), type=str)  # type: ignore[misc]
+Rows = Enum("Rows", choice_members(ROW_STYLES), type=str)  # type: ignore[misc]
 Provider = Enum("Provider", choice_members(PROVIDERS), type=str)  # type: ignore[misc]
 ResponseFormat = Enum("ResponseFormat", choice_members(RESPONSE_FORMATS), type=str)  # type: ignore[misc]
 # sparse (LLMConfig's default) first, as --help has always listed them
@@ -155,7 +158,7 @@ def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
 @app.command()
 @_interruptible
 def evaluate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl, errors.csv, scores.json (checked before any work).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl.gz, errors.csv, scores.json (checked before any work).")],
     pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
     refs: Annotated[Optional[Path], typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
     cands: Annotated[Optional[Path], typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
@@ -177,6 +180,8 @@ def evaluate(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
+    rows: Annotated[Rows, typer.Option("--rows", help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input: no report text) or full (every row, evidence as text). Scores are the same.")] = Rows["compact"],
+    parquet: Annotated[Optional[bool], typer.Option("--parquet/--no-parquet", help="Also write judgements.parquet [default: when pyarrow is installed].")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].")] = None,
     executor: Annotated[Optional[Executor], typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
@@ -210,6 +215,7 @@ def evaluate(
     through; 130 interrupted, 143 SIGTERM (the earlier results are left whole; rerun to resume).
     """
     from cxreval.evaluate import Evaluator
+    from cxreval.judge.files import RowsFormat
     from cxreval.llm.config import LLMConfig, LLMConfigError
     from cxreval.outputs import SYSTEMS_DIR, OutputError, OutputRun, SystemFolders, check_out_dir
 
@@ -304,6 +310,7 @@ def evaluate(
             check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
         from cxreval.parallel import default_workers
 
+        rows_format = RowsFormat.choose(rows.value, parquet)
         evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed,
                               workers=workers if workers is not None else default_workers(),
                               spec_compat=spec_compat, rules=rule_set, hierarchy=not flat)
@@ -333,7 +340,7 @@ def evaluate(
                         scores = evaluate_file(evaluator.judge_engine, stream,  # type: ignore[arg-type]
                                                folders[None] if system_col is None else folders,
                                                workers=evaluator.judge_engine.workers,  # type: ignore[attr-defined]
-                                               progress=progress, outputs=run)
+                                               progress=progress, outputs=run, rows=rows_format)
                     except (InputError, OutputError):
                         run.discard()  # a bad input leaves no results folder behind, as a check first would
                         raise
@@ -354,14 +361,14 @@ def evaluate(
                                                  by_system=system_col is not None,
                                                  executor="ray" if on_ray else "local", ray_address=ray_address,
                                                  expected=counts, check_unique=False,  # the readers checked ids
-                                                 outputs=run)
+                                                 outputs=run, rows=rows_format)
                 except RayUnavailable as exc:  # the cluster could not be started or joined
                     _fail(str(exc))
                 outcomes += [(system, [scores[system]]) for system in counts]
             else:
                 for system, group in _by_system(loaded).items():
                     results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
-                    _stage_runs(results, run, folders[system])
+                    _stage_runs(results, run, folders[system], rows_format)
                     outcomes.append((system, results))
             if system_col:
                 _stage_systems(outcomes, out, run)
@@ -481,17 +488,17 @@ def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
 #: The folder under ``--out`` that holds one folder per system (``--system-col``).
 
 
-def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path) -> None:
+def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path, rows: RowsFormat) -> None:
     """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. They replace
     the earlier run's when ``run`` commits, which removes what that one wrote and this one does not."""
     from cxreval.evaluate import summarize_runs
 
     top = run.folder(folder)
     if len(results) == 1:
-        results[0].write_to(top)
+        results[0].write_to(top, rows=rows.style, parquet=rows.parquet)
         return
     for r in results:
-        r.write_to(run.folder(folder / f"run-{r.run}"))
+        r.write_to(run.folder(folder / f"run-{r.run}"), rows=rows.style, parquet=rows.parquet)
     top.write_text("runs.json", json.dumps(summarize_runs(results), indent=2) + "\n", last=True)
 
 
@@ -505,7 +512,8 @@ def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool
             out_console.print_json(json.dumps(result.to_dict()["metrics"]))
             return
         print_summary(result, out_console, top=top)
-        out_console.print(f"wrote {out}/: judgements.jsonl, errors.csv, scores.json"
+        twin = " (+ .parquet)" if (out / "judgements.parquet").is_file() else ""
+        out_console.print(f"wrote {out}/: judgements.jsonl.gz{twin}, errors.csv, scores.json"
                           + (", failures.jsonl" if result.usage is not None or result.failures else ""),
                           style="dim", highlight=False, soft_wrap=True)
         return

@@ -54,8 +54,10 @@ def init(
             fail(f"give --pairs FILE (the file that was evaluated): {results} holds only scores, not the report "
                  f"texts the reviewers read (or put them there as {' / '.join(PAIR_NAMES)})")
         pairs = found[0]
-    if not (results / "judgements.jsonl").is_file():
-        fail(f"{results}: no judgements.jsonl; RESULTS_DIR must be a folder written by cxreval evaluate")
+    from cxreval.judge.files import judgements_file
+
+    if judgements_file(results) is None:
+        fail(f"{results}: no judgements.jsonl.gz; RESULTS_DIR must be a folder written by cxreval evaluate")
     try:
         loaded = read_pairs(pairs, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col,
                             format=input_format)
@@ -65,6 +67,9 @@ def init(
         fail(str(exc))
     _out.print(f"{db}: {len(drawn.pairs)} of {drawn.n_pairs} pairs drawn (seed {seed}) from {len(drawn.strata)} strata",
                highlight=False)
+    if drawn.implied_tn:
+        _out.print(f"note: {results} holds compact rows, so the reviewers see the rows that count in a score and no "
+                   "true negatives; to review those too, evaluate with --rows full", highlight=False, soft_wrap=True)
     for s in drawn.strata:
         _out.print(f"  {s.key:<32} {s.sampled:>4} of {s.size:<5} weight {s.weight:.3g}", highlight=False)
     _out.print(f"next: cxreval review serve {db}", highlight=False)
@@ -180,7 +185,7 @@ def stats(
 @review_app.command("export")
 def export(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database.")],
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for judgements.jsonl, errors.csv, scores.json.")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for judgements.jsonl.gz, errors.csv, scores.json.")],
     prefer: Annotated[list[str] | None, typer.Option("--prefer", metavar="NAME", help="Reviewer whose answer wins a tie (repeatable, in order) [default: alphabetical].")] = None,
     ontology: Annotated[Path | None, typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one.")] = None,
 ) -> None:
@@ -196,7 +201,7 @@ def export(
             result = export_gold(opened, out, prefer=prefer or [], ontology_path=ontology)
     except (OutputError, OntologyError, ValueError) as exc:  # ReviewDBError is a ValueError
         fail(str(exc))
-    _out.print(f"wrote {escape(str(out))}/: judgements.jsonl, errors.csv, scores.json, and human_ratings.csv for "
+    _out.print(f"wrote {escape(str(out))}/: judgements.jsonl.gz, errors.csv, scores.json, and human_ratings.csv for "
                f"cxreval meta human ({result.n_pairs} checked pairs, "
                f"{len(result.judgements)} judgement rows; signature {escape(str(result.signature))})", highlight=False,
                soft_wrap=True)

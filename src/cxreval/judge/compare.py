@@ -186,7 +186,7 @@ def compare_states(
     if hierarchy and ontology.has_hierarchy:
         rows = match_hierarchy(rows, judge)
     _malposition_once(rows, judge)
-    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields}, _ROW_FIELDS)
+    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields, **_NO_SPANS}, _ROW_FIELDS)
             for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])]
 
 
@@ -440,4 +440,6 @@ def _in_ontology_order(ids: Set[str], ontology: Ontology) -> list[Entity]:
 _ORDERS: dict[int, tuple[Ontology, dict[str, int], dict[str, Entity]]] = {}
 
 #: Every field of a judgement row (:data:`cxreval.judge.table.COLUMNS`), as ``constructed`` takes them.
-_ROW_FIELDS = set(COLUMNS)
+#: The fields of a row an engine makes that only a row read back from a compact file fills.
+_NO_SPANS = {"reference_span": None, "candidate_span": None}
+_ROW_FIELDS = set(COLUMNS) | set(_NO_SPANS)

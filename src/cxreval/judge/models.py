@@ -93,11 +93,30 @@ class EntityJudgement(BaseModel):
     specificity: SpecificityJudgement = "exact"
     """How the two reports name the finding of a TP row (:data:`SpecificityJudgement`); ``exact``
     on every other row, and in files written before cxreval 0.5."""
+    reference_span: tuple[int, int] | None = None
+    """Where ``reference`` lies in the pair's reference text (start, end: character offsets), for
+    rows read back from a compact ``judgements.jsonl.gz``; None for rows an engine made. Read
+    back without the texts, ``reference`` is empty and only this says there was evidence."""
+    candidate_span: tuple[int, int] | None = None
+    """The same for ``candidate`` in the candidate text."""
 
     @property
     def error_count(self) -> int:
         """This row's share of the report-level error count (:func:`row_errors`)."""
         return row_errors(self.presence, self.location, self.severity, self.comparison, self.specificity)
+
+    @property
+    def implied(self) -> bool:
+        """A row every score would count the same if it were left out: a TN without error (both
+        reports leave the entity absent), as for an entity neither report mentions. Compact outputs
+        and caches keep only the other rows."""
+        return self.presence == "TN" and not self.error_count
+
+    @property
+    def candidate_said(self) -> bool:
+        """The candidate wrote something about the entity (evidence text, or its place when read
+        back without the texts)."""
+        return bool(self.candidate) or self.candidate_span is not None
 
     @model_serializer(mode="wrap")
     def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
@@ -106,4 +125,7 @@ class EntityJudgement(BaseModel):
         data: dict[str, object] = handler(self)
         if data.get("specificity") == "exact":
             del data["specificity"]
+        for span in ("reference_span", "candidate_span"):
+            if data.get(span) is None:
+                data.pop(span, None)
         return data

@@ -30,8 +30,8 @@ COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison"
 CompactRow = tuple[str, str, str, str, str, str, str, str, str, str]
 _COMPACT_FIELDS = len(COLUMNS) - 1
 #: What a column holds in rows written before it existed.
-_COLUMN_DEFAULTS = {"reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "",
-                    "specificity": "exact"}
+_COLUMN_DEFAULTS: dict[str, object] = {"reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "",
+                                       "specificity": "exact", "reference_span": None, "candidate_span": None}
 _COMPACT_DEFAULTS = tuple(_COLUMN_DEFAULTS[c] for c in COLUMNS[-3:])  # rules, then specificity
 
 
@@ -106,7 +106,7 @@ class JudgementTable:
     def n_rows(self) -> int:
         return len(self._objects) if self._objects is not None else len(self.frame)
 
-    def column(self, name: str) -> list[str]:
+    def column(self, name: str) -> list:  # type: ignore[type-arg]
         """One column's values, row by row (from the row objects when the table has them, so no
         frame is built)."""
         if self._objects is not None:

@@ -54,9 +54,9 @@ def gold_rows(db: ReviewDB, prefer: Sequence[str] = ()) -> tuple[list[str], list
             if entity not in engine and gold == IMPLICIT:
                 continue
             row = engine.get(entity)
-            rows.append(EntityJudgement(pair_id=pair.pair_id, entity=entity, **gold,
-                                        reference=row.reference_evidence if row else "",
-                                        candidate=row.candidate_evidence if row else ""))
+            rows.append(EntityJudgement.model_validate({
+                "pair_id": pair.pair_id, "entity": entity, **gold,
+                "reference": row.reference_evidence if row else "", "candidate": row.candidate_evidence if row else ""}))
     return pair_ids, rows
 
 
@@ -78,8 +78,9 @@ def gold_signature(db: ReviewDB, reviewers: Sequence[str]) -> Signature:
 
 def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
                 ontology_path: str | Path | None = None) -> EvaluationResult:
-    """Score the gold table and write judgements.jsonl, errors.csv and scores.json to ``out_dir``."""
-    from cxreval.evaluate import references_fingerprint, score_judgements
+    """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``."""
+    from cxreval.evaluate import score_judgements
+    from cxreval.io import candidates_fingerprint, references_fingerprint
     from cxreval.io import ReportPair
     from cxreval.ontology import load_ontology
 
@@ -94,13 +95,15 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
     reviewers = sorted({r for r, _ in db.checked()})
     result = score_judgements(rows, pair_ids, onto, gold_signature(db, reviewers))
     texts = {p.pair_id: p for p in db.pairs()}
-    result.references_sha256 = references_fingerprint(
-        [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids])
+    scored = [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids]
+    result.references_sha256 = references_fingerprint(scored)
+    result.candidates_sha256 = candidates_fingerprint(scored)
+    result.texts = {p.pair_id: (p.reference, p.candidate) for p in scored}
     from cxreval.outputs import OutputRun
 
     with OutputRun("review-export") as run:  # the export replaces an earlier one in out_dir whole, or not at all
         folder = run.folder(out_dir)
-        result.write_to(folder)
+        result.write_to(folder, rows="full")  # every row the reviewers confirmed, true negatives too
         write_human_ratings(db, Path(out_dir), pair_ids, folder)
     return result
 

@@ -72,6 +72,9 @@ class Sample(BaseModel):
     n_pairs: int
     strata: list[Stratum]
     pairs: list[SampledPair]
+    implied_tn: bool = False
+    """The results were written with compact rows (``evaluate --rows compact``): true negatives
+    without error are implied, not in the file, so the reviewers do not see them."""
 
 
 def pair_strata(rows: Sequence[EntityJudgement], pair_ids: Sequence[str], ontology: Ontology) -> dict[str, Stratum]:
@@ -218,28 +221,20 @@ def init_review(
 ) -> Sample:
     """Draw a sample from an ``evaluate`` results folder and write it, with the report texts of
     ``pairs``, into a new review database. Checks everything before the database is created."""
-    from cxreval.evaluate import ResultsError, load_result, references_fingerprint
+    from cxreval.evaluate import ResultsError, load_result
     from cxreval.ontology import load_ontology
     from cxreval.review.db import PairInfo, ReviewDB
 
     onto = load_ontology(ontology_path)
-    try:
-        result = load_result(results_dir, onto)
+    try:  # the pairs must hold every scored pair, with the texts scored (checked against the fingerprints)
+        result = load_result(results_dir, onto, pairs=pairs)
     except ResultsError as exc:
-        raise ReviewSetupError(str(exc)) from None
+        raise ReviewSetupError(f"{pairs_file or 'the pairs'}: {exc}") from None
     if not result.pair_ids:
         raise ReviewSetupError(f"{results_dir}: the results hold no scored pair")
     texts = {p.pair_id: p for p in pairs}
-    missing = [p for p in result.pair_ids if p not in texts]
-    if missing:
-        raise ReviewSetupError(f"{pairs_file or 'the pairs'}: {len(missing)} pairs of {results_dir} are not in it "
-                               f"(e.g. {', '.join(missing[:5])}); give the file that was evaluated")
-    if result.references_sha256:
-        scored = [texts[p] for p in result.pair_ids]
-        if result.references_sha256 not in (references_fingerprint(list(pairs)), references_fingerprint(scored)):
-            raise ReviewSetupError(f"{pairs_file or 'the pairs'}: its reference reports are not those {results_dir} "
-                                   "was scored against (references_sha256 differs); give the file that was evaluated")
     sample = draw_sample(result.judgements, result.pair_ids, onto, n, seed=seed, critical_boost=critical_boost)
+    sample.implied_tn = result.judgement_rows == "compact"
     chosen = {p.pair_id for p in sample.pairs}
     db = ReviewDB.create(db_path)
     try:

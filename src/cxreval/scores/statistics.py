@@ -134,6 +134,7 @@ def _read_rows(table: "JudgementTable", ontology: "Ontology", pair_index: dict[s
             judged[:, k] = correct[:, k] | (applies & _is(codes, index, ("not-aligned",)))
             na[:, k] = applies & _is(codes, index, ("not-available",))
     said = np.fromiter(map(bool, table.column("candidate")), dtype=bool, count=len(pair))
+    said |= np.fromiter((s is not None for s in table.column("candidate_span")), dtype=bool, count=len(pair))
     blanket = np.fromiter((r.startswith("normal.") for r in table.column("candidate_rules")), dtype=bool, count=len(pair))
     denied = (presence == 2) & said & ~blanket  # a blanket normal statement ("lungs are clear") denies nothing
     return _Rows(pair, entity, presence, kinds, onto.critical[entity], correct, judged, na, denied)
