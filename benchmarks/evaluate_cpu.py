@@ -9,7 +9,9 @@ from ``getrusage``.
 
 1. Three alternating rounds of ``--workers 1`` and ``--workers 2``: wall times, and the median of
    their ratio (target >= 1.7 on this 2-core machine).
-2. From the ``--workers 2`` runs, the parent's and the workers' CPU per pair, and the speed-up over
+2. From the ``--workers 2`` runs, the parent's and the workers' CPU per pair (and the parent's in a
+   run with ``--no-parquet``, as the core install runs: the Parquet twin is encoded in the parent
+   when the run ends), and the speed-up over
    one worker they allow at 4, 8, 16 and 64 workers: one worker takes its CPU per pair; W workers
    take the longer of the parent's CPU per pair and the workers' divided by W. Per pair means the
    slope: the CPU of a run of a tenth of the pairs (the median of as many runs as rounds) is taken
@@ -115,6 +117,11 @@ def main() -> None:
                                              "--workers", str(workers)])
                 walls[workers].append(wall)
                 cpu[workers].append(used)
+        # the core install (no pyarrow) writes no judgements.parquet: the parent's CPU without it
+        bare = slope(run("command", ["evaluate", "--pairs", str(pairs), "--out", str(Path(tmp) / "bare"),
+                                     "--workers", "2", "--no-parquet"])[1],
+                     run("command", ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / "bare-tenth"),
+                                     "--workers", "2", "--no-parquet"])[1], n - n // 10)
         b_wall, b_cpu = run("in-order", [str(pairs), str(Path(tmp) / "baseline"), "2"])
         same = not differing(Path(tmp) / "out-2-0", Path(tmp) / "baseline") \
             and not differing(Path(tmp) / "out-1-0", Path(tmp) / "baseline")
@@ -132,6 +139,8 @@ def main() -> None:
     workers = statistics.median(c["workers"] for c in per)
     print(f"CPU per pair: one worker {one:.0f} us (start-up included); with 2 workers the parent {parent:.1f} us "
           f"(target <= 5) and the workers {workers:.0f} us in all")
+    print(f"  the parent without judgements.parquet (--no-parquet, as the core install runs): {bare['parent']:.1f} us "
+          f"(the Parquet twin is encoded in the parent when the run ends)")
     print("projected speed-up over one worker: " + ", ".join(
         f"{w} workers {one / max(parent, workers / w):.1f}x" for w in (4, 8, 16, 64))
           + f" (the parent alone would allow {one / parent:.0f}x)")

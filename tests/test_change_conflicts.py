@@ -118,6 +118,6 @@ def test_bench_workers_and_config_follow_spec_compat():
     seen = {}
     for compat in (False, True):
         engine = Evaluator(spec_compat=compat).judge_engine
-        ((_, rows),) = bench_runner._judge_chunk([("k", ref, cand)], engine)
+        ((_, rows),) = bench_runner._judge_chunk(engine, [("k", ref, cand)])
         seen[compat] = json.loads(rows)[0][4]
     assert seen == {False: "conflicting-comparison", True: "other"}

@@ -345,6 +345,8 @@ ALLOWED: dict[tuple[str, str], str] = {
                                              "wrote into an output folder",
     ("extract/text.py", "json.loads(file text)"): "reads confusables.json, Unicode's look-alike data as the "
                                                   "confusable-homoglyphs package ships it, not user input",
+    ("testing/results.py", "pyarrow.parquet.read_table"): "compares the judgements.parquet of two results "
+                                                          "folders cxreval itself wrote (tests, benchmarks)",
     ("metrics/bertscore.py", "json.loads(file text)"): "checkpoint_json reads a model checkpoint's config.json "
                                                        "(not a table of reports); errors are MetricUnavailable "
                                                        "naming the file",

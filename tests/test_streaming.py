@@ -24,7 +24,6 @@ import pytest
 from cxreval import Evaluator
 from cxreval.cli import example_path
 from cxreval.io import CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pairs
-from cxreval.parallel import bounded_imap, worker_pool
 from cxreval.scores.report import distribution_of
 from cxreval.streaming import FILES, evaluate_systems_to, evaluate_to
 
@@ -100,31 +99,6 @@ def test_an_interrupted_stream_keeps_the_previous_files_whole(tmp_path: Path) ->
     left = sorted(p.name for p in out.iterdir() if p.name not in names and p.name != ".cxreval-outputs.json")
     # (judgements.parquet is written from its spool when the run ends: an interrupted run has none)
     assert left == ["errors.csv.partial", "judgements.jsonl.gz.partial"], "this run's files are not named partial"
-
-
-def test_bounded_imap_reads_ahead_at_most_its_window() -> None:
-    handed_out = []
-    seen_at_result = []
-
-    def items():
-        for i in range(40):
-            handed_out.append(i)
-            yield i
-
-    with worker_pool(2, _noop_init, ()) as pool:
-        for value in bounded_imap(pool, _square, items(), window=4):
-            seen_at_result.append((value, len(handed_out)))
-    assert [v for v, _ in seen_at_result] == [i * i for i in range(40)]
-    # when result k comes back, no more than k + window items have been read
-    assert all(read <= k + 4 for k, (_, read) in enumerate(seen_at_result))
-
-
-def _noop_init() -> None:
-    return None
-
-
-def _square(x: int) -> int:
-    return x * x
 
 
 @pytest.mark.parametrize("counts", [[0], [3], [0, 1], [1, 2, 2, 7], [0] * 5 + [12] * 3 + [4] * 9 + [1]])

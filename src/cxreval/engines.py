@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -217,8 +218,15 @@ class RulesEngine:
     @property
     def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None, bool]:
         """What builds this engine again (``RulesEngine(*init_args)``) in a worker process or a Ray
-        actor (:func:`init_rules_worker`): the same ontology, policies, rules and judgement rule."""
+        actor (:attr:`factory`): the same ontology, policies, rules and judgement rule."""
         return (self.ontology, self.uncertain, self.spec_compat, self.rules, self.hierarchy)
+
+    @property
+    def factory(self) -> Callable[[], RulesEngine]:
+        """A picklable function that builds this engine again (``RulesEngine(*init_args)``): the
+        state of an :mod:`executor <cxreval.executors>`'s workers (its rule set travels whole, so a
+        worker never reads the rule file again)."""
+        return partial(RulesEngine, *self.init_args)
 
     def read(self, texts: Iterable[str]) -> dict[str, Extraction]:
         """The extraction of each distinct text (a text read before comes from the extractor's
@@ -264,16 +272,18 @@ class RulesEngine:
 
     def _judge_in_workers(self, pairs: Sequence[ReportPair], progress: bool, label: str) -> EngineOutput:
         """The same rows as the one-process path, judged in chunks by :attr:`workers` processes
-        (:mod:`cxreval.parallel`); each worker reads a chunk's texts once. The extractions stay in
+        (:mod:`cxreval.executors`); each worker reads a chunk's texts once. The extractions stay in
         the workers (label metrics read texts again through :meth:`extract`)."""
-        from cxreval.parallel import chunked, worker_pool
+        from cxreval.executors import executor
+        from cxreval.parallel import chunked
 
         items = [(p.pair_id, p.reference, p.candidate) for p in pairs]
         parts = chunked(items, self.workers)
         rows: list[EntityJudgement] = []
-        with worker_pool(self.workers, init_rules_worker, self.init_args) as pool:
-            done = pool.imap(_judge_rows, parts)  # in order: rows come back in pair order
-            for part, fields in zip(progress_iter(parts, progress, label, total=len(items), step=len), done):
+        with executor(self.workers, self.factory) as pool:
+            done = pool.map(_judge_rows, parts)  # in order: rows come back in pair order
+            for _, fields in progress_iter(zip(parts, done), progress, label, total=len(items),
+                                           step=lambda got: len(got[0])):
                 rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
         table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
         return EngineOutput(table=table, extractions={})
@@ -282,7 +292,6 @@ class RulesEngine:
 #: Batches smaller than this are judged in the calling process (a pool costs more than it saves).
 PARALLEL_MIN_PAIRS = 2_000
 _ROW_FIELDS = COLUMNS  # a row as a worker sends it back: the judgement table's columns
-_RULES_WORKER: dict[str, RulesEngine] = {}
 
 
 def user_rules(ontology: Ontology, rules: RuleSet | str | Path | None) -> RuleSet | None:
@@ -293,26 +302,8 @@ def user_rules(ontology: Ontology, rules: RuleSet | str | Path | None) -> RuleSe
     return load_rules(ontology, Path(rules))
 
 
-def init_rules_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
-                      rules: RuleSet | None = None, hierarchy: bool = True) -> None:
-    """A pool worker's initializer (:func:`cxreval.parallel.worker_pool`): Ctrl-C is the
-    parent's, and the worker keeps one :class:`RulesEngine` (:func:`rules_worker`) for its life,
-    built from the parent engine's :attr:`RulesEngine.init_args` (its rule set travels whole, so a
-    worker never reads the rule file again)."""
-    from cxreval.parallel import worker_signals
-
-    worker_signals()
-    _RULES_WORKER["engine"] = RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
-
-
-def rules_worker() -> RulesEngine:
-    """The rule engine of this pool worker (made by :func:`init_rules_worker`)."""
-    return _RULES_WORKER["engine"]
-
-
-def _judge_rows(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
+def _judge_rows(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, ...]]:
     """Worker: the judgement rows of a chunk of (pair id, reference, candidate), as plain tuples."""
-    engine = rules_worker()
     rows = engine.judge_rows(ReportPair(pair_id=pid, reference=ref, candidate=cand) for pid, ref, cand in items)
     return [tuple(getattr(r, f) for f in _ROW_FIELDS) for r in rows]
 

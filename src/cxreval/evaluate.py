@@ -251,7 +251,7 @@ class Evaluator:
     arrive, so a rerun repeats no finished call. ``spec_compat=True`` keeps the comparison
     verdicts to SPEC-CXR's three values (``conflicting-comparison`` becomes ``other``; signed
     ``comparison:spec``). ``workers`` processes judge a large batch with the rule engine
-    (:mod:`cxreval.parallel`; the results are identical; None or 1: this process only).
+    (:mod:`cxreval.executors`; the results are identical; None or 1: this process only).
     ``rules``: a rule file (path) that adds or overrides the rule engine's rules
     (docs/engine.md, "Adding a rule"), or a :class:`~cxreval.extract.rules.RuleSet` loaded from
     one; its hash enters the signature (``rules@...u<hash>``). A file that cannot be used raises

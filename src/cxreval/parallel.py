@@ -1,8 +1,9 @@
-"""One process-pool design for the rule engine: ``cxreval evaluate --workers`` and ``cxreval bench``.
+"""Process pools and how many workers: what :class:`cxreval.executors.LocalProcesses` runs on.
 
-Workers are forked where the platform allows (spawned elsewhere) with SIGINT ignored, so Ctrl-C
-stops the parent cleanly and prints no worker tracebacks; work is cut into chunks so that every
-worker stays busy and a worker's memory stays flat however many pairs it judges.
+Workers are forked where the platform allows (spawned elsewhere, or when asked: a CUDA trainer)
+with SIGINT ignored, so Ctrl-C stops the parent cleanly and prints no worker tracebacks; work is
+cut into chunks so that every worker stays busy and a worker's memory stays flat however many
+pairs it judges. The default number of workers respects a memory budget (:func:`default_workers`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Most items in one chunk (one task of a worker).
@@ -86,18 +86,3 @@ def worker_signals() -> None:
     (:mod:`cxreval.streaming`), must not be inherited, or a terminated worker waits forever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def bounded_imap(pool: Any, fn: Callable[[Any], Any], items: Iterable[Any], *, window: int) -> Iterator[Any]:
-    """``pool.imap(fn, items)`` in order, with at most ``window`` items handed out at a time.
-
-    ``Pool.imap`` reads its whole input ahead into the task queue; a stream of a million pairs
-    would then sit in memory. Here the next item is read only when a result has come back.
-    """
-    pending: deque[Any] = deque()
-    for item in items:
-        pending.append(pool.apply_async(fn, (item,)))
-        if len(pending) >= window:
-            yield pending.popleft().get()
-    while pending:
-        yield pending.popleft().get()

@@ -1,10 +1,10 @@
-"""The rule engine's chunks judged on a Ray cluster (``cxreval evaluate --executor ray``).
+"""Ray actors as an :class:`~cxreval.executors.Executor` (``cxreval evaluate --executor ray``).
 
-The same chunks that :mod:`cxreval.streaming` judges in this process or in a process pool go to
-Ray actors instead, each holding one :class:`~cxreval.engines.RulesEngine` (so its extraction
-cache lives across chunks, as a pool worker's does). Every actor runs the same chunk function as
-the other paths, and the results come back in input order, so the files are byte-identical. At
-most two chunks per actor are in flight: the input is never read far ahead.
+The same chunks that the other executors run in this process or in a process pool go to Ray
+actors instead, each holding its state (a :class:`~cxreval.engines.RulesEngine`, so its
+extraction cache lives across chunks, as a pool worker's does). Every actor runs the same chunk
+function as the other paths, and the results come back in input order, so the files are the
+same. At most two chunks per actor are in flight: the input is never read far ahead.
 
 ``address=None`` starts a local cluster of ``workers`` CPUs when Ray is not running in this
 process yet (and shuts it down after); an address (``auto``, ``ray://head:10001``, ``host:6379``)
@@ -20,12 +20,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from cxreval.engines import RulesEngine
-    from cxreval.streaming import JudgedChunk, PairItem
+from typing import Any, TypeVar
 
 RAY_EXTRA = "pip install 'cxreval[ray]'"
 
@@ -81,32 +76,35 @@ def ray_imap(make_state: Callable[[], Any], fn: Callable[[Any, T], R], items: It
         _release(ray, actors, started)
 
 
-def judge_in_ray(
-    engine: RulesEngine,
-    parts: Iterable[tuple[str | None, list[PairItem]]],
-    *,
-    workers: int,
-    address: str | None = None,
-    judge: Callable[[RulesEngine, list[PairItem]], JudgedChunk],
-) -> Iterator[tuple[str | None, JudgedChunk]]:
-    """``(system, judge(engine, items))`` for each ``(system, items)`` of ``parts``, in order, the
-    chunks judged by Ray actors that each hold a ``RulesEngine`` built like ``engine``.
+class RayActors:
+    """The :class:`~cxreval.executors.Executor` of Ray actors: :func:`ray_imap` per :meth:`map`
+    (the actors live for one map, and are stopped when it ends or is closed)."""
 
-    ``judge`` is :func:`cxreval.streaming.judge_chunk`, handed in so that this module does not
-    import :mod:`cxreval.streaming` (which imports this one).
-    """
-    from cxreval.engines import RulesEngine
+    def __init__(self, workers: int, make_state: Callable[[], Any], *, address: str | None = None) -> None:
+        import_ray()  # a missing extra is named now, before any work
+        self.workers = workers
+        self.address = address
+        self._make = make_state
+        self._running: list[Iterator[Any]] = []
 
-    systems: deque[str | None] = deque()
+    def map(self, fn: Callable[[Any, T], R], items: Iterable[T]) -> Iterator[R]:
+        running = ray_imap(self._make, fn, items, workers=self.workers, address=self.address)
+        self._running.append(running)
+        return running
 
-    def items() -> Iterator[list[PairItem]]:
-        for system, chunk in parts:
-            systems.append(system)
-            yield chunk
+    def close(self) -> None:
+        """Stop the actors of every map still running (their generators' cleanup releases them)."""
+        for running in self._running:
+            close = getattr(running, "close", None)
+            if close is not None:
+                close()
+        self._running.clear()
 
-    make = partial(RulesEngine, *engine.init_args)
-    for judged in ray_imap(make, judge, items(), workers=workers, address=address):
-        yield systems.popleft(), judged
+    def __enter__(self) -> RayActors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Holder:
@@ -153,4 +151,4 @@ def _release(ray: Any, actors: list[Any], started: bool) -> None:
             ray.shutdown()
 
 
-__all__ = ["RAY_EXTRA", "RayUnavailable", "import_ray", "judge_in_ray", "ray_imap"]
+__all__ = ["RAY_EXTRA", "RayActors", "RayUnavailable", "import_ray", "ray_imap"]

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -77,6 +78,7 @@ from cxreval.extract.text import lookalike_count
 from cxreval.scores.signature import Signature
 
 if TYPE_CHECKING:
+    from cxreval.executors import LocalProcesses
     from cxreval.extract.rules import RuleSet
 
 RewardShape = Literal["neg-errors", "entity-f1", "critical-weighted", "graded"]
@@ -167,7 +169,7 @@ class ClinicalReward:
                            "reference_cache_mib": reference_cache_mib, "completion_cache_mib": completion_cache_mib,
                            "rules": self._runner.engine.rules,  # type: ignore[attr-defined]
                            "hierarchy": hierarchy}
-        self._pool: Any = None
+        self._pool: LocalProcesses | None = None
 
     @property
     def signature(self) -> Signature:
@@ -255,20 +257,23 @@ class ClinicalReward:
         return [float(v) for v in values]
 
     def _score_in_workers(self, references: list[str], texts: list[str]) -> list[float]:
-        """:meth:`score` in :attr:`num_workers` spawned processes, in contiguous chunks (a GRPO
+        """:meth:`score` in :attr:`num_workers` spawned processes (:mod:`cxreval.executors`; they
+        start on the first large batch and serve every later one), in contiguous chunks (a GRPO
         group's completions, which share a reference, stay together and hit one worker's cache)."""
-        from cxreval.parallel import chunked, worker_pool
+        from cxreval.executors import LocalProcesses
+        from cxreval.parallel import chunked
 
         if self._pool is None:
-            self._pool = worker_pool(self.num_workers, _init_worker, (self._init_args,), start_method="spawn")
-            weakref.finalize(self, self._pool.terminate)
+            self._pool = LocalProcesses(self.num_workers, partial(ClinicalReward, **self._init_args),
+                                        start_method="spawn")
+            weakref.finalize(self, self._pool.close)
         parts = chunked(list(zip(references, texts, strict=True)), self.num_workers)
         return [v for values in self._pool.map(_score_chunk, parts) for v in values]
 
     def close(self) -> None:
         """Stop the worker processes, if any (they are stopped at exit too)."""
         if self._pool is not None:
-            self._pool.terminate()
+            self._pool.close()
             self._pool = None
 
     def __enter__(self) -> ClinicalReward:
@@ -307,20 +312,10 @@ def graded_cost(stats: Any) -> np.ndarray:
             + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
 
 
-_WORKER: dict[str, ClinicalReward] = {}
-
-
-def _init_worker(init_args: dict[str, Any]) -> None:
-    """A reward worker: Ctrl-C is the parent's; one reward (one process) for the worker's life."""
-    from cxreval.parallel import worker_signals
-
-    worker_signals()
-    _WORKER["reward"] = ClinicalReward(**init_args)
-
-
-def _score_chunk(part: Sequence[tuple[str, str]]) -> list[float]:
-    """Worker: the rewards of a chunk of (reference, completion) texts."""
-    return _WORKER["reward"].score([r for r, _ in part], [c for _, c in part])
+def _score_chunk(reward: ClinicalReward, part: Sequence[tuple[str, str]]) -> list[float]:
+    """Worker: the rewards of a chunk of (reference, completion) texts (the worker's own reward,
+    built once from the parent's settings)."""
+    return reward.score([r for r, _ in part], [c for _, c in part])
 
 
 _DEFAULT: dict[str, ClinicalReward] = {}

@@ -1,12 +1,13 @@
 """Evaluation in bounded memory: pairs pass through in chunks, are judged, written and summed.
 
-``cxreval evaluate`` with the rule engine goes this way. Each chunk of pairs is judged (in this
-process, or by the workers of :mod:`cxreval.parallel`, which also serialise their chunk's rows),
-its judgement rows and error counts are appended to ``judgements.jsonl`` and ``errors.csv`` as
-they come, and only the additive :class:`~cxreval.scores.spec.SpecTotals` and the references'
-fingerprint are kept. So memory does not grow with the number of pairs, and the files and
-scores are those :meth:`cxreval.evaluate.EvaluationResult.save` writes for the whole input
-(``tests/test_streaming.py`` compares them byte for byte).
+``cxreval evaluate`` with the rule engine goes this way. Each chunk of pairs is judged by an
+executor (:mod:`cxreval.executors`: this process, local processes or Ray actors, whose workers
+also render their chunk's rows), its judgement rows and error counts are appended to
+``judgements.jsonl.gz`` and ``errors.csv`` as they come, and only the additive
+:class:`~cxreval.scores.spec.SpecTotals` and the texts' fingerprints are kept. So memory does not
+grow with the number of pairs, and the files and scores hold what
+:meth:`cxreval.evaluate.EvaluationResult.save` writes for the whole input
+(``tests/test_streaming.py`` compares them).
 
 The files are written beside the earlier run's under partial names (``errors.csv.partial``) and
 replace them only when the whole run is complete (:class:`~cxreval.outputs.OutputRun`), so an
@@ -19,21 +20,14 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cxreval.engines import (
-    PARALLEL_MIN_PAIRS,
-    RulesEngine,
-    init_rules_worker,
-    progress_iter,
-    rules_worker,
-)
+from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine, progress_iter
 from cxreval.evaluate import (
     PROGRESS_MIN_PAIRS,
     EvaluationScores,
@@ -53,6 +47,8 @@ from cxreval.io import (
     reference_digest,
     warn_copied_counts,
 )
+from cxreval.executors import Executor
+from cxreval.executors import executor as make_executor
 from cxreval.judge.files import (
     JUDGEMENTS,
     JUDGEMENTS_PARQUET,
@@ -331,49 +327,20 @@ def evaluate_file(
     plan = stream.plan() if chunk_bytes is None else stream.plan(chunk_bytes)
     if plan is not None:
         # a pool pays for itself from about PARALLEL_MIN_PAIRS pairs: three chunks, 1 to 1.5 MiB
-        with _FileWorkers(engine, workers if len(plan) > 2 else 1) as pool:
+        with make_executor(workers if len(plan) > 2 else 1, engine.factory, state=engine) as pool:
             counted = _census(pool, plan, stream)
             if counted is not None:
                 for system in counted:  # two systems that would share a folder: refused before any work
                     if system is not None and not isinstance(folders, Path):
                         folders[system]  # noqa: B018
-                return _judge_planned(pool, plan, counted, folders, outputs, progress, rows)
+                return _judge_planned(pool, engine, plan, counted, folders, outputs, progress, rows)
     stream.check()  # names every problem; passes only where a cut fell inside a quoted field
     return evaluate_stream(engine, stream, folders, workers=workers, total=stream.n_pairs,
                            progress=_show(progress, stream.n_pairs),
                            expected=stream.systems, check_unique=False, outputs=outputs, rows=rows)
 
 
-class _FileWorkers:
-    """The processes that read, check and judge a file's chunks (this process for one worker)."""
-
-    def __init__(self, engine: RulesEngine, workers: int) -> None:
-        self.engine = engine
-        self.workers = workers
-        self.pool: Any = None
-
-    def __enter__(self) -> _FileWorkers:
-        if self.workers > 1:
-            from cxreval.parallel import worker_pool
-
-            self.pool = worker_pool(self.workers, init_rules_worker, self.engine.init_args)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-
-    def map(self, fn: Any, chunks: Sequence[Any]) -> Iterator[Any]:
-        """``fn(chunk)`` of each chunk, in order, a few in flight at a time."""
-        if self.pool is None:
-            return (fn(c, self.engine) for c in chunks)
-        from cxreval.parallel import bounded_imap
-
-        return bounded_imap(self.pool, fn, chunks, window=2 * self.workers)
-
-
-def _census(pool: _FileWorkers, plan: Sequence[PairChunk], stream: PairStream) -> dict[str | None, int] | None:
+def _census(pool: Executor, plan: Sequence[PairChunk], stream: PairStream) -> dict[str | None, int] | None:
     """Every chunk checked and counted: the pairs of each system (order of first appearance), or
     None where a chunk reads with a problem or an id repeats (the file is then read in order).
     Warns where candidates copy their references, as :meth:`PairStream.check` does."""
@@ -397,16 +364,16 @@ def _census(pool: _FileWorkers, plan: Sequence[PairChunk], stream: PairStream) -
     return systems
 
 
-def _census_of(chunk: PairChunk, engine: RulesEngine | None = None) -> ChunkCensus:
+def _census_of(engine: RulesEngine, chunk: PairChunk) -> ChunkCensus:
     return chunk.census()
 
 
-def _judge_planned(pool: _FileWorkers, plan: Sequence[PairChunk], counts: Mapping[str | None, int],
+def _judge_planned(pool: Executor, engine: RulesEngine, plan: Sequence[PairChunk], counts: Mapping[str | None, int],
                    folders: Path | Mapping[str | None, Path], outputs: OutputRun | None,
                    progress: bool | None, rows: RowsFormat) -> dict[str | None, EvaluationScores]:
     """The checked chunks judged and written, each system finished once its last pair is in."""
     with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
-        writers = _Writers(run, folders, pool.engine, rows)
+        writers = _Writers(run, folders, engine, rows)
         parts = Path(tempfile.mkdtemp(prefix=".cxreval-parts-", dir=_parts_dir(folders)))
         try:
             judged = pool.map(_judge_file_chunk, [(chunk, parts / f"{k:06d}", rows) for k, chunk in enumerate(plan)])
@@ -433,11 +400,10 @@ def _parts_dir(folders: Path | Mapping[str | None, Path]) -> Path:
     return top
 
 
-def _judge_file_chunk(task: tuple[PairChunk, Path, RowsFormat],
-                      engine: RulesEngine | None = None) -> list[tuple[str | None, JudgedChunk]]:
-    """Read and judge one checked chunk (in a worker, or this process with ``engine``): each of
-    its systems' judged pairs, in order of first appearance, their rows written to files named
-    after the task's part path."""
+def _judge_file_chunk(engine: RulesEngine, task: tuple[PairChunk, Path, RowsFormat]) -> list[tuple[str | None, JudgedChunk]]:
+    """Read and judge one checked chunk (in a worker, or this process): each of its systems'
+    judged pairs, in order of first appearance, their rows written to files named after the
+    task's part path."""
     chunk, part, rows = task
     pairs, clean = chunk.read()
     if not clean:  # it read clean in the census: the file changed since
@@ -445,8 +411,7 @@ def _judge_file_chunk(task: tuple[PairChunk, Path, RowsFormat],
     groups: dict[str | None, list[PairItem]] = {}
     for p in pairs:
         groups.setdefault(p.system, []).append((p.pair_id, p.reference, p.candidate, p.meta))
-    use = engine if engine is not None else rules_worker()
-    return [(system, judge_chunk(use, items, part.with_name(f"{part.name}-{k}.part"), rows))
+    return [(system, judge_chunk(engine, items, part.with_name(f"{part.name}-{k}.part"), rows))
             for k, (system, items) in enumerate(groups.items())]
 
 
@@ -498,29 +463,17 @@ def evaluate_stream(
     rows = rows or RowsFormat.choose()
     if ray_address is not None and executor != "ray":
         raise ValueError("ray_address applies to executor 'ray'")
-    judged: Iterator[tuple[str | None, JudgedChunk]] | None = None
-    try:
-        with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
-            writers = _Writers(run, folders, engine, rows)
-            parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
-            if executor == "ray":
-                from cxreval.ray_executor import judge_in_ray
-
-                judged = judge_in_ray(engine, parts, workers=workers, address=ray_address,
-                                      judge=partial(judge_chunk, rows=rows))
-            elif workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS):
-                judged = _judge_in_workers(engine, parts, workers, rows)
-            else:
-                judged = ((system, judge_chunk(engine, items, rows=rows)) for system, items in parts)
-            steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
-            for system, chunk in steps:
-                writers.add(system, chunk, expected)
-            return writers.finish()
-    except BaseException:
-        if judged is not None and hasattr(judged, "close"):
-            with suppress(Exception):  # stop the workers / Ray actors now; the first error is the one to report
-                judged.close()
-        raise
+    many = executor == "ray" or (workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS))
+    with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run, \
+            make_executor(workers if many else 1, engine.factory, kind=executor, address=ray_address,
+                          state=engine) as pool:  # its workers / actors stop on every exit, Ctrl-C included
+        writers = _Writers(run, folders, engine, rows)
+        parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
+        judged = pool.map(_judge_part, ((system, items, rows) for system, items in parts))
+        steps = progress_iter(judged, progress, "judging pairs", total=total or 0, step=lambda s: s[1].n_pairs)
+        for system, chunk in steps:
+            writers.add(system, chunk, expected)
+        return writers.finish()
 
 
 class _Writers:
@@ -595,15 +548,7 @@ def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,
             yield system, buf
 
 
-def _judge_in_workers(engine: RulesEngine, parts: Iterable[tuple[str | None, list[PairItem]]],
-                      workers: int, rows: RowsFormat) -> Iterator[tuple[str | None, JudgedChunk]]:
-    """The chunks judged by ``workers`` processes, in order, a few chunks in flight at a time."""
-    from cxreval.parallel import bounded_imap, worker_pool
-
-    with worker_pool(workers, init_rules_worker, engine.init_args) as pool:
-        yield from bounded_imap(pool, _judge_in_worker, ((s, items, rows) for s, items in parts), window=2 * workers)
-
-
-def _judge_in_worker(part: tuple[str | None, list[PairItem], RowsFormat]) -> tuple[str | None, JudgedChunk]:
+def _judge_part(engine: RulesEngine, part: tuple[str | None, list[PairItem], RowsFormat]) -> tuple[str | None, JudgedChunk]:
+    """One chunk of a system's pairs judged (:func:`judge_chunk`), with its system."""
     system, items, rows = part
-    return system, judge_chunk(rules_worker(), items, rows=rows)
+    return system, judge_chunk(engine, items, rows=rows)

@@ -32,17 +32,14 @@ import numpy as np
 from cxreval.bench.cache import RULE_ROWS, BenchCache, compact_rows, dumps, pair_key
 from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, PREDICTION_FIELD, BenchConfig, DatasetConfig, Section, SystemConfig
 from cxreval.bench.models import BenchmarkResult
-from cxreval.engines import RulesEngine, init_rules_worker, rules_worker
-from cxreval.extract.rules import RuleSet
+from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine
+from cxreval.executors import executor
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
-from cxreval.judge.compare import UncertainPolicy
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.metrics.table import TableMetric, table_metric, table_metric_names
-from cxreval.ontology import Ontology
 from cxreval.outputs import OutputError, check_out_dir
-from cxreval.parallel import chunked, worker_pool
+from cxreval.parallel import chunked
 
-PARALLEL_MIN_PAIRS = 2000
 #: Most pairs a judging or metric chunk holds: the unit of caching (and of work lost to Ctrl-C).
 CHUNK_PAIRS = 1000
 Log = Callable[[str], None]
@@ -222,41 +219,17 @@ def retrieval_data(cfg: SystemConfig, data_dir: Path | None, ontology: Any = Non
 # Judging (rule engine in worker processes)
 # ------------------------------------------------------------------------------------------
 
-_WORKER: dict[str, Any] = {}
+def _judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """Judge one chunk of ``(key, reference, candidate)`` (sorted by reference) with ``engine`` (an
+    executor's state: :mod:`cxreval.executors`): ``(key, compact rows JSON)`` per pair. The
+    engine's caches are bounded by their byte budgets (:mod:`cxreval.caches`), which keeps a
+    worker's memory flat however many pairs it judges."""
+    return [(key, dumps(compact_rows(engine.judge_texts("p", ref, cand)))) for key, ref, cand in items]
 
 
-def _init_worker(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
-                 rules: RuleSet | None = None, hierarchy: bool = True) -> None:
-    """A bench worker: the rule engine's pool worker (Ctrl-C is the parent's), plus the metrics
-    it builds on demand (:func:`_metric_chunk`)."""
-    init_rules_worker(ontology, uncertain, spec_compat, rules, hierarchy)
-
-
-def _judge_chunk(items: Sequence[tuple[str, str, str]], engine: RulesEngine) -> list[tuple[str, str]]:
-    """Judge one chunk of ``(key, reference, candidate)`` (sorted by reference) with ``engine``:
-    ``(key, compact rows JSON)`` per pair. The engine's caches are bounded by their byte budgets
-    (:mod:`cxreval.caches`), which keeps a worker's memory flat however many pairs it judges."""
-    out = [(key, dumps(compact_rows(engine.judge_texts("p", ref, cand)))) for key, ref, cand in items]
-    return out
-
-
-def _judge_chunk_in_worker(items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    return _judge_chunk(items, rules_worker())
-
-
-def _ray_judge_state(ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool,
-                     rules: RuleSet | None = None, hierarchy: bool = True) -> RulesEngine:
-    """A Ray actor's rule engine (Ray handles Ctrl-C in its own workers)."""
-    return RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
-
-
-def _ray_judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    return _judge_chunk(items, engine)
-
-
-def _metric_chunk(task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]) -> list[Any]:
+def _metric_chunk(metrics: dict[str, ReportMetric], task: tuple[str, dict[str, Any], Sequence[str], Sequence[str]]) -> list[Any]:
+    """A metric's values of a chunk, in a worker whose state is the metrics it built so far."""
     name, options, refs, cands = task
-    metrics = _WORKER.setdefault("metrics", {})
     metric = metrics.get(name)
     if metric is None:
         metric = metrics[name] = get_metric(name, **options)
@@ -269,12 +242,6 @@ def _metric_values(metric: ReportMetric, refs: Sequence[str], cands: Sequence[st
     if isinstance(metric, PairMeanMetric):  # get_metric guarantees: level "pair" <=> a PairMeanMetric
         return [None if not math.isfinite(v) else float(v) for v in metric.score_pairs(refs, cands)]
     return [list(map(float, row)) for row in metric.pair_stats(refs, cands)]
-
-
-def _pool(workers: int, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool = False,
-          rules: RuleSet | None = None, hierarchy: bool = True) -> Any:
-    """Worker processes that judge with the rule engine (:func:`cxreval.parallel.worker_pool`)."""
-    return worker_pool(workers, _init_worker, (ontology, uncertain, spec_compat, rules, hierarchy))
 
 
 def _chunked(items: Sequence[Any], workers: int) -> list[Sequence[Any]]:
@@ -493,29 +460,16 @@ class Runner:
         engine = self.evaluator.judge_engine
         assert isinstance(engine, RulesEngine)  # eng.name == "rules"
         chunks = _chunked(items, self.workers)
-        if eng.on_ray:  # the same chunks, judged by Ray actors (cxreval.ray_executor)
-            from contextlib import closing
-            from functools import partial
-
-            from cxreval.ray_executor import ray_imap
-
-            make = partial(_ray_judge_state, *engine.init_args)
-            with closing(ray_imap(make, _ray_judge_chunk, chunks, workers=self.workers,
-                                  address=eng.ray_address)) as judged:  # actors stop on Ctrl-C too
-                for part in judged:
-                    store(part)
-            return
-        if self.workers <= 1 or len(items) < PARALLEL_MIN_PAIRS:
-            for chunk in chunks:
-                store(_judge_chunk(chunk, engine))
-            return
-        with _pool(self.workers, *engine.init_args) as pool:
-            for part in pool.imap_unordered(_judge_chunk_in_worker, chunks):
+        many = eng.on_ray or (self.workers > 1 and len(items) >= PARALLEL_MIN_PAIRS)
+        # the same chunks in this process, local processes or Ray actors (cxreval.executors); every
+        # chunk is stored as it comes, so Ctrl-C keeps what was judged, and the workers stop with it
+        with executor(self.workers if many else 1, engine.factory, kind="ray" if eng.on_ray else "local",
+                      address=eng.ray_address, state=engine) as pool:
+            for part in pool.map(_judge_chunk, chunks):
                 store(part)
 
     def score_metrics(self, cache: BenchCache, runs: Sequence[DatasetRun]) -> None:
         """Fill ``SystemRun.metrics`` for every configured metric but the judgement-based one."""
-        eng = self.config.engine
         for name in self.config.metrics:
             if name in TABLE_METRIC_NAMES:  # computed from the judgement table
                 continue
@@ -541,13 +495,10 @@ class Runner:
                     self.progress(stage, done, len(missing))
 
                 parallel = getattr(metric, "parallel_safe", name in ("bleu2", "rouge-l", "bleu4-corpus"))
-                if parallel and self.workers > 1 and len(missing) >= PARALLEL_MIN_PAIRS:
-                    with _pool(self.workers, self.evaluator.ontology, eng.uncertain) as pool:
-                        for keys, values in zip(chunks, pool.imap(_metric_chunk, tasks)):
-                            store(keys, values)
-                else:
-                    for keys, (_, _, refs, cands) in zip(chunks, tasks):
-                        store(keys, _metric_values(metric, refs, cands))
+                many = parallel and self.workers > 1 and len(missing) >= PARALLEL_MIN_PAIRS
+                with executor(self.workers if many else 1, dict, state={name: metric}) as pool:
+                    for keys, values in zip(chunks, pool.map(_metric_chunk, tasks)):
+                        store(keys, values)
             self.stats.metric_computed[name] = self.stats.metric_computed.get(name, 0) + len(missing)
             parsed: dict[str, Any] = {}
             for s, keys in keyed:

@@ -38,7 +38,7 @@ from cxreval.judge.table import COLUMNS
 from cxreval.literals import ROW_STYLES, RowStyle
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     from cxreval.outputs import AtomicFile
 
@@ -224,7 +224,7 @@ def parquet_available() -> bool:
     """Whether pyarrow is installed (the Parquet twin is written by default then)."""
     try:
         import pyarrow
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         return False
     return True
