@@ -5,6 +5,7 @@ every problem still named by the reading in order."""
 from __future__ import annotations
 
 import csv
+import os
 import json
 import random
 from pathlib import Path
@@ -179,3 +180,23 @@ def test_what_the_reading_in_order_refuses_is_never_a_clean_chunk(tmp_path: Path
         PairStream(path).check()
     for size in (1, 5, 50):
         assert not _by_chunks(PairStream(path), size)[1]
+
+
+def test_a_killed_runs_parts_folder_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL runs no cleanup: the parts folder of a run whose process is gone goes with the next
+    run into the folder; one of a live process stays."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    out = tmp_path / "out"
+    dead = out / f".cxreval-parts-{gone.stdout.strip()}-abc"
+    live = out / f".cxreval-parts-{os.getpid()}-xyz"
+    for folder in (dead, live):
+        folder.mkdir(parents=True)
+        (folder / "000001-0.part.jsonl.gz").write_bytes(b"left over")
+    path = _pairs_file(tmp_path, 200)
+    evaluate_file(Evaluator().judge_engine, PairStream(path), out, workers=1, chunk_bytes=2_000)
+    assert not dead.exists() and live.is_dir()
+    assert (out / "scores.json").is_file()

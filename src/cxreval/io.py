@@ -1232,24 +1232,32 @@ class PairChunk:
                             meta_cols=meta_cols, system_col=system_col, format=self.format)
         try:
             with open(self.file, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if (st.st_size, st.st_mtime_ns) != self.stamp:
+                if self._stamp(fh) != self.stamp:
                     return [], False
                 fh.seek(self.start)
                 body = fh.read(self.nbytes)
+                if self._stamp(fh) != self.stamp:  # written to while this range was read
+                    return [], False
             if not body.strip(b"\r\n"):
                 return [], True  # empty lines between records: no record, no problem
             if self.start > 0 and body.startswith(codecs.BOM_UTF8) and not self.head:
                 return [], False  # a BOM inside the file is text, not a file's mark: read in order
-            text = (self.head + body).decode("utf-8", errors="strict")
+            text = (self.head + body).decode("utf-8", errors="strict").removeprefix("\ufeff")
             if self.format != "jsonl" and not _ends_outside_quotes(text, "," if self.format == "csv" else "\t"):
                 return [], False  # a stray quote put the cut inside a quoted field: read in order
-            lines = _decoded_lines(io.BytesIO(self.head + body), self.file, split_cr=self.format != "jsonl")
+            # the lines of the text decoded once: a line feed ends a line, and for CSV / TSV a lone
+            # carriage return too (as _decoded_lines splits the file when it is read in order)
+            lines = io.StringIO(text, newline="\n" if self.format == "jsonl" else "")
             pairs, problems = stream._read(unique=False, lines=lines)
             out = list(pairs)
         except (InputError, OSError, UnicodeDecodeError):
             return [], False
         return out, not problems.found
+
+    @staticmethod
+    def _stamp(fh: Any) -> tuple[int, int]:
+        st = os.fstat(fh.fileno())
+        return (st.st_size, st.st_mtime_ns)
 
     def census(self) -> ChunkCensus:
         """Read the range and count its pairs (:class:`ChunkCensus`); not clean where a record has

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 __all__ = ["AtomicFile", "OutputError", "OutputManifest", "OutputRun", "atomic_write_text", "atomic_writer",
-           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "sigterm_raises", "write_csv"]
+           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "process_alive", "sigterm_raises",
+           "write_csv"]
 
 
 class OutputError(ValueError):
@@ -575,8 +576,11 @@ def _claimed_by_a_live_process(lock: Path) -> bool:
         pid = int(lock.read_text(encoding="utf-8").strip() or "0")
     except (OSError, ValueError):
         return True  # being written this instant, or unreadable: leave it to its owner
-    if pid <= 0:
-        return False
+    return pid > 0 and process_alive(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -16,6 +16,7 @@ interrupted run leaves the earlier results whole.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -65,6 +66,7 @@ from cxreval.outputs import (
     OutputRun,
     csv_text,
     frame_rows,
+    process_alive,
     sigterm_raises,
 )
 from cxreval.scores.spec import SpecTotals
@@ -374,7 +376,9 @@ def _judge_planned(pool: Executor, engine: RulesEngine, plan: Sequence[PairChunk
     """The checked chunks judged and written, each system finished once its last pair is in."""
     with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
         writers = _Writers(run, folders, engine, rows)
-        parts = Path(tempfile.mkdtemp(prefix=".cxreval-parts-", dir=_parts_dir(folders)))
+        top = _parts_dir(folders)
+        _remove_stale_parts(top)
+        parts = Path(tempfile.mkdtemp(prefix=f"{PARTS_PREFIX}{os.getpid()}-", dir=top))
         try:
             judged = pool.map(_judge_file_chunk, [(chunk, parts / f"{k:06d}", rows) for k, chunk in enumerate(plan)])
             total = sum(counts.values())
@@ -398,6 +402,19 @@ def _parts_dir(folders: Path | Mapping[str | None, Path]) -> Path:
     top = folders if isinstance(folders, Path) else getattr(folders, "out", None) or next(iter(folders.values()))
     top.mkdir(parents=True, exist_ok=True)
     return top
+
+
+#: The folder workers write their chunks' rows into, ``.cxreval-parts-PID-XXXX`` beside the results.
+PARTS_PREFIX = ".cxreval-parts-"
+
+
+def _remove_stale_parts(top: Path) -> None:
+    """Remove the parts folders of runs that were killed (SIGKILL runs no cleanup): those whose
+    process is gone. A live run's, another program's into the same folder, are left alone."""
+    for folder in top.glob(f"{PARTS_PREFIX}*"):
+        pid = folder.name.removeprefix(PARTS_PREFIX).split("-", 1)[0]
+        if folder.is_dir() and pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _judge_file_chunk(engine: RulesEngine, task: tuple[PairChunk, Path, RowsFormat]) -> list[tuple[str | None, JudgedChunk]]:
