@@ -291,8 +291,9 @@ class ParquetRows:
         import pyarrow.parquet as pq
 
         try:
+            # read as a file, not mapped: a mapped spool would count in this process's memory whole
             with pq.ParquetWriter(str(self.path), parquet_schema(), compression="zstd") as writer, \
-                    pa.memory_map(self._spool.tmp) as source:
+                    pa.OSFile(self._spool.tmp) as source:
                 while source.tell() < source.size():
                     writer.write_table(pa.ipc.open_stream(source).read_all())
         finally:
