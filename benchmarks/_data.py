@@ -31,3 +31,16 @@ def iu_text(row: dict[str, str]) -> str:
     if row.get("impression", "").strip():
         parts.append("Impression: " + row["impression"].strip())
     return " ".join(parts)
+
+
+def write_random_pairs(path: Path, n: int, seed: int = 0, prefix: str = "p") -> None:
+    """A pairs CSV (id, reference, candidate) of ``n`` IU X-ray reports paired at random."""
+    import random
+
+    texts = [t for t in (iu_text(r) for r in iu_reports()) if t.strip()]
+    rng = random.Random(seed)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "reference", "candidate"])
+        for i in range(n):
+            w.writerow([f"{prefix}{i}", rng.choice(texts), rng.choice(texts)])

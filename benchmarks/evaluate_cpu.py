@@ -28,9 +28,7 @@ Run: python benchmarks/evaluate_cpu.py [--pairs 100000] [--rounds 3]
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -38,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _data import iu_reports, iu_text
+from _data import write_random_pairs
 
 from cxreval.testing.results import differing
 
@@ -68,16 +66,6 @@ print(json.dumps({"parent": me.ru_utime + me.ru_stime, "workers": kids.ru_utime 
 """
 
 
-def write_pairs(path: Path, n: int, seed: int = 0) -> None:
-    texts = [t for t in (iu_text(r) for r in iu_reports()) if t.strip()]
-    rng = random.Random(seed)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "reference", "candidate"])
-        for i in range(n):
-            w.writerow([f"p{i}", rng.choice(texts), rng.choice(texts)])
-
-
 def slope(big: dict[str, float], small: dict[str, float], pairs: int) -> dict[str, float]:
     """CPU microseconds per pair between a run and one of fewer pairs (``pairs`` fewer)."""
     return {k: (big[k] - small[k]) * 1e6 / pairs for k in big}
@@ -100,8 +88,8 @@ def main() -> None:
     n = args.pairs
     with tempfile.TemporaryDirectory() as tmp:
         pairs, tenth = Path(tmp) / "pairs.csv", Path(tmp) / "tenth.csv"
-        write_pairs(pairs, n)
-        write_pairs(tenth, n // 10, seed=1)
+        write_random_pairs(pairs, n)
+        write_random_pairs(tenth, n // 10, seed=1)
         smalls = [run("command", ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / f"tenth-{r}"),
                                   "--workers", "2"])[1] for r in range(args.rounds)]
         small = {k: statistics.median(c[k] for c in smalls) for k in smalls[0]}

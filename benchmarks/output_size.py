@@ -14,28 +14,16 @@ Run: python benchmarks/output_size.py [--pairs 20000]
 from __future__ import annotations
 
 import argparse
-import csv
 import gzip
-import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from _data import iu_reports, iu_text
+from _data import write_random_pairs
 
 STYLES = {"compact (core install)": ["--no-parquet"], "compact + judgements.parquet": [],
           "full rows": ["--rows", "full", "--no-parquet"]}
-
-
-def write_pairs(path: Path, n: int, seed: int = 0) -> None:
-    texts = [t for t in (iu_text(r) for r in iu_reports()) if t.strip()]
-    rng = random.Random(seed)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "reference", "candidate"])
-        for i in range(n):
-            w.writerow([f"iu-{i}", rng.choice(texts), rng.choice(texts)])
 
 
 def main() -> None:
@@ -45,7 +33,7 @@ def main() -> None:
     n = args.pairs
     with tempfile.TemporaryDirectory() as tmp:
         pairs = Path(tmp) / "pairs.csv"
-        write_pairs(pairs, n)
+        write_random_pairs(pairs, n, prefix="iu-")
         sizes: dict[str, dict[str, int]] = {}
         for k, (style, extra) in enumerate(STYLES.items()):
             out = Path(tmp) / f"out-{k}"
