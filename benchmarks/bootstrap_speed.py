@@ -23,10 +23,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from cxreval.ontology import load_ontology
-from cxreval.scores import averages, entity_scores
 from cxreval.judge.table import JudgementTable
 from cxreval.metrics.intervals import table_cache
+from cxreval.ontology import load_ontology
+from cxreval.scores import averages, entity_scores
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import DEFAULT_CHUNK, bootstrap, weights_from_indices
 

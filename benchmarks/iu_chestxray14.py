@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import re
 
+import pandas as pd
 from _data import data_dir
 
 from cxreval.datasets.iu_xray import load_splits, read_iu_reports, report_text
@@ -36,8 +37,6 @@ from cxreval.extract.rules import RuleExtractor
 from cxreval.ontology import load_ontology
 from cxreval.ontology.mesh import parse_mesh_field
 from cxreval.scores import label_metrics, project_extractions
-
-import pandas as pd
 
 LABELSET = "chestxray14"
 GOLD_HEADINGS = {

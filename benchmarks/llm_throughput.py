@@ -30,11 +30,11 @@ from pathlib import Path
 from _data import data_dir
 
 from cxreval import Evaluator, ReportPair
-from cxreval.llm import LLMConfig
-from cxreval.testing.loopback import Oracle, _Handler
 from cxreval.judge.llm_answers import format_instructions
+from cxreval.llm import LLMConfig
 from cxreval.llm.prompts import entity_list, load_prompt, uncertain_rule
 from cxreval.ontology import load_ontology
+from cxreval.testing.loopback import Oracle, _Handler
 
 LATENCY = 0.2
 

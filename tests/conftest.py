@@ -40,10 +40,16 @@ def tiny() -> Ontology:
     return parse_ontology(TINY, "tiny")
 
 
-def shared_data_dir() -> Path | None:
-    """``../shared/data`` beside the repository, or $CXREVAL_DATA_DIR; None when absent."""
+def shared_data_path() -> Path:
+    """Where the shared data is looked for: $CXREVAL_DATA_DIR, else ``../shared/data`` beside the
+    repository (present or not)."""
     env = os.environ.get("CXREVAL_DATA_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_data_dir() -> Path | None:
+    """:func:`shared_data_path` when it is a folder; None when absent."""
+    path = shared_data_path()
     return path if path.is_dir() else None
 
 

@@ -164,6 +164,6 @@ def test_agree_runs_in_a_subprocess(files):
     code = ("import typer, sys; from cxreval.cli.agree import agree; a = typer.Typer(); "
             "a.command('agree')(agree); a.command('noop')(lambda: None); sys.exit(a())")
     proc = subprocess.run([sys.executable, "-c", code, "agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]),
-                           "--format", "csv"], capture_output=True, text=True, check=False)
+                           "--format", "csv"], capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1].startswith("A,4,1,1,0,2")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from cxreval.bench.config import NORMAL_TEMPLATE, load_config
 from cxreval.bench.runner import run_benchmark
 from cxreval.bench.tables import leaderboard_latex, leaderboard_markdown, write_tables
 from cxreval.io import InputError
+from tests.conftest import shared_data_path
 
 REFS = {
     "s1": ("Small left pleural effusion. The heart is normal in size.", "A", "0"),
@@ -271,12 +271,8 @@ def test_normal_template_default_text_has_no_finding() -> None:
     assert all(r.presence == "TN" for r in rows)
 
 
-def _data_dir() -> Path:
-    env = os.environ.get("CXREVAL_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
 
-
-@pytest.mark.skipif(not (_data_dir() / "rexrank-iu" / "ReXRank_IUXray_test.json").exists(),
+@pytest.mark.skipif(not (shared_data_path() / "rexrank-iu" / "ReXRank_IUXray_test.json").exists(),
                     reason="../shared/data not available")
 def test_rexrank_iu_config(tmp_path: Path) -> None:
     cfg = load_config(Path(__file__).resolve().parents[1] / "benchmarks" / "configs" / "rexrank_iu_test.yaml")

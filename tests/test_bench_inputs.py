@@ -14,9 +14,10 @@ from cxreval.bench.config import DERIVED_METRICS, DatasetConfig, ReferencesConfi
 from cxreval.bench.runner import load_dataset, run_benchmark
 from cxreval.io import CopiedCandidatesWarning, InputError
 from cxreval.metrics import available_metrics
-from tests.test_bench import _data_dir, bench_dir  # noqa: F401  (bench_dir is a fixture)
+from tests.conftest import shared_data_path
+from tests.test_bench import bench_dir  # noqa: F401  (bench_dir is a fixture)
 
-DATA = _data_dir()
+DATA = shared_data_path()
 IU_TEST = DATA / "rexrank-iu" / "ReXRank_IUXray_test.json"
 MOERAD = DATA / "iu-gen-moerad"
 needs_data = pytest.mark.skipif(not (IU_TEST.exists() and (MOERAD / "MoERad.json").exists()),
@@ -110,10 +111,10 @@ def _app() -> typer.Typer:
     return app
 
 
-def _invoke(bench_dir: Path, out: Path, **changes: object) -> tuple[int, str]:
-    cfg = yaml.safe_load((bench_dir / "bench.yaml").read_text())
+def _invoke(folder: Path, out: Path, **changes: object) -> tuple[int, str]:
+    cfg = yaml.safe_load((folder / "bench.yaml").read_text())
     cfg.update(changes)
-    p = bench_dir / "changed.yaml"
+    p = folder / "changed.yaml"
     p.write_text(yaml.safe_dump(cfg))
     res = CliRunner().invoke(_app(), ["bench", str(p), "--out", str(out), "--no-html"])
     assert "Traceback" not in res.output and isinstance(res.exception, SystemExit | None)

@@ -8,7 +8,6 @@ import json
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml

@@ -35,8 +35,8 @@ from cxreval.ontology import load_ontology
 from cxreval.review.db import ReviewDB
 from cxreval.reward import ClinicalReward
 from cxreval.scores import Signature
-
 from cxreval.testing.results import judgement_lines
+
 from .test_review_cli import server
 from .test_review_http import call
 

@@ -5,8 +5,8 @@ every problem still named by the reading in order."""
 from __future__ import annotations
 
 import csv
-import os
 import json
+import os
 import random
 from pathlib import Path
 
@@ -189,7 +189,7 @@ def test_a_killed_runs_parts_folder_is_removed_by_the_next_run(tmp_path: Path) -
     import sys
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
+                          check=True, timeout=600)
     out = tmp_path / "out"
     dead = out / f".cxreval-parts-{gone.stdout.strip()}-abc"
     live = out / f".cxreval-parts-{os.getpid()}-xyz"

@@ -11,7 +11,7 @@ HEAVY = ("pandas", "scipy", "openai", "anthropic", "pyarrow", "sacrebleu", "torc
 
 def _loaded(code: str) -> set[str]:
     probe = f"{code}\nimport sys, json; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=600).stdout
     return {m.split(".")[0] for m in json.loads(out.splitlines()[-1])}
 
 

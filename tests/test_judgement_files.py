@@ -180,7 +180,7 @@ def test_a_folder_of_cxreval_0_7_still_reads(tmp_path: Path, written) -> None:
 def test_the_cli_writes_the_style_asked_and_refuses_parquet_without_pyarrow(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "cxreval", "evaluate", "--example", "--json"]
     done = subprocess.run([*run, "--out", str(tmp_path / "full"), "--rows", "full", "--no-parquet"],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr
     assert any(r["presence"] == "TN" for r in judgement_lines(tmp_path / "full"))
     assert not (tmp_path / "full" / JUDGEMENTS_PARQUET).exists()
@@ -189,10 +189,10 @@ def test_the_cli_writes_the_style_asked_and_refuses_parquet_without_pyarrow(tmp_
     no_pyarrow = "import sys; sys.modules['pyarrow'] = None; from cxreval.cli import app; app()"
     base = [sys.executable, "-c", no_pyarrow, "evaluate", "--example", "--json"]
     refused = subprocess.run([*base, "--out", str(tmp_path / "p"), "--parquet"], capture_output=True, text=True,
-                             check=False)
+                             check=False, timeout=600)
     assert refused.returncode == 2 and "pip install 'cxreval[parquet]'" in refused.stderr
     assert not (tmp_path / "p").exists()
-    done = subprocess.run([*base, "--out", str(tmp_path / "core")], capture_output=True, text=True, check=False)
+    done = subprocess.run([*base, "--out", str(tmp_path / "core")], capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "core").iterdir() if not p.name.startswith(".")) == [
         "errors.csv", JUDGEMENTS, "scores.json"]

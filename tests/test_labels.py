@@ -226,8 +226,8 @@ def test_ran_score_is_computed_by_the_engine_its_signature_names(tmp_path):
     from cxreval import Evaluator
     from cxreval.cli import example_path
     from cxreval.io import read_pairs
-    from cxreval.testing.loopback import LoopbackServer
     from cxreval.scores import ran_score
+    from cxreval.testing.loopback import LoopbackServer
 
     from .llm_support import loop_config
 

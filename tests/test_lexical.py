@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import random
 from pathlib import Path
 
@@ -21,14 +20,9 @@ from cxreval.metrics.lexical import (
     rouge_l,
 )
 from cxreval.testing.reference import lcs_length_dp
+from tests.conftest import shared_data_path
 
-
-def _data_dir() -> Path:
-    env = os.environ.get("CXREVAL_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-MOERAD = _data_dir() / "iu-gen-moerad"
+MOERAD = shared_data_path() / "iu-gen-moerad"
 
 
 def test_registered_with_directions_and_signatures() -> None:

@@ -72,6 +72,6 @@ def test_models_take_every_shared_value() -> None:
 
 def test_literals_imports_nothing_of_cxreval() -> None:
     probe = "import sys, json, cxreval.literals; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=600).stdout
     loaded = {m for m in json.loads(out) if m.startswith("cxreval")}
     assert loaded == {"cxreval", "cxreval._version", "cxreval.literals"}

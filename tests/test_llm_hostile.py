@@ -21,8 +21,8 @@ import pytest
 from cxreval import Evaluator, ReportPair
 from cxreval.llm.cache import AnswerCache
 from cxreval.llm.config import LLMConfig, LLMConfigError
-from cxreval.testing.loopback import MALFORMED, LoopbackServer
 from cxreval.llm.runner import LLMRunner, estimate_tokens
+from cxreval.testing.loopback import MALFORMED, LoopbackServer
 
 from .llm_support import llm_rows, loop_config, rule_rows, with_fault, written_pairs
 
@@ -132,7 +132,7 @@ class _Recorder(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://{self.server_address[0]}:{self.server_address[1]}"
 
-    def __enter__(self) -> "_Recorder":
+    def __enter__(self) -> _Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,13 +18,13 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Self
 from urllib.parse import quote, unquote
 
 import pytest
 
 from cxreval.llm.config import LLMConfig, LLMConfigError
-
 from cxreval.testing.results import content
 
 KEY = "sk-hostile/KQZJWXVBNM/0123456789/abcdefghij"

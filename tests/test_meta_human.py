@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sps
 from typer.testing import CliRunner
 
-from cxreval.io import InputError
 from cxreval.cli.meta import meta_app
+from cxreval.io import InputError
 from cxreval.meta.human import (
     RatingsFormatError,
     RexvalColumns,

@@ -63,7 +63,7 @@ def test_a_table_metric_scores_text_without_loading_evaluate() -> None:
             "m = get_metric('spec-location-accuracy')\n"
             "print(m.corpus_score(['Small left effusion.'], ['Small right effusion.']).value)\n"
             "print('cxreval.evaluate' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600).stdout.split()
     assert out == ["0.0", "False"], out
 
 

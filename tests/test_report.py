@@ -312,11 +312,11 @@ def test_report_command_renders_a_saved_result(tmp_path):
 
     saved = tmp_path / "result.json"
     saved.write_text(make_result().model_dump_json(), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "cxreval", "report", str(saved)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "cxreval", "report", str(saved)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     page = tmp_path / "report.html"
     assert page.read_text(encoding="utf-8") == render_html(make_result())
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": 1}')
-    refused = subprocess.run([sys.executable, "-m", "cxreval", "report", str(bad)], capture_output=True, text=True)
+    refused = subprocess.run([sys.executable, "-m", "cxreval", "report", str(bad)], capture_output=True, text=True, timeout=600)
     assert refused.returncode == 2 and "not a cxreval bench result.json" in refused.stderr

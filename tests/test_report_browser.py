@@ -179,7 +179,7 @@ class Page:
                 msg = json.loads(self.ws.recv())
                 if "method" in msg:
                     self.events.append(msg)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pass
         finally:
             self.ws.sock.settimeout(60)
@@ -330,9 +330,9 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    from .report_support import make_result
-
     from cxreval.report import write_html
+
+    from .report_support import make_result
 
     result = make_result(n_systems=8, datasets=["ReXGradient", "MIMIC-CXR"], n_sites=6)
     html = write_html(result, tmp_path / "site" / "report.html")

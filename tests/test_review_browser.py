@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path

@@ -416,7 +416,7 @@ def bound_by_file_modes() -> Callable[[], None] | None:
     code = ("caps = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l); "
             "exit(3 if int(caps['CapEff'], 16) & 0b110 else 0)")
     probe = subprocess.run([sys.executable, "-c", code], preexec_fn=_drop_file_override, capture_output=True,
-                           check=False)
+                           check=False, timeout=600)
     if probe.returncode != 0:
         pytest.skip("root, and cannot drop CAP_DAC_OVERRIDE (no CAP_SETPCAP): file modes would not bind the server")
     return _drop_file_override

@@ -30,7 +30,7 @@ REFERENCES = [
 PROMPT = "Findings:"
 
 
-def _tokenizer() -> "transformers.PreTrainedTokenizerFast":
+def _tokenizer() -> transformers.PreTrainedTokenizerFast:
     """A word-level tokenizer over the reports' words (no download)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 

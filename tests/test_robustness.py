@@ -9,13 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cxreval.evaluate import Evaluator
 from typer.testing import CliRunner
 
-from cxreval.llm import LLMConfig
-from cxreval.testing.loopback import LoopbackServer
 from cxreval.cli.meta import meta_app
+from cxreval.evaluate import Evaluator
+from cxreval.llm import LLMConfig
 from cxreval.meta.perturb import PerturbationSuite, PerturbedPair, read_suite
 from cxreval.meta.report import bar_chart_svg, render_page
 from cxreval.meta.robustness import (
@@ -30,6 +28,7 @@ from cxreval.meta.twopass import LLMJudgeMetric
 from cxreval.metrics import available_metrics, get_metric
 from cxreval.scores.signature import Signature
 from cxreval.scores.stats import clopper_pearson
+from cxreval.testing.loopback import LoopbackServer
 
 REPORTS = [
     ("a", "Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "

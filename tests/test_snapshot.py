@@ -93,7 +93,7 @@ def test_the_diff_command_shows_before_and_after(tmp_path: Path) -> None:
     """`cxreval snapshot diff` exits 1 on a changed reading and prints both sides; 0 when equal."""
     _corpus()
     if shutil.which("git") is None or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                                    capture_output=True, check=False).returncode:
+                                                    capture_output=True, check=False, timeout=600).returncode:
         pytest.skip("not a git checkout: no earlier engine to read with")
     runner = CliRunner()
     cues = _without_cue(tmp_path, "negation.pre", "free of")
@@ -170,7 +170,7 @@ def test_readings_at_a_git_revision_use_that_revisions_engine() -> None:
     """The 'before' side runs the committed engine in a child process, on texts whose readings it
     has not changed since: both sides agree line for line."""
     if shutil.which("git") is None or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                                    capture_output=True, check=False).returncode:
+                                                    capture_output=True, check=False, timeout=600).returncode:
         pytest.skip("not a git checkout")
     engine, old = readings_at_revision("HEAD", {"x": "No pneumothorax. Small right effusion."}, ROOT)
     assert engine.startswith("rules@")

@@ -217,8 +217,8 @@ def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: 
     sys-a, wholly read and judged, was discarded (its judgements and scores lost). Issue 27, item 9:
     a folder holds one whole run, so sys-a is not put in place, but its finished files are kept,
     named partial (and the earlier run, here none, is left whole)."""
-    from cxreval.cli import app
     import cxreval.streaming as streaming
+    from cxreval.cli import app
 
     path = tmp_path / "long.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:

@@ -13,7 +13,6 @@ import cxreval
 from cxreval.cli import example_path
 from cxreval.engines import PARALLEL_MIN_PAIRS
 from cxreval.io import ReportPair, read_pairs
-
 from cxreval.testing.results import differing
 
 

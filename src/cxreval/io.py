@@ -39,9 +39,9 @@ Report text is kept as is except that surrounding whitespace is stripped.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import csv
 import difflib
+import hashlib
 import io
 import json
 import math
@@ -420,7 +420,7 @@ class _KeptLines:
         self._lines = iter(lines)
         self.taken: list[str] = []
 
-    def __iter__(self) -> "_KeptLines":
+    def __iter__(self) -> _KeptLines:
         return self
 
     def __next__(self) -> str:
@@ -1065,7 +1065,7 @@ class PairStream:
         st = os.stat(self.file)
         return (st.st_size, st.st_mtime_ns)
 
-    def _read(self, *, unique: bool, lines: Iterable[str] | None = None) -> "tuple[Iterator[ReportPair], _Problems]":
+    def _read(self, *, unique: bool, lines: Iterable[str] | None = None) -> tuple[Iterator[ReportPair], _Problems]:
         """The pairs of the records without a problem, and the problems (complete once the pairs are).
         ``lines``: the lines to read (default the whole file's)."""
         problems = _Problems(self.file)

@@ -37,6 +37,8 @@ from cxreval.evaluate import (
     pair_lookalikes,
     warn_lookalikes,
 )
+from cxreval.executors import Executor
+from cxreval.executors import executor as make_executor
 from cxreval.io import (
     ChunkCensus,
     InputError,
@@ -48,8 +50,6 @@ from cxreval.io import (
     reference_digest,
     warn_copied_counts,
 )
-from cxreval.executors import Executor
-from cxreval.executors import executor as make_executor
 from cxreval.judge.files import (
     JUDGEMENTS,
     JUDGEMENTS_PARQUET,

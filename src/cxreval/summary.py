@@ -71,13 +71,13 @@ def print_signature(signature: str, console: Console) -> None:
     console.print(signature, style="dim", highlight=False, soft_wrap=True, overflow="ignore", crop=False)
 
 
-def _acc(score: "AttributeScore", counts: bool = True) -> str:
+def _acc(score: AttributeScore, counts: bool = True) -> str:
     if score.accuracy is None:
         return "n/a"
     return f"{score.accuracy:.2f} ({score.correct}/{score.judged})" if counts else f"{score.accuracy:.2f}"
 
 
-def print_summary(result: "EvaluationResult", console: Console, top: int = 15) -> None:
+def print_summary(result: EvaluationResult, console: Console, top: int = 15) -> None:
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
@@ -129,7 +129,7 @@ def print_summary(result: "EvaluationResult", console: Console, top: int = 15) -
     print_llm_usage(result, console)
 
 
-def print_llm_usage(result: "EvaluationResult", console: Console) -> None:
+def print_llm_usage(result: EvaluationResult, console: Console) -> None:
     """Calls, cache hits, tokens, cost and failures of an LLM run (nothing for the rule engine)."""
     u = result.usage
     if u is None:
@@ -155,7 +155,7 @@ def print_llm_usage(result: "EvaluationResult", console: Console) -> None:
         )
 
 
-def print_runs(results: "list[EvaluationResult]", summary: "dict[str, Any]", console: Console) -> None:
+def print_runs(results: list[EvaluationResult], summary: dict[str, Any], console: Console) -> None:
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
     console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs",
                   highlight=False)
@@ -190,7 +190,7 @@ SYSTEM_COLUMNS: dict[str, tuple[str, int]] = {
 }
 
 
-def print_systems(frame: "pd.DataFrame", console: Console, *, signature: str) -> None:
+def print_systems(frame: pd.DataFrame, console: Console, *, signature: str) -> None:
     """One row per system (``--system-col``): the headline metrics side by side."""
     cols = [c for c in SYSTEM_COLUMNS if c in frame.columns]
     rows = []

@@ -111,7 +111,7 @@ class PairTable:
         return self.stats.reference_positive()
 
 
-def pair_table(sys: "SystemRun", ontology: Ontology, ids: Sequence[str]) -> PairTable:
+def pair_table(sys: SystemRun, ontology: Ontology, ids: Sequence[str]) -> PairTable:
     """The statistics of a system's compact judgement rows (:class:`TableStatistics`, what every
     table metric computes from) and its SPEC tables (:func:`cxreval.scores.spec_scores`)."""
     table = JudgementTable.from_compact(ids, sys.judgements)
@@ -120,7 +120,7 @@ def pair_table(sys: "SystemRun", ontology: Ontology, ids: Sequence[str]) -> Pair
     return PairTable(stats, errors, stats.presence_sparse(), spec_scores(table, ontology))
 
 
-def features(sys: "SystemRun", table: PairTable, metric_names: Sequence[str], runner: "Runner") -> Features:
+def features(sys: SystemRun, table: PairTable, metric_names: Sequence[str], runner: Runner) -> Features:
     """The statistics of one system (see module doc): each metric's ``pair_stats`` (the bench
     cache holds them, or a pair-mean metric's values), the judgement table's counts for the
     SPEC metrics."""
@@ -232,7 +232,7 @@ def leaderboard(
 
 
 def entity_results(
-    dataset: str, sys: "SystemRun", table: PairTable, ids: Sequence[str], ontology: Ontology, max_examples: int
+    dataset: str, sys: SystemRun, table: PairTable, ids: Sequence[str], ontology: Ontology, max_examples: int
 ) -> tuple[list[EntityResult], list[GroupResult]]:
     """Per-entity and per-group results of one system (numbers from ``table.spec``, the one SPEC
     module), with example pairs per error kind."""
@@ -306,7 +306,7 @@ def correlations(dataset: str, per_pair: dict[str, np.ndarray]) -> list[Correlat
 # ------------------------------------------------------------------------------------------
 
 
-def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
+def metric_infos(config: BenchConfig, runner: Runner) -> list[MetricInfo]:
     """Each leaderboard metric with its signature; every value carries a percentile interval, so
     every signature names the resampling (method, resamples, seed, confidence)."""
     bs = config.bootstrap
@@ -328,7 +328,7 @@ def metric_infos(config: BenchConfig, runner: "Runner") -> list[MetricInfo]:
     return infos
 
 
-def _normal_flags(d: "DatasetRun", tables: Sequence[PairTable], runner: "Runner") -> np.ndarray:
+def _normal_flags(d: DatasetRun, tables: Sequence[PairTable], runner: Runner) -> np.ndarray:
     """True where the reference states no positive entity (from any system's judged pair)."""
     known = np.zeros(len(d.ids), dtype=bool)
     positive = np.zeros(len(d.ids), dtype=bool)
@@ -345,7 +345,7 @@ def _normal_flags(d: "DatasetRun", tables: Sequence[PairTable], runner: "Runner"
     return ~positive
 
 
-def _strata(d: "DatasetRun", normal: np.ndarray) -> list[tuple[str, np.ndarray]]:
+def _strata(d: DatasetRun, normal: np.ndarray) -> list[tuple[str, np.ndarray]]:
     """The pair indices of each stratum of a dataset: all, normal, abnormal, then each site."""
     strata: list[tuple[str, np.ndarray]] = [("all", np.arange(len(d.ids)))]
     strata += [("normal", np.flatnonzero(normal)), ("abnormal", np.flatnonzero(~normal))]
@@ -369,8 +369,8 @@ def _site_cells(dataset: str, site: str, lb: Leaderboard, names: Sequence[str],
     return cells
 
 
-def _pooled_per_pair(d: "DatasetRun", tables: Sequence[PairTable], config: BenchConfig,
-                     runner: "Runner") -> dict[str, list[np.ndarray]]:
+def _pooled_per_pair(d: DatasetRun, tables: Sequence[PairTable], config: BenchConfig,
+                     runner: Runner) -> dict[str, list[np.ndarray]]:
     """Each metric's per-pair values for every non-baseline system of a dataset (for correlations)."""
     per_pair: dict[str, list[np.ndarray]] = {}
     for s, t in zip(d.systems, tables):
@@ -390,7 +390,7 @@ def _pooled_per_pair(d: "DatasetRun", tables: Sequence[PairTable], config: Bench
     return per_pair
 
 
-def analyse(config: BenchConfig, runs: Sequence["DatasetRun"], runner: "Runner", created: str) -> BenchmarkResult:
+def analyse(config: BenchConfig, runs: Sequence[DatasetRun], runner: Runner, created: str) -> BenchmarkResult:
     """The :class:`BenchmarkResult` of a judged and scored run."""
     ontology = runner.evaluator.ontology
     infos = metric_infos(config, runner)

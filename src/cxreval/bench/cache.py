@@ -79,7 +79,7 @@ class BenchCache:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "BenchCache":
+    def __enter__(self) -> BenchCache:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -106,7 +106,7 @@ class DatasetConfig(_Model):
     normal_from: Literal["findings", "metadata"] = "findings"
 
     @model_validator(mode="after")
-    def _normal_source(self) -> "DatasetConfig":
+    def _normal_source(self) -> DatasetConfig:
         if self.normal_from == "metadata" and (self.metadata is None or self.metadata.normal_col is None):
             raise ValueError(f"dataset {self.name!r}: normal_from: metadata needs metadata.normal_col")
         return self
@@ -136,7 +136,7 @@ class SystemConfig(_Model):
     noise: float | None = Field(None, ge=0, le=1, description="retrieval-oracle: label-noise probability")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "SystemConfig":
+    def _one_source(self) -> SystemConfig:
         if (self.path is None) == (self.baseline is None):
             raise ValueError(f"system {self.name!r}: give exactly one of path or baseline")
         if self.seed is not None and self.baseline not in IU_BASELINES:
@@ -175,7 +175,7 @@ class EngineConfig(_Model):
         "an existing Ray cluster (auto, ray://head:10001, head:6379); None = start a local one"))
 
     @model_validator(mode="after")
-    def _graded_needs_rules(self) -> "EngineConfig":
+    def _graded_needs_rules(self) -> EngineConfig:
         if self.name != "rules" and self.uncertain not in UNGRADED_POLICIES:
             raise ValueError(f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
                              f"grades; engine {self.name!r} takes positive or negative")
@@ -222,7 +222,7 @@ class BenchConfig(_Model):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> "BenchConfig":
+    def _consistent(self) -> BenchConfig:
         problems = []
         for kind, names in (("dataset", [d.name for d in self.datasets]), ("system", [s.name for s in self.systems])):
             dupes = sorted({n for n in names if names.count(n) > 1})

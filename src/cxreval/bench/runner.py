@@ -23,7 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -529,7 +529,7 @@ class Runner:
             except KeyboardInterrupt:
                 raise Interrupted(cache.path, cache.count()) from None
         t = time.perf_counter()
-        result = analyse(self.config, runs, self, created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        result = analyse(self.config, runs, self, created=datetime.now(UTC).isoformat(timespec="seconds"))
         self.stats.timings["analyse"] = time.perf_counter() - t
         self.stats.timings["total"] = time.perf_counter() - t0
         return result.model_copy(update={"timings": dict(self.stats.timings),

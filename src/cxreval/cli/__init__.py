@@ -24,6 +24,7 @@ from rich.markup import escape
 
 from cxreval._version import __version__
 from cxreval.cli.agree import agree
+from cxreval.cli.bench import bench
 from cxreval.cli.common import (
     EXIT_INPUT,  # noqa: F401  (re-exported: the exit codes are part of cxreval.cli)
     EXIT_INTERRUPTED,  # noqa: F401  (re-exported)
@@ -33,11 +34,11 @@ from cxreval.cli.common import (
     LLM_PANEL,
     BaseURLOption,
     CacheOption,
+    FlatOption,
     LLMConfigOption,
     LocalOnlyOption,
     ModelOption,
     RulesOption,
-    FlatOption,
     SpecCompatOption,
     TemperatureOption,
     choice_members,
@@ -48,7 +49,6 @@ from cxreval.cli.common import (
     sigterm_as_interrupt,
     user_rules,
 )
-from cxreval.cli.bench import bench
 from cxreval.cli.extract import extract
 from cxreval.cli.meta import meta_app
 from cxreval.cli.review import review_app
@@ -60,9 +60,9 @@ from cxreval.literals import (
     EXECUTORS,
     INPUT_FORMATS,
     PROVIDERS,
-    ROW_STYLES,
     REPORT_SECTIONS,
     RESPONSE_FORMATS,
+    ROW_STYLES,
     SCHEMA_STYLES,
     UNCERTAIN_POLICIES,
 )
@@ -125,7 +125,7 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def main(
     version: Annotated[
-        Optional[bool], typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version.")
+        bool | None, typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version.")
     ] = None,
 ) -> None:
     """cxreval: which clinical findings does a report generator get wrong?"""
@@ -159,50 +159,50 @@ def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
 @_interruptible
 def evaluate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl.gz, errors.csv, scores.json (checked before any work).")],
-    pairs: Annotated[Optional[Path], typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
-    refs: Annotated[Optional[Path], typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
-    cands: Annotated[Optional[Path], typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
+    pairs: Annotated[Path | None, typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
+    refs: Annotated[Path | None, typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
+    cands: Annotated[Path | None, typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
     example: Annotated[bool, typer.Option("--example", help="Score the small example shipped with the package.", rich_help_panel=INPUT)] = False,
-    input_format: Annotated[Optional[InputFormat], typer.Option("--format", help="Input format: of each file whose suffix does not tell (needed for -), or of every file when all suffixes tell.", rich_help_panel=INPUT)] = None,
-    id_col: Annotated[Optional[str], typer.Option("--id-col", help="Id column [default: id].", rich_help_panel=INPUT)] = None,
-    ref_id_col: Annotated[Optional[str], typer.Option("--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
-    cand_id_col: Annotated[Optional[str], typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
-    reference_col: Annotated[Optional[str], typer.Option("--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT)] = None,
-    candidate_col: Annotated[Optional[str], typer.Option("--candidate-col", help="Candidate text column [default: candidate; ReXrank JSON: model_prediction].", rich_help_panel=INPUT)] = None,
-    system_col: Annotated[Optional[str], typer.Option("--system-col", help="Long format: the column naming the system; every system is scored, one folder each.", rich_help_panel=INPUT)] = None,
-    meta_col: Annotated[Optional[list[str]], typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
-    section: Annotated[Optional[Section], typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
+    input_format: Annotated[InputFormat | None, typer.Option("--format", help="Input format: of each file whose suffix does not tell (needed for -), or of every file when all suffixes tell.", rich_help_panel=INPUT)] = None,
+    id_col: Annotated[str | None, typer.Option("--id-col", help="Id column [default: id].", rich_help_panel=INPUT)] = None,
+    ref_id_col: Annotated[str | None, typer.Option("--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
+    cand_id_col: Annotated[str | None, typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
+    reference_col: Annotated[str | None, typer.Option("--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT)] = None,
+    candidate_col: Annotated[str | None, typer.Option("--candidate-col", help="Candidate text column [default: candidate; ReXrank JSON: model_prediction].", rich_help_panel=INPUT)] = None,
+    system_col: Annotated[str | None, typer.Option("--system-col", help="Long format: the column naming the system; every system is scored, one folder each.", rich_help_panel=INPUT)] = None,
+    meta_col: Annotated[list[str] | None, typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
+    section: Annotated[Section | None, typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
+    ontology: Annotated[Path | None, typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
     rules: RulesOption = None,
     uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain["positive"],
     spec_compat: SpecCompatOption = False,
     flat: FlatOption = False,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
     top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
     rows: Annotated[Rows, typer.Option("--rows", help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input: no report text) or full (every row, evidence as text). Scores are the same.")] = Rows["compact"],
-    parquet: Annotated[Optional[bool], typer.Option("--parquet/--no-parquet", help="Also write judgements.parquet [default: when pyarrow is installed].")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].")] = None,
-    executor: Annotated[Optional[Executor], typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
+    parquet: Annotated[bool | None, typer.Option("--parquet/--no-parquet", help="Also write judgements.parquet [default: when pyarrow is installed].")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].")] = None,
+    executor: Annotated[Executor | None, typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
+    ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
     allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
     engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine["rules"],
     llm_config: LLMConfigOption = None,
-    provider: Annotated[Optional[Provider], typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
+    provider: Annotated[Provider | None, typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
     base_url: BaseURLOption = None,
     model: ModelOption = None,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
     temperature: TemperatureOption = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].", rich_help_panel=LLM)] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM)] = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
-    retries: Annotated[Optional[int], typer.Option("--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM)] = None,
-    rate_limit: Annotated[Optional[float], typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)] = None,
-    response_format: Annotated[Optional[ResponseFormat], typer.Option("--response-format", help="Structured-output variant; auto tries json_schema, then json_object, then none.", rich_help_panel=LLM)] = None,
-    schema: Annotated[Optional[SchemaStyle], typer.Option("--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM)] = None,
-    price_input: Annotated[Optional[float], typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)] = None,
-    price_output: Annotated[Optional[float], typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].", rich_help_panel=LLM)] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM)] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
+    retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM)] = None,
+    rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)] = None,
+    response_format: Annotated[ResponseFormat | None, typer.Option("--response-format", help="Structured-output variant; auto tries json_schema, then json_object, then none.", rich_help_panel=LLM)] = None,
+    schema: Annotated[SchemaStyle | None, typer.Option("--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM)] = None,
+    price_input: Annotated[float | None, typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)] = None,
+    price_output: Annotated[float | None, typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
     local_only: LocalOnlyOption = None,
     cache: CacheOption = None,
@@ -556,7 +556,7 @@ def compare(
     method: Annotated[CIMethodChoice, typer.Option("--method", help="Bootstrap interval of the difference.")] = CIMethodChoice.bca,
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the interval.")] = 0.95,
     all_scores: Annotated[bool, typer.Option("--all", help="Every score (each entity's P/R/F1 too), not only the overall ones.")] = False,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="The ontology YAML both runs used, if not the packaged one.")] = None,
+    ontology: Annotated[Path | None, typer.Option("--ontology", help="The ontology YAML both runs used, if not the packaged one.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Paired test of two evaluations on the same pairs: A - B with its CI and p-values.
@@ -564,8 +564,8 @@ def compare(
     Refuses results whose signatures differ (other engine, ontology, policy or model).
     """
     from cxreval.evaluate import ResultsError, load_result
-    from cxreval.scores import SignatureMismatch
     from cxreval.metrics.intervals import compare_evaluations
+    from cxreval.scores import SignatureMismatch
 
     try:
         onto = load_ontology(ontology)
@@ -609,7 +609,7 @@ def compare(
 @app.command("report")
 def report_cmd(
     result: Annotated[Path, typer.Argument(metavar="RESULT_JSON", help="A result.json written by cxreval bench.")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")] = None,
 ) -> None:
     """Render a saved benchmark result as the self-contained HTML page again."""
     from pydantic import ValidationError
@@ -631,7 +631,7 @@ def report_cmd(
 
 @app.command("ontology")
 def ontology_cmd(
-    path: Annotated[Optional[Path], typer.Argument(help="An ontology YAML to validate (default: the packaged one).")] = None,
+    path: Annotated[Path | None, typer.Argument(help="An ontology YAML to validate (default: the packaged one).")] = None,
     list_entities: Annotated[bool, typer.Option("--list", help="List every entity.")] = False,
 ) -> None:
     """Validate an ontology and summarise it."""
@@ -654,9 +654,9 @@ def ontology_cmd(
 
 @app.command("cache")
 def cache_cmd(
-    path: Annotated[Optional[Path], typer.Option("--path", help="The SQLite answer store (default: the user cache).")] = None,
+    path: Annotated[Path | None, typer.Option("--path", help="The SQLite answer store (default: the user cache).")] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Delete entries (all, or those chosen by --model / --failed).")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="Only this model's entries.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model's entries.")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only entries whose answer stayed invalid.")] = False,
     reset_budget: Annotated[bool, typer.Option("--reset-budget", help="Start a new --max-cost budget for this store (answers are kept).")] = False,
 ) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from cxreval.cli.common import choice_members, fail
 from cxreval.literals import TIES, UNCERTAIN_LABELS
-from rich.console import Console
 
 UncertainChoice = Enum("UncertainChoice", choice_members(UNCERTAIN_LABELS), type=str)  # type: ignore[misc]
 TieChoice = Enum("TieChoice", choice_members(TIES), type=str)  # type: ignore[misc]
@@ -50,14 +50,14 @@ def agree(
     predictions: Annotated[Path, typer.Argument(help="Predicted labels (CSV, TSV, JSONL, JSON list, Parquet).")],
     gold: Annotated[list[Path], typer.Option("--gold", "-g", metavar="FILE", help="Gold labels; give several times for several annotators (majority vote).")],
     id_col: Annotated[str, typer.Option("--id-col", help="Id column.")] = "id",
-    labels: Annotated[Optional[str], typer.Option("--labels", help="Comma-separated label columns to compare, in this order (default: all columns of the predictions file).")] = None,
-    labelset: Annotated[Optional[str], typer.Option("--labelset", help="Take the labels from this ontology label set (ran21, chexpert14, chestxray14, or your own).")] = None,
-    ontology: Annotated[Optional[Path], typer.Option("--ontology", help="Ontology YAML for --labelset (default: the packaged one).")] = None,
+    labels: Annotated[str | None, typer.Option("--labels", help="Comma-separated label columns to compare, in this order (default: all columns of the predictions file).")] = None,
+    labelset: Annotated[str | None, typer.Option("--labelset", help="Take the labels from this ontology label set (ran21, chexpert14, chestxray14, or your own).")] = None,
+    ontology: Annotated[Path | None, typer.Option("--ontology", help="Ontology YAML for --labelset (default: the packaged one).")] = None,
     uncertain: Annotated[UncertainChoice, typer.Option("--uncertain", help="Uncertain (-1) labels count as negative, positive, or are excluded.")] = UncertainChoice["negative"],
     tie: Annotated[TieChoice, typer.Option("--tie", help="Annotator ties: exclude the item, or call it positive / negative.")] = TieChoice["exclude"],
     confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the Clopper-Pearson interval.")] = 0.95,
     format: Annotated[AgreeFormat, typer.Option("--format", "-f", help="table (terminal), json, csv or latex.")] = AgreeFormat.table,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the output to this file instead of standard output.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the output to this file instead of standard output.")] = None,
 ) -> None:
     """Per-label agreement of predicted labels with gold labels (Ran Score tables 2 and 4)."""
     from cxreval.agree import (

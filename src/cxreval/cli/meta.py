@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -29,8 +29,8 @@ _METRIC_HELP = ("metric names (repeat): any registered metric (spec-errors, bleu
                 "or llm-pairwise / llm-pairwise-2pass with --llm-config or --base-url/--model")
 
 
-def _llm_config(llm_config: Optional[Path], base_url: Optional[str], model: Optional[str], local_only: Optional[bool],
-                cache: Optional[Path], temperature: Optional[float]) -> Any:
+def _llm_config(llm_config: Path | None, base_url: str | None, model: str | None, local_only: bool | None,
+                cache: Path | None, temperature: float | None) -> Any:
     from cxreval.llm.config import LLMConfig
 
     return LLMConfig.load(llm_config, base_url=base_url, model=model, local_only=local_only or None,
@@ -61,7 +61,7 @@ _fail = fail
 def human(
     file: Path = typer.Argument(..., help="plain CSV (id, reference, candidate, rater_1..k) or ReXVal's "
                                           "50_samples_gt_and_candidates.csv with --rexval-ratings"),
-    rexval_ratings: Optional[Path] = typer.Option(None, help="ReXVal's 6_valid_raters_per_rater_error_categories.csv"),
+    rexval_ratings: Path | None = typer.Option(None, help="ReXVal's 6_valid_raters_per_rater_error_categories.csv"),
     metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
     runs: int = typer.Option(1, min=1, metavar="N", help="repeated runs (stochastic metrics): mean +- sd of tau"),
     resamples: int = typer.Option(1000, min=0, metavar="N", help="bootstrap resamples for the CI of tau-b"),
@@ -72,8 +72,8 @@ def human(
     reference_col: str = typer.Option("reference", help="reference text column of the ratings file"),
     candidate_col: str = typer.Option("candidate", help="candidate text column of the ratings file"),
     rater_prefix: str = typer.Option("rater_", help="columns starting with this hold one rater's error count each"),
-    rexval_columns: Optional[str] = typer.Option(None, help="JSON object overriding ReXVal column names"),
-    out: Optional[Path] = typer.Option(None, help="write the alignment as JSON"),
+    rexval_columns: str | None = typer.Option(None, help="JSON object overriding ReXVal column names"),
+    out: Path | None = typer.Option(None, help="write the alignment as JSON"),
     llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
     local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:
@@ -111,18 +111,18 @@ def human(
 @meta_app.command("perturb")
 def perturb(
     out: Path = typer.Option(..., help="suite file: .jsonl or .csv"),
-    refs: Optional[Path] = typer.Option(None, help="references (id, reference) instead of IU X-ray: CSV, or TSV, "
+    refs: Path | None = typer.Option(None, help="references (id, reference) instead of IU X-ray: CSV, or TSV, "
                                                    "JSONL, JSON, Parquet by suffix"),
     id_col: str = typer.Option("id", help="id column of --refs"),
     reference_col: str = typer.Option("reference", help="reference text column of --refs"),
-    data_dir: Optional[Path] = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
+    data_dir: Path | None = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
     split: str = typer.Option("val,test", help="IU X-ray splits, comma separated"),
     seed: int = typer.Option(0, help="seed of the perturbation draws"), per_type: int = typer.Option(1, min=1, metavar="N", help="variants per report and type"),
-    types: Optional[str] = typer.Option(None, help="comma-separated perturbation types (default: all)"),
+    types: str | None = typer.Option(None, help="comma-separated perturbation types (default: all)"),
     targets: str = typer.Option("mesh,engine", help="target variants of the significant types, comma separated: "
                                                     "mesh (the human MeSH codes, sentences by word search) and/or "
                                                     "engine (the rule engine's mentions)"),
-    mesh_col: Optional[str] = typer.Option(None, help="MeSH field column of --refs (needed for mesh targets there)"),
+    mesh_col: str | None = typer.Option(None, help="MeSH field column of --refs (needed for mesh targets there)"),
 ) -> None:
     """Turn reference reports into labelled (reference, candidate) pairs."""
     from cxreval.io import InputError
@@ -167,9 +167,9 @@ def perturb(
 def score(
     suite_file: Path = typer.Argument(..., help="suite from `cxreval meta perturb`"),
     metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
-    html: Optional[Path] = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
-    out: Optional[Path] = typer.Option(None, help="write the report as JSON"),
-    failures_out: Optional[Path] = typer.Option(None, help="JSONL of the variants each metric got wrong"),
+    html: Path | None = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
+    out: Path | None = typer.Option(None, help="write the report as JSON"),
+    failures_out: Path | None = typer.Option(None, help="JSONL of the variants each metric got wrong"),
     llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
     local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
 ) -> None:

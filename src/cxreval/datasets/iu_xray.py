@@ -29,8 +29,18 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from cxreval.io import InputError, InputProblem, check_columns, load_table, record_id
-from cxreval.io import Uniqueness, raise_problems, read_json_value, require_records, text_value
+from cxreval.io import (
+    InputError,
+    InputProblem,
+    Uniqueness,
+    check_columns,
+    load_table,
+    raise_problems,
+    read_json_value,
+    record_id,
+    require_records,
+    text_value,
+)
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.mesh import MeshCode, MeshMapper, MeshMatch, is_normal, is_unindexed, normalize_mesh_part, parse_mesh_field
 

@@ -45,12 +45,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from cxreval.extract.models import Extraction, Mention
 from cxreval.extract.rules import RuleExtractor, build_entity_trie
 from cxreval.extract.text import SECTION_TITLES, term_tokens, tokenize
-from cxreval.io import RecordTable, check_columns, load_table, record_id
 from cxreval.io import (
     Record,
+    RecordTable,
     Uniqueness,
     bool_value,
+    check_columns,
+    load_table,
     raise_problems,
+    record_id,
     require_records,
     table_format,
     text_value,

@@ -58,7 +58,7 @@ class EntityLevelMetric(Protocol):
         ...
 
 
-def EvaluatorMetric(evaluator: object | None = None) -> "SpecErrors":
+def EvaluatorMetric(evaluator: object | None = None) -> SpecErrors:
     """SPEC-CXR report errors of an :class:`~cxreval.evaluate.Evaluator` (any engine), entity-level:
     the registered ``spec-errors`` metric itself, with its judgement rows (``score_and_judge``)."""
     from cxreval.evaluate import Evaluator
@@ -106,7 +106,7 @@ class Share(BaseModel):
     high: float | None
 
     @classmethod
-    def of(cls, k: int, n: int, confidence: float = 0.95) -> "Share":
+    def of(cls, k: int, n: int, confidence: float = 0.95) -> Share:
         if n == 0:
             return cls(k=0, n=0, rate=None, low=None, high=None)
         lo, hi = clopper_pearson(k, n, confidence)

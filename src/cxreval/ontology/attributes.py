@@ -10,8 +10,9 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
-from cxreval import yaml_files
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from cxreval import yaml_files
 
 KINDS = ("sides", "zones", "severity", "comparison", "landmarks", "units")
 #: Millimetres in each unit bucket of ``units`` (a size or a distance is held in millimetres).
@@ -38,7 +39,7 @@ class AttributeVocabulary(BaseModel):
     landmarks_without_side: list[str] = []
 
     @model_validator(mode="after")
-    def _values_are_buckets(self) -> "AttributeVocabulary":
+    def _values_are_buckets(self) -> AttributeVocabulary:
         for kind in KINDS:
             allowed = set(self.buckets.get(kind, []))
             bad = {k: v for k, v in getattr(self, kind).items() if v not in allowed}

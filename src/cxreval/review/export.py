@@ -80,8 +80,7 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
                 ontology_path: str | Path | None = None) -> EvaluationResult:
     """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``."""
     from cxreval.evaluate import score_judgements
-    from cxreval.io import candidates_fingerprint, references_fingerprint
-    from cxreval.io import ReportPair
+    from cxreval.io import ReportPair, candidates_fingerprint, references_fingerprint
     from cxreval.ontology import load_ontology
 
     meta = db.meta()

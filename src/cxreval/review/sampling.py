@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -239,7 +239,7 @@ def init_review(
     db = ReviewDB.create(db_path)
     try:
         meta = {
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "cxreval_version": __version__,
             "results_dir": str(Path(results_dir).resolve()),
             "results_signature": str(result.signature),

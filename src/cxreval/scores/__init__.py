@@ -10,8 +10,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cxreval.scores.spec import SpecScores, spec_scores
-    from cxreval.scores.statistics import TableStatistics
     from cxreval.scores.entity import (
         AttributeScore,
         Averages,
@@ -44,6 +42,8 @@ if TYPE_CHECKING:
         SignatureMismatch,
         check_comparable,
     )
+    from cxreval.scores.spec import SpecScores, spec_scores
+    from cxreval.scores.statistics import TableStatistics
     from cxreval.scores.stats import (
         BootstrapResult,
         Estimate,

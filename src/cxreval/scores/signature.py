@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cxreval._version import __version__
 
-
 #: Keys of the short form (:meth:`Signature.short`); options not listed keep their name.
 SHORT_KEYS: dict[str, str] = {
     "metric": "m", "ontology": "o", "engine": "e", "model": "md", "prompt": "p", "version": "v",
@@ -54,13 +53,13 @@ class Signature(BaseModel):
         parts.append(f"v:{self.version}")
         return "|".join(parts)
 
-    def with_intervals(self, *, method: str, resamples: int, seed: int, confidence: float) -> "Signature":
+    def with_intervals(self, *, method: str, resamples: int, seed: int, confidence: float) -> Signature:
         """This signature with the settings of an attached interval (how it was resampled)."""
         extra = {"ci": method, "resamples": str(resamples), "seed": str(seed), "confidence": f"{confidence:g}"}
         return self.model_copy(update={"options": {**self.options, **extra}})
 
     @classmethod
-    def parse(cls, text: str) -> "Signature":
+    def parse(cls, text: str) -> Signature:
         """The inverse of ``str(signature)`` (and of :meth:`short`); raises ValueError on a malformed string."""
         fields: dict[str, str] = {}
         for part in text.strip().split("|"):
@@ -73,7 +72,7 @@ class Signature(BaseModel):
             raise ValueError(f"not a cxreval signature (needs metric, ontology, engine): {text!r}")
         return cls(**named, options=fields)
 
-    def with_metric(self, metric: str) -> "Signature":
+    def with_metric(self, metric: str) -> Signature:
         return self.model_copy(update={"metric": metric})
 
 

@@ -89,7 +89,7 @@ class _OntologyCodes:
 _ONTOLOGIES: dict[int, tuple[object, _OntologyCodes]] = {}
 
 
-def _ontology_codes(ontology: "Ontology") -> _OntologyCodes:
+def _ontology_codes(ontology: Ontology) -> _OntologyCodes:
     """The ontology's arrays, built once per ontology object (a reward reads one pair at a time)."""
     held = _ONTOLOGIES.get(id(ontology))
     if held is not None and held[0] is ontology:
@@ -105,7 +105,7 @@ def _ontology_codes(ontology: "Ontology") -> _OntologyCodes:
     return codes
 
 
-def _read_rows(table: "JudgementTable", ontology: "Ontology", pair_index: dict[str, int]) -> _Rows:
+def _read_rows(table: JudgementTable, ontology: Ontology, pair_index: dict[str, int]) -> _Rows:
     """Code every row of ``table`` (one pass over each column; no DataFrame needed)."""
     pair_ids = table.column("pair_id")
     pair = _codes(pair_ids, pair_index)

@@ -43,9 +43,9 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from collections.abc import Callable
 from typing import Any
 
 from cxreval.extract.models import Extraction
@@ -215,7 +215,7 @@ class LoopbackServer(ThreadingHTTPServer):
     def anthropic_url(self) -> str:
         return f"http://{HOST}:{self.port}"
 
-    def start(self) -> "LoopbackServer":
+    def start(self) -> LoopbackServer:
         self._thread = threading.Thread(target=self.serve_forever, name="cxreval-loopback", daemon=True)
         self._thread.start()
         return self
@@ -236,7 +236,7 @@ class LoopbackServer(ThreadingHTTPServer):
         self.hold_after = None
         self._released.set()
 
-    def __enter__(self) -> "LoopbackServer":
+    def __enter__(self) -> LoopbackServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

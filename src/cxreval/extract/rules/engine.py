@@ -38,9 +38,9 @@ from cxreval.extract.rules.attributes import AttributeRules, Place, TipReading
 from cxreval.extract.rules.interpreter import BITS, Sentence, StatusRules, mask_of
 from cxreval.extract.rules.ruleset import (
     CUE_CATEGORIES,
+    LANDMARK_PLACES,
     NAME_SCAN,
     PREFIX_REST,
-    LANDMARK_PLACES,
     VOCAB_KINDS,
     DerivedRecord,
     NormalStatement,
