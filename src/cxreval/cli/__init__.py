@@ -12,11 +12,10 @@ import functools
 import json
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
-from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional, ParamSpec
+from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
 from rich.console import Console
@@ -54,7 +53,8 @@ from cxreval.cli.meta import meta_app
 from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
-from cxreval.io import FORMATS, CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pair_files, read_pairs
+from cxreval.evaluate_files import example_path  # noqa: F401  (re-exported: it has always been importable from here)
+from cxreval.io import CopiedCandidatesWarning, InputError
 from cxreval.literals import (
     ENGINES,
     EXECUTORS,
@@ -70,7 +70,8 @@ from cxreval.ontology import OntologyError, load_ontology
 from cxreval.summary import print_summary
 
 if TYPE_CHECKING:
-    from cxreval.evaluate import EvaluationResult, EvaluationScores
+    from cxreval.evaluate import EvaluationScores, Evaluator
+    from cxreval.evaluate_files import FilesInput, FilesOutcome
     from cxreval.judge.files import RowsFormat
     from cxreval.outputs import OutputRun
 
@@ -104,13 +105,7 @@ SchemaStyle = Enum("SchemaStyle", choice_members(reversed(SCHEMA_STYLES)), type=
 LLM = LLM_PANEL
 INPUT = "Input"
 
-SUFFIXES = {sfx for suffixes in FORMATS.values() for sfx in suffixes}
 P = ParamSpec("P")
-
-
-def example_path() -> Path:
-    """The small example pairs file shipped inside the package."""
-    return Path(str(resources.files("cxreval.examples") / "example_pairs.csv"))
 
 
 _fail = fail
@@ -214,181 +209,44 @@ def evaluate(
     (--max-cost, or the endpoint refused); 4 more pairs unscored than --allow-failures lets
     through; 130 interrupted, 143 SIGTERM (the earlier results are left whole; rerun to resume).
     """
-    from cxreval.evaluate import Evaluator
+    from pydantic import ValidationError
+
+    from cxreval.evaluate_files import FilesInput
     from cxreval.judge.files import RowsFormat
-    from cxreval.llm.config import LLMConfig, LLMConfigError
-    from cxreval.outputs import SYSTEMS_DIR, OutputError, OutputRun, SystemFolders, check_out_dir
+    from cxreval.outputs import OutputError, check_out_dir
 
-    sources = sum([pairs is not None, refs is not None or cands is not None, example])
-    if sources != 1:
-        _fail("give exactly one input: --pairs FILE, or --refs FILE --cands FILE, or --example")
-    if (refs is None) != (cands is None):
-        _fail("--refs and --cands go together")
-    if ray_address is not None and executor is Executor["local"]:
-        _fail("--ray-address applies to --executor ray")
-    on_ray = executor is Executor["ray"] or ray_address is not None
-    if on_ray and engine.value != "rules":
-        _fail(f"--executor ray applies to the rule engine; --engine {engine.value} judges in this process")
-    if on_ray and runs != 1:
-        _fail("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements every run")
-    if on_ray:
-        from cxreval.ray_executor import RayUnavailable, import_ray
-
-        try:
-            import_ray()
-        except RayUnavailable as exc:
-            _fail(str(exc))
-    if (ref_id_col or cand_id_col or section) and refs is None:
-        _fail("--ref-id-col, --cand-id-col and --section apply to two-file input (--refs, --cands)")
-    if str(refs) == "-" and str(cands) == "-":
-        _fail("only one of --refs and --cands can be - (standard input)")
-    from cxreval.judge.models import ERROR_KINDS
-
-    reserved = {"pair_id", "errors", "lookalikes", *ERROR_KINDS}
-    clash = sorted(set(meta_col or []) & reserved)
-    if clash:
-        _fail(f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; rename the column "
-              "in your file")
     try:
+        source = FilesInput(pairs=pairs, refs=refs, cands=cands, example=example,
+                            format=input_format.value if input_format else None, id_col=id_col, ref_id_col=ref_id_col,
+                            cand_id_col=cand_id_col, reference_col=reference_col, candidate_col=candidate_col,
+                            system_col=system_col, meta_cols=meta_col or [], section=section.value if section else None)
         check_out_dir(out)
-    except OutputError as exc:
-        _fail(str(exc))
-    fmt = input_format.value if input_format else None
-    stream: PairStream | None = None
-    loaded: list[ReportPair] = []
-    try:
-        onto = load_ontology(ontology)
-        rule_set = user_rules(onto, rules, engine.value)  # a bad rule file ends the command before any input is read
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", CopiedCandidatesWarning)
-            if example or pairs is not None:
-                source = example_path() if example else pairs
-                assert source is not None
-                columns = dict(id_col=id_col or "id", reference_col=reference_col or "reference",
-                               candidate_col=candidate_col or "candidate", meta_cols=meta_col or [],
-                               system_col=system_col, format=fmt)
-                if engine.value == "rules" and runs == 1 and PairStream.streams(source, fmt):
-                    # the rule engine streams: workers read and check their own parts of the file
-                    # (cxreval.streaming.evaluate_file); on Ray, this process reads it, checked first
-                    stream = PairStream(source, **columns)  # type: ignore[arg-type]
-                    if on_ray:
-                        stream.check()
-                else:
-                    loaded = read_pairs(source, **columns)  # type: ignore[arg-type]
-            else:
-                assert refs is not None and cands is not None
-                ref_fmt, cand_fmt = _formats_of(fmt, refs, cands)
-                loaded = read_pair_files(
-                    refs, cands, id_col=id_col, ref_id_col=ref_id_col, cand_id_col=cand_id_col,
-                    reference_col=reference_col, candidate_col=candidate_col, reference_format=ref_fmt,
-                    candidate_format=cand_fmt, section=section.value if section else None,
-                    meta_cols=meta_col or [], system_col=system_col,
-                )
-    except (InputError, OntologyError) as exc:
-        _fail(str(exc))
+        rows_format = RowsFormat.choose(rows.value, parquet)  # ValueError: --parquet without pyarrow
+    except (ValidationError, OutputError, ValueError) as exc:
+        _fail(_first_error(exc))
         return
-    _print_copied(caught)
-    counts = stream.systems if stream is not None else {s: len(g) for s, g in _by_system(loaded).items()}
-    planned = stream is not None and not on_ray  # checked as it is read: the counts come at the end
-    if not planned and not sum(counts.values()):
-        _fail("the input holds no pairs")
-    llm = None
-    try:
-        if engine.value != "rules":
-            llm = LLMConfig.load(
-                llm_config, provider=provider.value if provider else None, base_url=base_url, model=model,
-                api_key_env=api_key_env, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                concurrency=concurrency, retries=retries, rate_limit=rate_limit,
-                response_format=response_format.value if response_format else None,
-                schema_style=schema.value if schema else None, price_input=price_input,
-                price_output=price_output, max_cost=max_cost, local_only=local_only, cache_path=cache,
-            )
-            if llm.max_cost is not None and llm.price_input == 0 and llm.price_output == 0:
-                _fail("--max-cost needs prices: give --price-input and --price-output (USD per million tokens)")
-            from cxreval.llm.cache import check_answer_store
-
-            check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
-        from cxreval.parallel import default_workers
-
-        rows_format = RowsFormat.choose(rows.value, parquet)
-        evaluator = Evaluator(onto, uncertain=uncertain.value, engine=engine.value, llm=llm, retry_failed=retry_failed,
-                              workers=workers if workers is not None else default_workers(),
-                              spec_compat=spec_compat, rules=rule_set, hierarchy=not flat)
-    except (LLMConfigError, ValueError) as exc:
-        _fail(str(exc))
-        return
-    try:
-        folders: Mapping[str | None, Path] = (
-            {None: out} if system_col is None else SystemFolders(out, () if planned else counts))
-    except OutputError as exc:
-        _fail(str(exc))
-        return
-    outcomes: list[tuple[str | None, Sequence[EvaluationScores]]] = []
-    run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
-    try:
-        with run:
-            if system_col:  # the folders above the systems' are the run's from the start (an interruption records them)
-                run.folder(out).add(SYSTEMS_DIR)
-                run.folder(out / SYSTEMS_DIR)
-            if planned:
-                from cxreval.streaming import evaluate_file
-
-                assert stream is not None
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", CopiedCandidatesWarning)
-                    try:
-                        scores = evaluate_file(evaluator.judge_engine, stream,  # type: ignore[arg-type]
-                                               folders[None] if system_col is None else folders,
-                                               workers=evaluator.judge_engine.workers,  # type: ignore[attr-defined]
-                                               progress=progress, outputs=run, rows=rows_format)
-                    except (InputError, OutputError):
-                        run.discard()  # a bad input leaves no results folder behind, as a check first would
-                        raise
-                _print_copied(caught)
-                for w in caught:  # every other warning (look-alike letters) as it would have been shown
-                    if not issubclass(w.category, CopiedCandidatesWarning):
-                        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-                outcomes += [(system, [scores[system]]) for system in scores]
-                counts = {system: scores[system].n_pairs for system in scores}
-            elif engine.value == "rules" and runs == 1:
-                # streamed: each pair is judged and written as it comes (cxreval.streaming)
-                from cxreval.ray_executor import RayUnavailable
-                from cxreval.streaming import evaluate_systems_to
-
-                try:
-                    scores = evaluate_systems_to(evaluator, folders, stream if stream is not None else loaded,
-                                                 total=sum(counts.values()), progress=progress,
-                                                 by_system=system_col is not None,
-                                                 executor="ray" if on_ray else "local", ray_address=ray_address,
-                                                 expected=counts, check_unique=False,  # the readers checked ids
-                                                 outputs=run, rows=rows_format)
-                except RayUnavailable as exc:  # the cluster could not be started or joined
-                    _fail(str(exc))
-                outcomes += [(system, [scores[system]]) for system in counts]
-            else:
-                for system, group in _by_system(loaded).items():
-                    results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
-                    _stage_runs(results, run, folders[system], rows_format)
-                    outcomes.append((system, results))
-            if system_col:
-                _stage_systems(outcomes, out, run)
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
-                if llm is not None else "rerun the same command to score again")
-        err_console.print(f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}",
-                          highlight=False, soft_wrap=True)
-        raise typer.Exit(interrupt_code(exc)) from None
-    except (InputError, OutputError) as exc:  # the input changed under us, or another run writes into OUT
-        _fail(str(exc))
-    except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
-        _fail(f"cannot write the results to {out}: {exc.strerror or exc}", EXIT_WRITE)
+    llm_options = dict(
+        provider=provider.value if provider else None, base_url=base_url, model=model, api_key_env=api_key_env,
+        temperature=temperature, max_tokens=max_tokens, timeout=timeout, concurrency=concurrency, retries=retries,
+        rate_limit=rate_limit, response_format=response_format.value if response_format else None,
+        schema_style=schema.value if schema else None, price_input=price_input, price_output=price_output,
+        max_cost=max_cost, local_only=local_only, cache_path=cache)
+    evaluator = _evaluator(engine.value, ontology, rules, uncertain.value, workers, spec_compat, flat, retry_failed,
+                           llm_config if engine.value != "rules" else None, llm_options)
+    outcome = _run_evaluate(source, out, evaluator, runs=runs, rows=rows_format,
+                            progress=progress, executor=executor.value if executor else ("ray" if ray_address else "local"),
+                            ray_address=ray_address)
     if system_col:
-        _print_systems(outcomes, out, as_json)
+        _print_systems(outcome.systems, out, as_json)
     else:
-        _print_results(outcomes[0][1], out, as_json, top)
-    all_results = [r for _, results in outcomes for r in results]
-    _warn_flagged(all_results)
-    stopped = next((r.usage.stopped for r in all_results if r.usage is not None and r.usage.stopped), None)
+        _print_results(outcome.systems[0][1], out, as_json, top)
+    _warn_flagged(outcome.scores)
+    _exit_for_unscored(outcome, allow_failures)
+
+
+def _exit_for_unscored(outcome: FilesOutcome, allow_failures: float) -> None:
+    """Exit 3 when an LLM run stopped early, 4 when more pairs are unscored than ``--allow-failures``."""
+    stopped = next((r.usage.stopped for r in outcome.scores if r.usage is not None and r.usage.stopped), None)
     if stopped:
         err_console.print(
             f"[bold yellow]stopped early:[/] {escape(stopped)}. Pairs not judged are listed in failures.jsonl; "
@@ -396,13 +254,85 @@ def evaluate(
             highlight=False, soft_wrap=True,
         )
         raise typer.Exit(EXIT_STOPPED)
-    unscored = [msg for system, results in outcomes
-                if (msg := _unscored(system, results, counts[system], allow_failures))]
+    unscored = [msg for system, results in outcome.systems
+                if (msg := _unscored(system, results, outcome.counts[system], allow_failures))]
     if unscored:
         for msg in unscored:
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
         err_console.print("failures.jsonl lists why; rerun with --retry-failed to ask again.", highlight=False)
         raise typer.Exit(EXIT_UNSCORED)
+
+
+def _first_error(exc: Exception) -> str:
+    """The message of a settings error: a pydantic model's first problem as its own words."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        error = first.get("ctx", {}).get("error")
+        return str(error) if error is not None else f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(exc)
+
+
+def _evaluator(engine: str, ontology: Path | None, rules: Path | None, uncertain: str, workers: int | None,
+               spec_compat: bool, flat: bool, retry_failed: bool, llm_config: Path | None,
+               llm_options: dict[str, object] | None) -> Evaluator:
+    """The evaluator of ``cxreval evaluate``'s settings; ends the command on a bad one (the ontology,
+    a rule file, the LLM settings) before any input is read."""
+    from cxreval.evaluate import Evaluator
+    from cxreval.llm.config import LLMConfig, LLMConfigError
+    from cxreval.parallel import default_workers
+
+    try:
+        onto = load_ontology(ontology)
+        rule_set = user_rules(onto, rules, engine)
+        llm = None
+        if engine != "rules":
+            llm = LLMConfig.load(llm_config, **(llm_options or {}))  # type: ignore[arg-type]
+            if llm.max_cost is not None and llm.price_input == 0 and llm.price_output == 0:
+                _fail("--max-cost needs prices: give --price-input and --price-output (USD per million tokens)")
+            from cxreval.llm.cache import check_answer_store
+
+            check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
+        return Evaluator(onto, uncertain=uncertain, engine=engine, llm=llm,  # type: ignore[arg-type]
+                         retry_failed=retry_failed, workers=workers if workers is not None else default_workers(),
+                         spec_compat=spec_compat, rules=rule_set, hierarchy=not flat)
+    except (OntologyError, LLMConfigError, ValueError) as exc:
+        _fail(str(exc))
+        raise AssertionError("unreachable") from exc
+
+
+def _run_evaluate(source: FilesInput, out: Path, evaluator: Evaluator, *, runs: int, rows: RowsFormat,
+                  progress: bool | None, executor: str, ray_address: str | None) -> FilesOutcome:
+    """:func:`cxreval.evaluate_files.evaluate_files`, with the command's messages and exit codes:
+    what was kept when interrupted, a bad input or folder (2), a disk that fails (5)."""
+    from cxreval.evaluate_files import evaluate_files
+    from cxreval.outputs import OutputError, OutputRun
+    from cxreval.ray_executor import RayUnavailable
+
+    run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CopiedCandidatesWarning)
+            outcome = evaluate_files(source, out, evaluator, runs=runs, rows=rows, progress=progress,
+                                     executor=executor, ray_address=ray_address, outputs=run)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        llm = evaluator.llm
+        kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
+                if llm is not None else "rerun the same command to score again")
+        err_console.print(f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(interrupt_code(exc)) from None
+    except (InputError, OutputError, RayUnavailable, ValueError) as exc:  # a bad input, a folder in use, no Ray
+        _fail(str(exc))
+    except OSError as exc:  # a full disk, a folder removed under us: the files written so far are whole
+        _fail(f"cannot write the results to {out}: {exc.strerror or exc}", EXIT_WRITE)
+    finally:
+        _print_copied(caught)
+        for w in caught:  # every other warning (look-alike letters) as it would have been shown
+            if not issubclass(w.category, CopiedCandidatesWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return outcome
 
 
 def _print_copied(caught: Sequence[warnings.WarningMessage]) -> None:
@@ -443,17 +373,6 @@ def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: 
             f"{min(limit, n_total - 1)}")
 
 
-def _stage_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path,
-                   run: OutputRun) -> None:
-    """``systems.csv``, put in place last when the run commits (``out/systems``, in the run from its
-    start, records the systems' folders then)."""
-    from cxreval.evaluate import systems_frame
-    from cxreval.outputs import frame_rows, write_csv
-
-    with run.folder(out).writer("systems.csv", newline="", last=True) as fh:
-        write_csv(fh, frame_rows(systems_frame({str(s): results for s, results in outcomes})))
-
-
 def _what_was_kept(run: OutputRun, out: Path) -> str:
     """The start of the line an interrupted evaluate prints: what its folder now holds."""
     from cxreval.outputs import PARTIAL
@@ -464,42 +383,6 @@ def _what_was_kept(run: OutputRun, out: Path) -> str:
         return (f"nothing in {out} was replaced (this run's unfinished files end in {PARTIAL}; the next run "
                 "removes them); ")
     return ""
-
-
-def _formats_of(fmt: str | None, *files: Path) -> list[str | None]:
-    """``--format`` for each input file: the files whose suffix does not tell (``-`` included) take
-    it; when every file's suffix tells, every file takes it (the user overrides them all)."""
-    if fmt is None:
-        return [None] * len(files)
-    untold = [str(f) == "-" or f.suffix.lower() not in SUFFIXES for f in files]
-    if not any(untold):
-        return [fmt] * len(files)
-    return [fmt if u else None for u in untold]
-
-
-def _by_system(pairs: list[ReportPair]) -> dict[str | None, list[ReportPair]]:
-    """Long-format pairs grouped by system, systems in order of first appearance."""
-    groups: dict[str | None, list[ReportPair]] = {}
-    for p in pairs:
-        groups.setdefault(p.system, []).append(p)
-    return groups
-
-
-#: The folder under ``--out`` that holds one folder per system (``--system-col``).
-
-
-def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path, rows: RowsFormat) -> None:
-    """One run: its files in ``folder``; several: ``run-i`` folders and ``runs.json``. They replace
-    the earlier run's when ``run`` commits, which removes what that one wrote and this one does not."""
-    from cxreval.evaluate import summarize_runs
-
-    top = run.folder(folder)
-    if len(results) == 1:
-        results[0].write_to(top, rows=rows.style, parquet=rows.parquet)
-        return
-    for r in results:
-        r.write_to(run.folder(folder / f"run-{r.run}"), rows=rows.style, parquet=rows.parquet)
-    top.write_text("runs.json", json.dumps(summarize_runs(results), indent=2) + "\n", last=True)
 
 
 def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool, top: int) -> None:
