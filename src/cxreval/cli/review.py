@@ -134,12 +134,9 @@ def stats(
                                   reviewers=reviewer)
     except ReviewDBError as exc:
         fail(str(exc))
-    if csv_file is not None:
-        atomic_write_text(csv_file, to_csv(result))
-    if latex_file is not None:
-        atomic_write_text(latex_file, to_latex(result))
-    if html_file is not None:
-        atomic_write_text(html_file, to_html(result))
+    for path, render in ((csv_file, to_csv), (latex_file, to_latex), (html_file, to_html)):
+        if path is not None:
+            atomic_write_text(path, render(result))
     if as_json:
         typer.echo(json.dumps(result.model_dump(), indent=2))
         return

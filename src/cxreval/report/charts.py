@@ -50,7 +50,7 @@ def _interp(stops: Sequence[tuple[int, int, int]], t: float) -> tuple[int, int, 
 
 
 def _hex(rgb: tuple[int, int, int]) -> str:
-    return "#%02x%02x%02x" % rgb
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
 def sequential_color(t: float | None) -> str:
@@ -153,9 +153,29 @@ def radar_svg(chart: RadarChart) -> Markup:
         a = -math.pi / 2 + 2 * math.pi * i / n
         return cx + r * v * math.cos(a), cy + r * v * math.sin(a)
 
-    # grid rings and axes
+    out += _radar_grid(point, n, cx, cy)
+    # background (e.g. log frequency of the groups)
+    if chart.background and any(b is not None for b in chart.background):
+        pts = " ".join("{:.1f},{:.1f}".format(*point(i, b or 0.0)) for i, b in enumerate(chart.background))
+        out.append(
+            f'<polygon class="bg-area" points="{pts}">'
+            f"<title>{escape(chart.background_label)}</title></polygon>"
+        )
+    out += [_radar_label(label, point, i, n) for i, label in enumerate(chart.axes)]
+    for series in chart.series:
+        out += _radar_series(series, point, n)
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+_Point = Callable[[int, float], tuple[float, float]]
+
+
+def _radar_grid(point: _Point, n: int, cx: float, cy: float) -> list[str]:
+    """The rings at 0.2 steps, the axes and the ring values."""
+    out = []
     for k in range(1, 6):
-        ring = " ".join("%.1f,%.1f" % point(i, k / 5) for i in range(n))
+        ring = " ".join("{:.1f},{:.1f}".format(*point(i, k / 5)) for i in range(n))
         out.append(f'<polygon class="grid" points="{ring}"/>')
     for i in range(n):
         x, y = point(i, 1.0)
@@ -163,66 +183,56 @@ def radar_svg(chart: RadarChart) -> Markup:
     for k in range(1, 6):
         x, y = point(0, k / 5)
         out.append(f'<text class="tick" x="{x + 3:.1f}" y="{y + 3:.1f}">{k / 5:.1f}</text>')
+    return out
 
-    # background (e.g. log frequency of the groups)
-    if chart.background and any(b is not None for b in chart.background):
-        pts = " ".join(
-            "%.1f,%.1f" % point(i, b or 0.0) for i, b in enumerate(chart.background)
-        )
+
+def _radar_label(label: str, point: _Point, i: int, n: int) -> str:
+    """Axis ``i``'s label outside the outer ring, anchored and wrapped by its angle."""
+    a = -math.pi / 2 + 2 * math.pi * i / n
+    x, y = point(i, 1.0)
+    x += 12 * math.cos(a)
+    y += 12 * math.sin(a)
+    c = math.cos(a)
+    anchor = "middle" if abs(c) < 0.15 else ("start" if c > 0 else "end")
+    lines = _wrap(label, 18)
+    sin = math.sin(a)
+    y0 = y - (len(lines) - 1) * 12 if sin < -0.3 else (y + 10 if sin > 0.3 else y - (len(lines) - 1) * 6 + 4)
+    tspans = "".join(
+        f'<tspan x="{x:.1f}" y="{y0 + j * 12:.1f}">{escape(t)}</tspan>' for j, t in enumerate(lines)
+    )
+    return f'<text class="axis-label" text-anchor="{anchor}"><title>{escape(label)}</title>{tspans}</text>'
+
+
+def _radar_series(series: RadarSeries, point: _Point, n: int) -> list[str]:
+    """One series: a polygon (a path of the known edges where values are missing) and its points,
+    its colour set once on the group and inherited by the shapes."""
+    style = "" if series.visible else ' style="display:none"'
+    color = escape(series.color)
+    out = [f'<g class="series" data-system="{escape(series.name)}" stroke="{color}" fill="{color}"{style}>']
+    vals = series.values
+    dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+    known = {i: float(v) for i, v in enumerate(vals) if v is not None}
+    if len(known) == len(vals):
+        pts = " ".join("{:.1f},{:.1f}".format(*point(i, v)) for i, v in known.items())
+        out.append(f'<polygon class="poly" points="{pts}"{dash}/>')
+    else:
+        segs = []
+        for i in range(n):
+            j = (i + 1) % n
+            if i in known and j in known:
+                (x1, y1), (x2, y2) = point(i, known[i]), point(j, known[j])
+                segs.append(f"M{x1:.1f},{y1:.1f}L{x2:.1f},{y2:.1f}")
+        if segs:
+            out.append(f'<path class="line" d="{"".join(segs)}"{dash}/>')
+    name = escape(series.name)
+    for i, v in known.items():
+        x, y = point(i, v)
         out.append(
-            f'<polygon class="bg-area" points="{pts}">'
-            f"<title>{escape(chart.background_label)}</title></polygon>"
+            f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3">'
+            f"<title>{name}: {fmt_value(v, 3)}</title></circle>"
         )
-
-    # axis labels
-    for i, label in enumerate(chart.axes):
-        a = -math.pi / 2 + 2 * math.pi * i / n
-        x, y = point(i, 1.0)
-        x += 12 * math.cos(a)
-        y += 12 * math.sin(a)
-        c = math.cos(a)
-        anchor = "middle" if abs(c) < 0.15 else ("start" if c > 0 else "end")
-        lines = _wrap(label, 18)
-        s = math.sin(a)
-        y0 = y - (len(lines) - 1) * 12 if s < -0.3 else (y + 10 if s > 0.3 else y - (len(lines) - 1) * 6 + 4)
-        tspans = "".join(
-            f'<tspan x="{x:.1f}" y="{y0 + j * 12:.1f}">{escape(t)}</tspan>' for j, t in enumerate(lines)
-        )
-        out.append(f'<text class="axis-label" text-anchor="{anchor}"><title>{escape(label)}</title>{tspans}</text>')
-
-    # series: colour set once on the group, inherited by the shapes
-    for s in chart.series:
-        style = "" if s.visible else ' style="display:none"'
-        color = escape(s.color)
-        out.append(
-            f'<g class="series" data-system="{escape(s.name)}" stroke="{color}" fill="{color}"{style}>'
-        )
-        vals = s.values
-        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
-        if all(v is not None for v in vals):
-            pts = " ".join("%.1f,%.1f" % point(i, float(v)) for i, v in enumerate(vals))  # type: ignore[arg-type]
-            out.append(f'<polygon class="poly" points="{pts}"{dash}/>')
-        else:
-            segs = []
-            for i in range(n):
-                j = (i + 1) % n
-                if vals[i] is not None and vals[j] is not None:
-                    (x1, y1), (x2, y2) = point(i, float(vals[i])), point(j, float(vals[j]))  # type: ignore[arg-type]
-                    segs.append(f"M{x1:.1f},{y1:.1f}L{x2:.1f},{y2:.1f}")
-            if segs:
-                out.append(f'<path class="line" d="{"".join(segs)}"{dash}/>')
-        name = escape(s.name)
-        for i, v in enumerate(vals):
-            if v is None:
-                continue
-            x, y = point(i, float(v))
-            out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3">'
-                f"<title>{name}: {fmt_value(v, 3)}</title></circle>"
-            )
-        out.append("</g>")
-    out.append("</svg>")
-    return Markup("".join(out))
+    out.append("</g>")
+    return out
 
 
 @dataclass

@@ -339,19 +339,68 @@ class _Handler(BaseHTTPRequestHandler):
                                                "param": refused.split("'")[1], "code": "unsupported_parameter"}})
         return bool(refused)
 
+    def _refused_json_schema(self, entry: dict[str, Any], body: dict[str, Any], anthropic: bool) -> bool:
+        """A server that knows no ``json_schema`` response format answers 500, as vLLM's older ones did."""
+        rf_type = (body.get("response_format") or {}).get("type")
+        refused = self.server.reject_json_schema and not anthropic and rf_type == "json_schema"
+        if refused:
+            entry["fault"] = "reject-json-schema"
+            self._reply(entry, 500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
+                                               "Input should be 'text' or 'json_object'", "type": "internal_server_error"}})
+        return bool(refused)
+
+    def _transport_fault(self, entry: dict[str, Any], faults: set[str], on: Callable[..., bool], reask: bool) -> bool:
+        """Answer with a fault of the transport (a timeout, a dropped connection, 429, 500, a key
+        echoed in an error) when the prompt asks for one; whether one was sent."""
+        srv = self.server
+        if on("timeout") and not reask:
+            entry["fault"], entry["status"] = "timeout", "timed-out"
+            time.sleep(srv.timeout_sleep)  # past the client's timeout; then hang up unanswered
+            self.close_connection = True
+            return True
+        if on("drop") and not reask:
+            entry["fault"], entry["status"] = "drop", "dropped"
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return True
+        if on("429") and not reask:
+            entry["fault"] = "429"
+            self._reply(entry, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                       {"Retry-After": srv.retry_after})
+            return True
+        if on("500", first=2) and not reask:
+            entry["fault"] = "500"
+            self._reply(entry, 500, {"error": {"message": "internal error", "type": "server_error"}})
+            return True
+        if on("echo-key"):
+            entry["fault"] = "echo-key"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            self._reply(entry, 500, {"error": {"message": f"upstream rejected credentials {auth}", "type": "server_error"}})
+            return True
+        pad = next((int(f.rsplit("-", 1)[1]) for f in faults if re.fullmatch(r"echo-key-pad-\d{1,6}", f)), None)
+        if pad is not None:
+            entry["fault"] = f"echo-key-pad-{pad}"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            self._reply(entry, 500, {"error": {"message": "." * pad + auth, "type": "server_error"}})
+            return True
+        if "echo-key-escaped" in faults:
+            entry["fault"] = "echo-key-escaped"
+            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
+            escaped = json.dumps(f"upstream rejected credentials {auth}").replace("/", "\\/")
+            self._reply_raw(entry, 500, ('{"error": {"message": ' + escaped + ', "type": "server_').encode("utf-8"))
+            return True
+        return False
+
     def _answer(self, body: dict[str, Any], anthropic: bool) -> None:
         srv = self.server
         messages = body.get("messages", [])
         users = [m for m in messages if m.get("role") == "user"]
         first_user = _text(users[0]["content"]) if users else ""
         reask = len(users) > 1
-        schema = None
-        if anthropic:
-            tools = body.get("tools") or []
-            schema = tools[0].get("input_schema") if tools else None
-        else:
-            rf = body.get("response_format") or {}
-            schema = rf.get("json_schema", {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+        schema = _answer_schema(body, anthropic)
         faults = set(_FAULT.findall(first_user))
         convo = hashlib.sha256(first_user.encode("utf-8")).hexdigest()[:16]
         request_sha = hashlib.sha256(json.dumps(messages, sort_keys=True).encode("utf-8")).hexdigest()[:16]
@@ -371,14 +420,8 @@ class _Handler(BaseHTTPRequestHandler):
             entry["status"] = "held"
             srv._released.wait()
 
-        if self._refused_as_a_reasoning_model(entry, body, anthropic):
-            return
-
-        rf_type = (body.get("response_format") or {}).get("type")
-        if srv.reject_json_schema and not anthropic and rf_type == "json_schema":
-            entry["fault"] = "reject-json-schema"
-            self._reply(entry, 500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
-                                               "Input should be 'text' or 'json_object'", "type": "internal_server_error"}})
+        if self._refused_as_a_reasoning_model(entry, body, anthropic) or self._refused_json_schema(entry, body,
+                                                                                                   anthropic):
             return
 
         def on(name: str, first: int = 1) -> bool:
@@ -386,44 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         if srv.latency:
             time.sleep(srv.latency)
-        if on("timeout") and not reask:
-            entry["fault"], entry["status"] = "timeout", "timed-out"
-            time.sleep(srv.timeout_sleep)  # past the client's timeout; then hang up unanswered
-            self.close_connection = True
-            return
-        if on("drop") and not reask:
-            entry["fault"], entry["status"] = "drop", "dropped"
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return
-        if on("429") and not reask:
-            entry["fault"] = "429"
-            self._reply(entry, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
-                       {"Retry-After": srv.retry_after})
-            return
-        if on("500", first=2) and not reask:
-            entry["fault"] = "500"
-            self._reply(entry, 500, {"error": {"message": "internal error", "type": "server_error"}})
-            return
-        if on("echo-key"):
-            entry["fault"] = "echo-key"
-            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
-            self._reply(entry, 500, {"error": {"message": f"upstream rejected credentials {auth}", "type": "server_error"}})
-            return
-        pad = next((int(f.rsplit("-", 1)[1]) for f in faults if re.fullmatch(r"echo-key-pad-\d{1,6}", f)), None)
-        if pad is not None:
-            entry["fault"] = f"echo-key-pad-{pad}"
-            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
-            self._reply(entry, 500, {"error": {"message": "." * pad + auth, "type": "server_error"}})
-            return
-        if "echo-key-escaped" in faults:
-            entry["fault"] = "echo-key-escaped"
-            auth = self.headers.get("Authorization") or self.headers.get("x-api-key") or ""
-            escaped = json.dumps(f"upstream rejected credentials {auth}").replace("/", "\\/")
-            self._reply_raw(entry, 500, ('{"error": {"message": ' + escaped + ', "type": "server_').encode("utf-8"))
+        if self._transport_fault(entry, faults, on, reask):
             return
 
         try:
@@ -457,29 +463,9 @@ class _Handler(BaseHTTPRequestHandler):
             answer = {**answer, "padding": "x" * 3_000_000}
             text, entry["fault"] = json.dumps(answer), "huge"
         text, finish = _cut_at_limit(text, finish, body, entry, on=srv.cut_at_max_tokens)
-        in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
-        out_tokens = len(text) // 4 + 1
         with srv.lock:
             srv.answered += 1
-        if anthropic:
-            tool = (body.get("tools") or [{}])[0].get("name", "answer")
-            try:
-                content = [{"type": "tool_use", "id": "toolu_loopback", "name": tool, "input": json.loads(text)}]
-            except (ValueError, RecursionError):  # a truncated / unreadable answer cannot be a tool input: text
-                content = [{"type": "text", "text": text}]
-            payload: dict[str, Any] = {
-                "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
-                "content": content, "stop_reason": "max_tokens" if finish == "length" else "tool_use",
-                "stop_sequence": None, "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
-            }
-        else:
-            payload = {
-                "id": f"chatcmpl-{request_sha}", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model", ""),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens,
-                          "total_tokens": in_tokens + out_tokens},
-            }
+        payload = _payload(body, messages, text, finish, request_sha, anthropic)
         malformed = next((name for name in MALFORMED if on(name)), None)
         if malformed is None:
             self._reply(entry, 200, payload)
@@ -559,6 +545,41 @@ def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, A
     return {**payload, "choices": ["not a choice"]}  # bad-block
 
 
+def _payload(body: dict[str, Any], messages: list[dict[str, Any]], text: str, finish: str, request_sha: str,
+             anthropic: bool) -> dict[str, Any]:
+    """The response body of an answer ``text``: an Anthropic message (a tool call where ``text`` reads
+    as JSON) or an OpenAI chat completion, with token counts of about four characters a token."""
+    in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
+    out_tokens = len(text) // 4 + 1
+    if anthropic:
+        tool = (body.get("tools") or [{}])[0].get("name", "answer")
+        try:
+            content = [{"type": "tool_use", "id": "toolu_loopback", "name": tool, "input": json.loads(text)}]
+        except (ValueError, RecursionError):  # a truncated / unreadable answer cannot be a tool input: text
+            content = [{"type": "text", "text": text}]
+        return {
+            "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
+            "content": content, "stop_reason": "max_tokens" if finish == "length" else "tool_use",
+            "stop_sequence": None, "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
+        }
+    return {
+        "id": f"chatcmpl-{request_sha}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens,
+                  "total_tokens": in_tokens + out_tokens},
+    }
+
+
+def _answer_schema(body: dict[str, Any], anthropic: bool) -> dict[str, Any] | None:
+    """The JSON schema a request asks its answer to follow (Anthropic: its tool's input schema)."""
+    if anthropic:
+        tools = body.get("tools") or []
+        return tools[0].get("input_schema") if tools else None
+    rf = body.get("response_format") or {}
+    return rf.get("json_schema", {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -584,14 +605,31 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
             return json.dumps({k: "MAYBE" for k in answer} or {"unexpected": "MAYBE"}), "stop", "schema"
         return text, "stop", None
     if mode == "labels":
-        bad = json.loads(text)
-        if want("schema") and bad:
-            bad[next(iter(bad))] = 2
-            return json.dumps(bad), "stop", "schema"
-        if want("unknown"):
-            bad["pleural_efusion_of_doom"] = 1
-            return json.dumps(bad), "stop", "unknown"
-        return text, "stop", None
+        return _corrupt_labels(text, want)
+    corrupted = _corrupt_entities(text, answer, want, mode, style)
+    if corrupted is None and mode == "pairwise":
+        corrupted = _duplicate_entity(answer, want, style)
+    return corrupted or (text, "stop", None)
+
+
+_Want = Callable[[str], bool]
+
+
+def _corrupt_labels(text: str, want: _Want) -> tuple[str, str, str | None]:
+    """A labeler's answer with a value out of its schema, or a label that does not exist."""
+    bad = json.loads(text)
+    if want("schema") and bad:
+        bad[next(iter(bad))] = 2
+        return json.dumps(bad), "stop", "schema"
+    if want("unknown"):
+        bad["pleural_efusion_of_doom"] = 1
+        return json.dumps(bad), "stop", "unknown"
+    return text, "stop", None
+
+
+def _corrupt_entities(text: str, answer: dict[str, Any], want: _Want, mode: str,
+                      style: str) -> tuple[str, str, str | None] | None:
+    """An entity answer emptied, with a verdict out of its schema, or with an unknown entity; None if no such fault."""
     verdict_key = "presence" if mode == "pairwise" else "status"
     if want("empty"):
         if style == "sparse":
@@ -619,22 +657,29 @@ def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, sty
         else:
             bad["pleural_efusion_of_doom"] = {k: v for k, v in fake.items() if k != "entity"}
         return json.dumps(bad), "stop", "unknown"
+    return None
+
+
+def _duplicate_entity(answer: dict[str, Any], want: _Want, style: str) -> tuple[str, str, str | None] | None:
+    """A pairwise answer that names its first entity again with another verdict ("duplicate": then the
+    first verdict once more, so a majority exists; "duplicate-tie": no majority); None if not asked."""
+    flip = {"TP": "FN", "FN": "TP", "FP": "TN", "TN": "FP"}
     for name in ("duplicate", "duplicate-tie"):
-        if want(name) and mode == "pairwise":
-            flip = {"TP": "FN", "FN": "TP", "FP": "TN", "TN": "FP"}
-            if style == "sparse" and answer["entities"]:
-                first = answer["entities"][0]
-                wrong = {**first, "presence": flip[first["presence"]]}
-                extra = [wrong, first] if name == "duplicate" else [wrong]
-                return json.dumps({"entities": [first, *extra, *answer["entities"][1:]]}), "stop", name
-            if style == "dense":
-                eid, v = next(iter(answer.items()))
-                wrong = {**v, "presence": flip[v["presence"]]}
-                dups = [(eid, v), (eid, wrong)] + ([(eid, v)] if name == "duplicate" else [])
-                parts = [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in dups]
-                parts += [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in list(answer.items())[1:]]
-                return "{" + ", ".join(parts) + "}", "stop", name
-    return text, "stop", None
+        if not want(name):
+            continue
+        if style == "sparse" and answer["entities"]:
+            first = answer["entities"][0]
+            wrong = {**first, "presence": flip[first["presence"]]}
+            extra = [wrong, first] if name == "duplicate" else [wrong]
+            return json.dumps({"entities": [first, *extra, *answer["entities"][1:]]}), "stop", name
+        if style == "dense":
+            eid, v = next(iter(answer.items()))
+            wrong = {**v, "presence": flip[v["presence"]]}
+            dups = [(eid, v), (eid, wrong)] + ([(eid, v)] if name == "duplicate" else [])
+            parts = [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in dups]
+            parts += [f"{json.dumps(k)}: {json.dumps(x)}" for k, x in list(answer.items())[1:]]
+            return "{" + ", ".join(parts) + "}", "stop", name
+    return None
 
 
 def main() -> None:
