@@ -87,9 +87,11 @@ def baselines() -> None:
     data = RetrievalData.load(config.data_dir)
     new = [baseline_reports(kind, ids, seed=0, noise=noise, data=data).source_uids for kind, noise in BASELINES]
     t_new = time.perf_counter() - t0
-    print(f"4 retrieval baselines x {len(ids)} studies: per-report search, gold parsed each time (baseline, "
-          f"cxreval 0.6) {t_old:.2f} s; distinct finding sets, data read once {t_new:.2f} s; "
-          f"{t_old / t_new:.1f}x; same reports chosen: {old == new}")
+    print(
+        f"4 retrieval baselines x {len(ids)} studies: per-report search, gold parsed each time (baseline, "
+        f"cxreval 0.6) {t_old:.2f} s; distinct finding sets, data read once {t_new:.2f} s; "
+        f"{t_old / t_new:.1f}x; same reports chosen: {old == new}"
+    )
 
 
 if __name__ == "__main__":

@@ -28,22 +28,47 @@ import numpy as np
 import yaml
 
 NORMAL = [
-    "The heart is normal in size.", "Heart size is within normal limits.", "The cardiomediastinal silhouette is normal.",
-    "The mediastinum is unremarkable.", "The lungs are clear.", "Lungs are clear bilaterally.",
-    "No pleural effusion or pneumothorax.", "There is no pneumothorax.", "No focal airspace consolidation.",
-    "There is no focal consolidation.", "The osseous structures are intact.", "No acute bony abnormality.",
-    "Pulmonary vascularity is within normal limits.", "No acute cardiopulmonary abnormality.",
-    "The trachea is midline.", "No evidence of pulmonary edema.",
+    "The heart is normal in size.",
+    "Heart size is within normal limits.",
+    "The cardiomediastinal silhouette is normal.",
+    "The mediastinum is unremarkable.",
+    "The lungs are clear.",
+    "Lungs are clear bilaterally.",
+    "No pleural effusion or pneumothorax.",
+    "There is no pneumothorax.",
+    "No focal airspace consolidation.",
+    "There is no focal consolidation.",
+    "The osseous structures are intact.",
+    "No acute bony abnormality.",
+    "Pulmonary vascularity is within normal limits.",
+    "No acute cardiopulmonary abnormality.",
+    "The trachea is midline.",
+    "No evidence of pulmonary edema.",
 ]
 FINDINGS = [
-    "{sev} {side} pleural effusion.", "{sev} cardiomegaly.", "{side} lower lobe atelectasis.",
-    "{side} upper lobe consolidation.", "{sev} {side} pneumothorax.", "Calcified granuloma in the {side} upper lobe.",
-    "{sev} pulmonary edema.", "{side} basilar opacity, {change}.", "Degenerative changes of the thoracic spine.",
-    "{sev} hyperinflation consistent with emphysema.", "A {side} lung nodule is noted.",
-    "{side} rib fracture.", "Tortuous aorta.", "Sternotomy wires are present.", "{sev} scoliosis of the thoracic spine.",
-    "Hiatal hernia.", "{side} hilar lymphadenopathy.", "Interstitial markings are increased, {change}.",
-    "{sev} {side} pleural effusion, {change}.", "{sev} cardiomegaly, {change}.", "There is a {sev} {side} pneumothorax.",
-    "Patchy {side} lower lobe airspace disease, {change}.", "{sev} {side} apical pleural thickening.",
+    "{sev} {side} pleural effusion.",
+    "{sev} cardiomegaly.",
+    "{side} lower lobe atelectasis.",
+    "{side} upper lobe consolidation.",
+    "{sev} {side} pneumothorax.",
+    "Calcified granuloma in the {side} upper lobe.",
+    "{sev} pulmonary edema.",
+    "{side} basilar opacity, {change}.",
+    "Degenerative changes of the thoracic spine.",
+    "{sev} hyperinflation consistent with emphysema.",
+    "A {side} lung nodule is noted.",
+    "{side} rib fracture.",
+    "Tortuous aorta.",
+    "Sternotomy wires are present.",
+    "{sev} scoliosis of the thoracic spine.",
+    "Hiatal hernia.",
+    "{side} hilar lymphadenopathy.",
+    "Interstitial markings are increased, {change}.",
+    "{sev} {side} pleural effusion, {change}.",
+    "{sev} cardiomegaly, {change}.",
+    "There is a {sev} {side} pneumothorax.",
+    "Patchy {side} lower lobe airspace disease, {change}.",
+    "{sev} {side} apical pleural thickening.",
     "Streaky {side} basilar atelectasis, {change}.",
 ]
 SEVERITY = ["Small", "Mild", "Moderate", "Large", ""]
@@ -59,8 +84,15 @@ def _cap(s: str) -> str:
 
 def finding_pool(rng: np.random.Generator, size: int = 200) -> list[str]:
     """Up to ``size`` distinct finding sentences (every template filled every way, then sampled)."""
-    pool = sorted({_cap(t.format(sev=a, side=b, change=c).replace(", .", "."))
-                   for t in FINDINGS for a in SEVERITY for b in SIDE for c in CHANGE})
+    pool = sorted(
+        {
+            _cap(t.format(sev=a, side=b, change=c).replace(", .", "."))
+            for t in FINDINGS
+            for a in SEVERITY
+            for b in SIDE
+            for c in CHANGE
+        }
+    )
     return sorted(rng.choice(pool, size=min(size, len(pool)), replace=False).tolist())
 
 
@@ -107,11 +139,19 @@ def make_inputs(out: Path, n_studies: int, n_systems: int, seed: int = 0) -> Pat
                 w.writerow([i, " ".join(cand) or templates[0]])
         systems.append({"name": f"sys-{k:02d}", "path": path.name})
     config = {
-        "name": "synthetic-scale", "out": str(out.parent),
-        "metrics": ["spec-errors", "bleu2", "rouge-l", "bleu4-corpus"], "rank_by": "spec-errors",
+        "name": "synthetic-scale",
+        "out": str(out.parent),
+        "metrics": ["spec-errors", "bleu2", "rouge-l", "bleu4-corpus"],
+        "rank_by": "spec-errors",
         "bootstrap": {"resamples": 1000, "seed": 0},
-        "datasets": [{"name": "synthetic", "references": {"path": "references.csv", "text_col": "report"},
-                      "metadata": {"path": "references.csv", "site_col": "site"}, "normal_from": "findings"}],
+        "datasets": [
+            {
+                "name": "synthetic",
+                "references": {"path": "references.csv", "text_col": "report"},
+                "metadata": {"path": "references.csv", "site_col": "site"},
+                "normal_from": "findings",
+            }
+        ],
         "systems": systems,
     }
     cfg = out / "bench.yaml"

@@ -44,14 +44,16 @@ def synthetic_table(n_pairs: int, entity_ids: list[str], seed: int = 0) -> tuple
     presence = PRESENCE[rng.choice(4, size=len(pair), p=[0.5, 0.15, 0.2, 0.15])]
     tp = presence == "TP"
     pair_ids = [f"pair{i:05d}" for i in range(n_pairs)]
-    frame = pd.DataFrame({
-        "pair_id": np.array(pair_ids)[pair],
-        "entity": np.array(entity_ids)[ent],
-        "presence": presence,
-        "location": np.where(tp, ATTR[rng.integers(0, 3, len(pair))], "not-available"),
-        "severity": np.where(tp, ATTR[rng.integers(0, 3, len(pair))], "not-available"),
-        "comparison": np.where(tp, COMP[rng.choice(3, size=len(pair), p=[0.8, 0.1, 0.1])], "other"),
-    })
+    frame = pd.DataFrame(
+        {
+            "pair_id": np.array(pair_ids)[pair],
+            "entity": np.array(entity_ids)[ent],
+            "presence": presence,
+            "location": np.where(tp, ATTR[rng.integers(0, 3, len(pair))], "not-available"),
+            "severity": np.where(tp, ATTR[rng.integers(0, 3, len(pair))], "not-available"),
+            "comparison": np.where(tp, COMP[rng.choice(3, size=len(pair), p=[0.8, 0.1, 0.1])], "other"),
+        }
+    )
     return frame, pair_ids
 
 
@@ -83,8 +85,10 @@ def main() -> None:
 
     onto = load_ontology()
     frame, pair_ids = synthetic_table(args.pairs, onto.entity_ids, args.seed)
-    print(f"synthetic judgement table: {args.pairs:,} pairs x {len(onto.entities)} entities "
-          f"({onto.signature}), {len(frame):,} explicit rows")
+    print(
+        f"synthetic judgement table: {args.pairs:,} pairs x {len(onto.entities)} entities "
+        f"({onto.signature}), {len(frame):,} explicit rows"
+    )
 
     t0 = time.perf_counter()
     cache = table_cache(JudgementTable(pair_ids, frame), onto)
@@ -100,8 +104,10 @@ def main() -> None:
     n_scores = len(cache.names)
     print(f"cache: {cache.values.shape[0]:,} pairs x {cache.values.shape[1]} counts, built in {build:.2f} s")
     for method, t in times.items():
-        print(f"fast  {method:<10}: {args.resamples:,} resamples, {n_scores} scores "
-              f"(entity P/R/F1, macro, micro, attributes): {t:.2f} s (+ {build:.2f} s cache build = {t + build:.2f} s)")
+        print(
+            f"fast  {method:<10}: {args.resamples:,} resamples, {n_scores} scores "
+            f"(entity P/R/F1, macro, micro, attributes): {t:.2f} s (+ {build:.2f} s cache build = {t + build:.2f} s)"
+        )
 
     # the baseline uses the very same first draws as the fast path
     rng = np.random.default_rng(args.seed)
@@ -114,16 +120,20 @@ def main() -> None:
     fast = cache.weighted(weights_from_indices(idx, args.pairs))
     f1_cols = [cache.names.index(f"{e}/f1") for e in onto.entity_ids] + [cache.names.index("presence_macro_f1")]
     np.testing.assert_allclose(np.array(slow), fast[:, f1_cols], rtol=1e-12, equal_nan=True)
-    print(f"recompute (resampled table -> entity_scores + averages): {len(idx)} resamples took {t_slow:.2f} s "
-          f"= {per:.3f} s each; extrapolated to {args.resamples:,}: {est:.1f} s (F1s identical to the fast path)")
+    print(
+        f"recompute (resampled table -> entity_scores + averages): {len(idx)} resamples took {t_slow:.2f} s "
+        f"= {per:.3f} s each; extrapolated to {args.resamples:,}: {est:.1f} s (F1s identical to the fast path)"
+    )
     total = times["bca"] + build
     verdict = "met" if total < 5 and est / total >= 20 else "NOT met"
     print(f"speed-up (BCa incl. cache build): {est / total:.0f}x; target < 5 s and >= 20x: {verdict}")
     macro = res["bca"].get("presence_macro_f1")
     print(f"e.g. macro F1 {macro.estimate:.4f} [{macro.low:.4f}, {macro.high:.4f}] (BCa, n_defined {macro.n_defined})")
     partial = [e for e in res["bca"].estimates if e.name.endswith("/f1") and e.n_defined < args.resamples]
-    print(f"F1s undefined in some resamples (interval over the defined ones): {len(partial)}"
-          + (f", fewest defined {min(e.n_defined for e in partial)}" if partial else ""))
+    print(
+        f"F1s undefined in some resamples (interval over the defined ones): {len(partial)}"
+        + (f", fewest defined {min(e.n_defined for e in partial)}" if partial else "")
+    )
     print(f"signature: {res['bca'].signature}")
 
 

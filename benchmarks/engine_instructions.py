@@ -49,8 +49,13 @@ def instructions(src: Path, read: bool, out: Path) -> int:
     # off (objects hashed by address): set and dict orders, and so the work, are the same each run
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     fixed = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
-    done = subprocess.run([*fixed, "valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
-                           sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run(
+        [*fixed, "valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     found = _REFS.search(done.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
@@ -68,17 +73,25 @@ def main() -> None:
         engines.update({rev: export_src(rev, Path(tmp)) for rev in args.revisions})
         jobs = [(name, read) for name in engines for read in (False, True)]
         with ThreadPoolExecutor(max_workers=2) as pool:  # two children at a time: this box has two cores
-            counts = dict(zip(jobs, pool.map(
-                lambda job: instructions(engines[job[0]], job[1], Path(tmp) / f"cg.{len(job[0])}.{job[1]}"), jobs)))
+            counts = dict(
+                zip(
+                    jobs,
+                    pool.map(lambda job: instructions(engines[job[0]], job[1], Path(tmp) / f"cg.{len(job[0])}.{job[1]}"), jobs),
+                )
+            )
     start = {name: counts[(name, False)] for name in engines}
     passes = {name: counts[(name, True)] - start[name] for name in engines}
     ours = "working tree"
-    print("Instructions (valgrind cachegrind): RuleExtractor() + loading the texts, then one pass over the "
-          "findings + impression of every IU X-ray report")
+    print(
+        "Instructions (valgrind cachegrind): RuleExtractor() + loading the texts, then one pass over the "
+        "findings + impression of every IU X-ray report"
+    )
     for name in engines:
-        print(f"  {name:14s} start {start[name] / 1e9:6.3f} G  pass {passes[name] / 1e9:6.3f} G  "
-              f"working tree / this: start {start[ours] / start[name]:.3f}x, pass {passes[ours] / passes[name]:.3f}x, "
-              f"both {counts[(ours, True)] / counts[(name, True)]:.3f}x")
+        print(
+            f"  {name:14s} start {start[name] / 1e9:6.3f} G  pass {passes[name] / 1e9:6.3f} G  "
+            f"working tree / this: start {start[ours] / start[name]:.3f}x, pass {passes[ours] / passes[name]:.3f}x, "
+            f"both {counts[(ours, True)] / counts[(name, True)]:.3f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,7 @@ print(len(texts) / (time.perf_counter() - t0), len(texts), ex.signature)
 
 def export_src(rev: str, into: Path) -> Path:
     """``src/`` of git revision ``rev`` unpacked under ``into``; returns the folder to import from."""
-    data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"],
-                          check=True, capture_output=True).stdout
+    data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev, "src"], check=True, capture_output=True).stdout
     dest = into / rev
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
@@ -78,8 +77,10 @@ def main() -> None:
     print(f"IU X-ray findings + impression, one pass per fresh process, {args.rounds} rounds (engines alternate)")
     for name, values in rates.items():
         ratio = statistics.median(o / v for o, v in zip(ours, values))
-        print(f"  {name:14s} {signatures[name]:24s} best {max(values):7,.0f} median {statistics.median(values):7,.0f} "
-              f"reports/s; working tree / this, median of rounds: {ratio:.2f}x")
+        print(
+            f"  {name:14s} {signatures[name]:24s} best {max(values):7,.0f} median {statistics.median(values):7,.0f} "
+            f"reports/s; working tree / this, median of rounds: {ratio:.2f}x"
+        )
 
 
 if __name__ == "__main__":

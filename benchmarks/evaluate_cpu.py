@@ -90,53 +90,74 @@ def main() -> None:
         pairs, tenth = Path(tmp) / "pairs.csv", Path(tmp) / "tenth.csv"
         write_random_pairs(pairs, n)
         write_random_pairs(tenth, n // 10, seed=1)
-        smalls = [run("command", ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / f"tenth-{r}"),
-                                  "--workers", "2"])[1] for r in range(args.rounds)]
+        smalls = [
+            run("command", ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / f"tenth-{r}"), "--workers", "2"])[1]
+            for r in range(args.rounds)
+        ]
         small = {k: statistics.median(c[k] for c in smalls) for k in smalls[0]}
-        small_baselines = [run("in-order", [str(tenth), str(Path(tmp) / f"tenth-baseline-{r}"), "2"])[1]
-                           for r in range(args.rounds)]
+        small_baselines = [
+            run("in-order", [str(tenth), str(Path(tmp) / f"tenth-baseline-{r}"), "2"])[1] for r in range(args.rounds)
+        ]
         small_baseline = {k: statistics.median(c[k] for c in small_baselines) for k in small_baselines[0]}
         walls: dict[int, list[float]] = {1: [], 2: []}
         cpu: dict[int, list[dict[str, float]]] = {1: [], 2: []}
         for r in range(args.rounds):
             for workers in (1, 2):
                 out = Path(tmp) / f"out-{workers}-{r}"
-                wall, used = run("command", ["evaluate", "--pairs", str(pairs), "--out", str(out),
-                                             "--workers", str(workers)])
+                wall, used = run("command", ["evaluate", "--pairs", str(pairs), "--out", str(out), "--workers", str(workers)])
                 walls[workers].append(wall)
                 cpu[workers].append(used)
         # the core install (no pyarrow) writes no judgements.parquet: the parent's CPU without it
-        bare = slope(run("command", ["evaluate", "--pairs", str(pairs), "--out", str(Path(tmp) / "bare"),
-                                     "--workers", "2", "--no-parquet"])[1],
-                     run("command", ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / "bare-tenth"),
-                                     "--workers", "2", "--no-parquet"])[1], n - n // 10)
+        bare = slope(
+            run(
+                "command", ["evaluate", "--pairs", str(pairs), "--out", str(Path(tmp) / "bare"), "--workers", "2", "--no-parquet"]
+            )[1],
+            run(
+                "command",
+                ["evaluate", "--pairs", str(tenth), "--out", str(Path(tmp) / "bare-tenth"), "--workers", "2", "--no-parquet"],
+            )[1],
+            n - n // 10,
+        )
         b_wall, b_cpu = run("in-order", [str(pairs), str(Path(tmp) / "baseline"), "2"])
-        same = not differing(Path(tmp) / "out-2-0", Path(tmp) / "baseline") \
-            and not differing(Path(tmp) / "out-1-0", Path(tmp) / "baseline")
+        same = not differing(Path(tmp) / "out-2-0", Path(tmp) / "baseline") and not differing(
+            Path(tmp) / "out-1-0", Path(tmp) / "baseline"
+        )
     us, fewer = 1e6 / n, n - n // 10
     ratios = [a / b for a, b in zip(walls[1], walls[2])]
     print(f"{n:,} random IU X-ray pairs; {args.rounds} alternating rounds")
     for w in (1, 2):
-        print(f"  --workers {w}: {', '.join(f'{x:.1f}' for x in walls[w])} s "
-              f"({', '.join(f'{n / x:,.0f}' for x in walls[w])} pairs/s)")
-    print(f"--workers 2 / --workers 1: median {statistics.median(ratios):.2f}x "
-          f"({', '.join(f'{x:.2f}' for x in ratios)}; target >= 1.7)")
+        print(
+            f"  --workers {w}: {', '.join(f'{x:.1f}' for x in walls[w])} s "
+            f"({', '.join(f'{n / x:,.0f}' for x in walls[w])} pairs/s)"
+        )
+    print(
+        f"--workers 2 / --workers 1: median {statistics.median(ratios):.2f}x "
+        f"({', '.join(f'{x:.2f}' for x in ratios)}; target >= 1.7)"
+    )
     one = statistics.median(c["parent"] + c["workers"] for c in cpu[1]) * us
     per = [slope(c, small, fewer) for c in cpu[2]]
     parent = statistics.median(c["parent"] for c in per)
     workers = statistics.median(c["workers"] for c in per)
-    print(f"CPU per pair: one worker {one:.0f} us (start-up included); with 2 workers the parent {parent:.1f} us "
-          f"(target <= 5) and the workers {workers:.0f} us in all")
-    print(f"  the parent without judgements.parquet (--no-parquet, as the core install runs): {bare['parent']:.1f} us "
-          f"(the Parquet twin is encoded in the parent when the run ends)")
-    print("projected speed-up over one worker: " + ", ".join(
-        f"{w} workers {one / max(parent, workers / w):.1f}x" for w in (4, 8, 16, 64))
-          + f" (the parent alone would allow {one / parent:.0f}x)")
+    print(
+        f"CPU per pair: one worker {one:.0f} us (start-up included); with 2 workers the parent {parent:.1f} us "
+        f"(target <= 5) and the workers {workers:.0f} us in all"
+    )
+    print(
+        f"  the parent without judgements.parquet (--no-parquet, as the core install runs): {bare['parent']:.1f} us "
+        f"(the Parquet twin is encoded in the parent when the run ends)"
+    )
+    print(
+        "projected speed-up over one worker: "
+        + ", ".join(f"{w} workers {one / max(parent, workers / w):.1f}x" for w in (4, 8, 16, 64))
+        + f" (the parent alone would allow {one / parent:.0f}x)"
+    )
     base = slope(b_cpu, small_baseline, fewer)
-    print(f"baseline, the in-order path of 0.7.0 (checked whole, read and sent out by the parent), --workers 2: "
-          f"{b_wall:.1f} s ({n / b_wall:,.0f} pairs/s); parent {base['parent']:.1f} us per pair, workers "
-          f"{base['workers']:.0f} us; parent CPU now / then {parent / base['parent']:.2f}x; files identical to the "
-          f"command's: {same}")
+    print(
+        f"baseline, the in-order path of 0.7.0 (checked whole, read and sent out by the parent), --workers 2: "
+        f"{b_wall:.1f} s ({n / b_wall:,.0f} pairs/s); parent {base['parent']:.1f} us per pair, workers "
+        f"{base['workers']:.0f} us; parent CPU now / then {parent / base['parent']:.2f}x; files identical to the "
+        f"command's: {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -84,14 +84,22 @@ def main() -> None:
         s_sec, s_rss = run([*cli, "--pairs", str(big), "--out", str(Path(tmp) / "out")])
         same = not differing(Path(tmp) / "baseline-out", Path(tmp) / "small-out")
     mib = 1024 * 1024
-    print(f"whole-list path (baseline), {args.baseline_pairs:,} pairs: peak RSS {b_rss / mib:,.0f} MiB "
-          f"({b_rss / args.baseline_pairs / 1024:.1f} KiB/pair), {args.baseline_pairs / b_sec:,.0f} pairs/s")
-    print(f"streamed, {args.baseline_pairs:,} pairs, --workers {args.workers}: peak RSS {s_small_rss / mib:,.0f} MiB, "
-          f"{args.baseline_pairs / s_small_sec:,.0f} pairs/s; files identical to the baseline's: {same}")
-    print(f"streamed, {args.pairs:,} pairs, --workers {args.workers}: peak RSS {s_rss / mib:,.0f} MiB "
-          f"(target < 2,048 MiB), {args.pairs / s_sec:,.0f} pairs/s, {s_sec:,.0f} s")
-    print(f"ratio of peak RSS, baseline at {args.baseline_pairs:,} pairs / streamed at {args.pairs:,} pairs: "
-          f"{b_rss / s_rss:.2f}x with {args.pairs / args.baseline_pairs:.0f}x the pairs")
+    print(
+        f"whole-list path (baseline), {args.baseline_pairs:,} pairs: peak RSS {b_rss / mib:,.0f} MiB "
+        f"({b_rss / args.baseline_pairs / 1024:.1f} KiB/pair), {args.baseline_pairs / b_sec:,.0f} pairs/s"
+    )
+    print(
+        f"streamed, {args.baseline_pairs:,} pairs, --workers {args.workers}: peak RSS {s_small_rss / mib:,.0f} MiB, "
+        f"{args.baseline_pairs / s_small_sec:,.0f} pairs/s; files identical to the baseline's: {same}"
+    )
+    print(
+        f"streamed, {args.pairs:,} pairs, --workers {args.workers}: peak RSS {s_rss / mib:,.0f} MiB "
+        f"(target < 2,048 MiB), {args.pairs / s_sec:,.0f} pairs/s, {s_sec:,.0f} s"
+    )
+    print(
+        f"ratio of peak RSS, baseline at {args.baseline_pairs:,} pairs / streamed at {args.pairs:,} pairs: "
+        f"{b_rss / s_rss:.2f}x with {args.pairs / args.baseline_pairs:.0f}x the pairs"
+    )
 
 
 if __name__ == "__main__":

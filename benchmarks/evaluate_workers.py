@@ -49,8 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     texts = [t for t in (iu_text(r) for r in iu_reports()) if t.strip()]
     rng = random.Random(0)
-    pairs = [ReportPair(pair_id=str(i), reference=rng.choice(texts), candidate=rng.choice(texts))
-             for i in range(args.pairs)]
+    pairs = [ReportPair(pair_id=str(i), reference=rng.choice(texts), candidate=rng.choice(texts)) for i in range(args.pairs)]
     seconds = {}
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2):
@@ -59,9 +58,11 @@ def main() -> None:
             seconds[workers] = time.perf_counter() - t0
         same = all((Path(tmp) / "1" / f).read_bytes() == (Path(tmp) / "2" / f).read_bytes() for f in FILES)
     assert same, "the two runs wrote different files"
-    print(f"{args.pairs:,} IU X-ray pairs: --workers 1 {seconds[1]:.1f} s ({args.pairs / seconds[1]:,.0f} pairs/s), "
-          f"--workers 2 {seconds[2]:.1f} s ({args.pairs / seconds[2]:,.0f} pairs/s): ratio {seconds[1] / seconds[2]:.2f}x "
-          "(target >= 1.7 at 100k pairs); files identical")
+    print(
+        f"{args.pairs:,} IU X-ray pairs: --workers 1 {seconds[1]:.1f} s ({args.pairs / seconds[1]:,.0f} pairs/s), "
+        f"--workers 2 {seconds[2]:.1f} s ({args.pairs / seconds[2]:,.0f} pairs/s): ratio {seconds[1] / seconds[2]:.2f}x "
+        "(target >= 1.7 at 100k pairs); files identical"
+    )
     if args.cpu_baseline:
         print(f"pure-CPU task on this machine, 2 processes vs 1: {cpu_ratio():.2f}x (the ceiling for any program)")
 

@@ -83,10 +83,12 @@ def main() -> None:
     base = best["keyword"]
     print(f"IU X-ray, {len(texts):,} reports (findings + impression), one process, best of {args.repeat}")
     print(f"  keyword + sentence-NegEx baseline: {base:8,.0f} reports/s")
-    for name, label in (("first", "rule extractor, one pass, caches start empty"),
-                        ("warm", "rule extractor, second pass, warm caches"),
-                        ("sections", "second pass, report cache off"),
-                        ("uncached", "rule extractor, caches off")):
+    for name, label in (
+        ("first", "rule extractor, one pass, caches start empty"),
+        ("warm", "rule extractor, second pass, warm caches"),
+        ("sections", "second pass, report cache off"),
+        ("uncached", "rule extractor, caches off"),
+    ):
         print(f"  {label:46s} {best[name]:8,.0f} reports/s = {best[name] / base:.2f}x the baseline")
     print(f"  garbage collection in the first pass: {min(gc_share):.0%}-{max(gc_share):.0%} of its time")
     print("target: >= 9,500 reports/s single process, >= 1.0x the baseline")

@@ -51,8 +51,21 @@ def main() -> None:
         for rows, path in ((pred_rows, pred_file), (gold_rows, gold_file)):
             pd.DataFrame.from_dict(rows, orient="index").rename_axis("id").to_csv(path)
         print(f"data: IU X-ray MeSH gold, split {'+'.join(splits)}, {len(gold)} reports; engine {extractor.signature}")
-        cmd = [sys.executable, "-m", "cxreval", "agree", str(pred_file), "--gold", str(gold_file),
-               "--labelset", "chexpert14", "--uncertain", args.uncertain, "--format", args.format]
+        cmd = [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "agree",
+            str(pred_file),
+            "--gold",
+            str(gold_file),
+            "--labelset",
+            "chexpert14",
+            "--uncertain",
+            args.uncertain,
+            "--format",
+            args.format,
+        ]
         print("$ cxreval agree " + " ".join(cmd[4:]))
         sys.exit(subprocess.run(cmd).returncode)
 

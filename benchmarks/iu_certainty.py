@@ -78,20 +78,26 @@ def per_grade(gold: list[GoldReport], extract, universe: set[str]):
 
 def label_policies(gold: list[GoldReport], extract, onto: Ontology, labelset: str) -> list[dict]:
     """Each named policy's projection against the coders' labels, and the cells each grade turns positive."""
-    coded = {r.uid: project_states({e: EntityState(entity=e, status="present") for e in r.entities}, onto, labelset)
-             for r in gold}
+    coded = {
+        r.uid: project_states({e: EntityState(entity=e, status="present") for e in r.entities}, onto, labelset) for r in gold
+    }
     truth = pd.DataFrame.from_dict(coded, orient="index")
     extractions = {r.uid: extract(r.text) for r in gold}
     rows, before = [], None
     for policy, grade in CHAIN:
         pred = project_extractions(extractions, onto, labelset, certainty=policy)
         m = label_metrics(truth, pred[truth.columns], labelset=labelset, uncertain="negative")
-        row = {"policy": policy, "precision": m.micro.precision, "recall": m.micro.recall, "micro_f1": m.micro.f1,
-               "macro_f1": m.macro_f1, "signature": str(m.signature)}
+        row = {
+            "policy": policy,
+            "precision": m.micro.precision,
+            "recall": m.micro.recall,
+            "micro_f1": m.micro.f1,
+            "macro_f1": m.macro_f1,
+            "signature": str(m.signature),
+        }
         if before is not None:
             turned = (pred == 1) & (before != 1)
-            row.update(grade=grade, cells=int(turned.to_numpy().sum()),
-                       coded=int((turned & (truth == 1)).to_numpy().sum()))
+            row.update(grade=grade, cells=int(turned.to_numpy().sum()), coded=int((turned & (truth == 1)).to_numpy().sum()))
         rows.append(row)
         before = pred
     return rows
@@ -133,39 +139,59 @@ def main() -> None:
             acc = evaluate_extraction(gold, extract, onto, data=label, engine=extractor.signature, uncertain=policy)
             name = named.get(policy, "-")
             grades_on = "definite" + "".join(f"+{g}" for g in HEDGE_GRADES if g in policy)
-            rows.append({"policy": name, "positive": grades_on, "precision": acc.micro.precision,
-                         "recall": acc.micro.recall, "micro_f1": acc.micro.f1, "macro_f1": acc.macro_f1})
+            rows.append(
+                {
+                    "policy": name,
+                    "positive": grades_on,
+                    "precision": acc.micro.precision,
+                    "recall": acc.micro.recall,
+                    "micro_f1": acc.micro.f1,
+                    "macro_f1": acc.macro_f1,
+                }
+            )
         print("policies (grades counted positive): micro P / R / F1 over the MeSH universe, macro F1")
         best = max(rows, key=lambda r: r["micro_f1"] or 0)
         for r in rows:
             mark = "  <- best on this split" if r is best else ""
             mark += "  (benchmark default)" if r["policy"] == CODERS_POLICY else ""
-            print(f"    {r['policy']:20s} {r['positive']:38s} P {_f(r['precision'])} R {_f(r['recall'])} "
-                  f"F1 {_f(r['micro_f1'])}  macro {_f(r['macro_f1'])}{mark}")
+            print(
+                f"    {r['policy']:20s} {r['positive']:38s} P {_f(r['precision'])} R {_f(r['recall'])} "
+                f"F1 {_f(r['micro_f1'])}  macro {_f(r['macro_f1'])}{mark}"
+            )
         print("most frequent hedge cues (grade, cue: coded / scored):")
         totals: Counter[tuple[str, str]] = Counter()
-        for (g, c, hit), k in cues.items():
+        for (g, c, _hit), k in cues.items():
             totals[(g, c)] += k
         for (g, c), k in totals.most_common(args.cues):
             print(f"    {g:12s} {c!r:26s} {cues[(g, c, True)]:4d} / {k:4d}")
-        print("label projections (certainty=POLICY) vs the coders' labels: micro P / R / F1, macro F1; "
-              "cells the policy's added grade turns positive, of them coded")
+        print(
+            "label projections (certainty=POLICY) vs the coders' labels: micro P / R / F1, macro F1; "
+            "cells the policy's added grade turns positive, of them coded"
+        )
         projections = {}
         for ls in LABELSETS:
             projections[ls] = label_policies(gold, extract, onto, ls)
             lbest = max(projections[ls], key=lambda r: r["micro_f1"] or 0)
             for r in projections[ls]:
-                added = "" if "grade" not in r else (
-                    f"  +{r['grade']:11s} {r['coded']:4d} / {r['cells']:4d} coded  P {_f(r['coded'] / r['cells'] if r['cells'] else None)}")
+                added = (
+                    ""
+                    if "grade" not in r
+                    else (
+                        f"  +{r['grade']:11s} {r['coded']:4d} / {r['cells']:4d} coded  P {_f(r['coded'] / r['cells'] if r['cells'] else None)}"
+                    )
+                )
                 mark = "  <- best" if r is lbest else ""
-                print(f"    {ls:12s} {r['policy']:20s} P {_f(r['precision'])} R {_f(r['recall'])} "
-                      f"F1 {_f(r['micro_f1'])}  macro {_f(r['macro_f1'])}{added}{mark}")
+                print(
+                    f"    {ls:12s} {r['policy']:20s} P {_f(r['precision'])} R {_f(r['recall'])} "
+                    f"F1 {_f(r['micro_f1'])}  macro {_f(r['macro_f1'])}{added}{mark}"
+                )
         out["splits"][label] = {
-            "role": role, "reports": len(gold), "projections": projections,
+            "role": role,
+            "reports": len(gold),
+            "projections": projections,
             "grades": {g: {"scored": n, "coded": hit} for g, (n, hit) in grades.items()},
             "policies": rows,
-            "cues": [{"grade": g, "cue": c, "scored": k, "coded": cues[(g, c, True)]}
-                     for (g, c), k in totals.most_common()],
+            "cues": [{"grade": g, "cue": c, "scored": k, "coded": cues[(g, c, True)]} for (g, c), k in totals.most_common()],
         }
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -40,19 +40,39 @@ from cxreval.scores import label_metrics, project_extractions
 
 LABELSET = "chestxray14"
 GOLD_HEADINGS = {
-    "pulmonary atelectasis": "Atelectasis", "cardiomegaly": "Cardiomegaly", "pleural effusion": "Effusion",
-    "infiltrate": "Infiltration", "mass": "Mass", "nodule": "Nodule", "pneumonia": "Pneumonia",
-    "pneumothorax": "Pneumothorax", "hydropneumothorax": "Pneumothorax", "consolidation": "Consolidation",
-    "pulmonary edema": "Edema", "pulmonary emphysema": "Emphysema", "emphysema": "Emphysema",
-    "bullous emphysema": "Emphysema", "pulmonary fibrosis": "Fibrosis", "fibrosis": "Fibrosis",
+    "pulmonary atelectasis": "Atelectasis",
+    "cardiomegaly": "Cardiomegaly",
+    "pleural effusion": "Effusion",
+    "infiltrate": "Infiltration",
+    "mass": "Mass",
+    "nodule": "Nodule",
+    "pneumonia": "Pneumonia",
+    "pneumothorax": "Pneumothorax",
+    "hydropneumothorax": "Pneumothorax",
+    "consolidation": "Consolidation",
+    "pulmonary edema": "Edema",
+    "pulmonary emphysema": "Emphysema",
+    "emphysema": "Emphysema",
+    "bullous emphysema": "Emphysema",
+    "pulmonary fibrosis": "Fibrosis",
+    "fibrosis": "Fibrosis",
     "hernia, hiatal": "Hernia",
 }
 KEYWORDS = {
-    "Atelectasis": r"atelecta", "Cardiomegaly": r"cardiomegaly|enlarged (?:heart|cardiac silhouette)",
-    "Effusion": r"effusion", "Infiltration": r"infiltrat", "Mass": r"\bmass", "Nodule": r"nodul",
-    "Pneumonia": r"pneumoni", "Pneumothorax": r"pneumothora", "Consolidation": r"consolidat",
-    "Edema": r"edema", "Emphysema": r"emphysem", "Fibrosis": r"fibros|fibrotic",
-    "Pleural_Thickening": r"pleural thicken", "Hernia": r"hernia",
+    "Atelectasis": r"atelecta",
+    "Cardiomegaly": r"cardiomegaly|enlarged (?:heart|cardiac silhouette)",
+    "Effusion": r"effusion",
+    "Infiltration": r"infiltrat",
+    "Mass": r"\bmass",
+    "Nodule": r"nodul",
+    "Pneumonia": r"pneumoni",
+    "Pneumothorax": r"pneumothora",
+    "Consolidation": r"consolidat",
+    "Edema": r"edema",
+    "Emphysema": r"emphysem",
+    "Fibrosis": r"fibros|fibrotic",
+    "Pleural_Thickening": r"pleural thicken",
+    "Hernia": r"hernia",
 }
 NEGEX = re.compile(r"\b(?:no|not|without|negative for|free of|resolved|clear of|absence of|rule out)\b", re.I)
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -85,30 +105,39 @@ def keyword_negex(text: str) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="val,test")
-    ap.add_argument("--uncertain", default="negative", choices=["negative", "positive"],
-                    help="hedged mentions (label value -1): Wang et al. rule them out (negative)")
+    ap.add_argument(
+        "--uncertain",
+        default="negative",
+        choices=["negative", "positive"],
+        help="hedged mentions (label value -1): Wang et al. rule them out (negative)",
+    )
     args = ap.parse_args()
     splits = set(args.split.split(","))
     which = load_splits(data_dir())
     rows = [(uid, mesh, report_text(f, i)) for uid, mesh, f, i in read_iu_reports(data_dir()) if which.get(uid) in splits]
     onto = load_ontology()
     labels = onto.labelsets[LABELSET].labels
-    gold = pd.DataFrame([{lab: float(lab in gold_labels(m)) for lab in labels} for _, m, _ in rows],
-                        index=[u for u, _, _ in rows])
+    gold = pd.DataFrame(
+        [{lab: float(lab in gold_labels(m)) for lab in labels} for _, m, _ in rows], index=[u for u, _, _ in rows]
+    )
     ext = RuleExtractor(onto)
     rules = project_extractions({u: ext.extract(t) for u, _, t in rows}, onto, LABELSET)
     keyword = pd.DataFrame([keyword_negex(t) for _, _, t in rows], index=gold.index, columns=labels)
     print(f"IU X-ray {args.split}: {len(rows)} reports; gold = human MeSH headings (proxy; see module doc)")
     print(f"{'label':20s} {'n':>4s} {'rules F1':>9s} {'keyword F1':>10s}")
-    res = {name: label_metrics(gold, pred, labelset=LABELSET, uncertain=args.uncertain)
-           for name, pred in (("rules", rules), ("keyword", keyword))}
+    res = {
+        name: label_metrics(gold, pred, labelset=LABELSET, uncertain=args.uncertain)
+        for name, pred in (("rules", rules), ("keyword", keyword))
+    }
     for j, lab in enumerate(labels):
         r, k = res["rules"].labels[j], res["keyword"].labels[j]
         f = lambda x: "  n/a" if x is None else f"{x:.3f}"  # noqa: E731
         print(f"{lab:20s} {r.tp + r.fn:4d} {f(r.f1):>9s} {f(k.f1):>10s}")
     for name, m in res.items():
-        print(f"{name:8s} micro P {m.micro.precision:.3f} R {m.micro.recall:.3f} F1 {m.micro.f1:.3f}; "
-              f"macro F1 {m.macro_f1:.3f}  ({m.signature.short() if hasattr(m.signature, 'short') else ''})")
+        print(
+            f"{name:8s} micro P {m.micro.precision:.3f} R {m.micro.recall:.3f} F1 {m.micro.f1:.3f}; "
+            f"macro F1 {m.macro_f1:.3f}  ({m.signature.short() if hasattr(m.signature, 'short') else ''})"
+        )
 
 
 if __name__ == "__main__":

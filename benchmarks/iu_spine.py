@@ -33,8 +33,10 @@ def main() -> None:
     for t in texts:
         n_mentions += len(extractor.extract(t).mentions)
     elapsed = time.perf_counter() - t0
-    print(f"rule engine: {len(texts)} IU X-ray reports in {elapsed:.2f} s = {len(texts) / elapsed:,.0f} reports/s "
-          f"(one process; {n_mentions} mentions; engine {extractor.signature}; ontology {onto.signature})")
+    print(
+        f"rule engine: {len(texts)} IU X-ray reports in {elapsed:.2f} s = {len(texts) / elapsed:,.0f} reports/s "
+        f"(one process; {n_mentions} mentions; engine {extractor.signature}; ontology {onto.signature})"
+    )
 
     mapper = MeshMapper(onto)
     mapped = 0

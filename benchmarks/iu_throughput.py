@@ -37,8 +37,16 @@ def run_rules(texts: list[str], out: mp.Queue) -> None:
     t0 = time.perf_counter()
     n = sum(len(extractor.extract(t).mentions) for t in texts)
     elapsed = time.perf_counter() - t0
-    out.put({"reports": len(texts), "seconds": elapsed, "peak_mib": _peak_mib(), "start_mib": base,
-             "mentions": n, "engine": extractor.signature})
+    out.put(
+        {
+            "reports": len(texts),
+            "seconds": elapsed,
+            "peak_mib": _peak_mib(),
+            "start_mib": base,
+            "mentions": n,
+            "engine": extractor.signature,
+        }
+    )
 
 
 def run_chexbert_shaped(texts: list[str], corpus: list[str], out: mp.Queue) -> None:
@@ -49,8 +57,14 @@ def run_chexbert_shaped(texts: list[str], corpus: list[str], out: mp.Queue) -> N
     torch.manual_seed(0)
     wp = BertWordPieceTokenizer(lowercase=True)
     wp.train_from_iterator(corpus, vocab_size=30522, show_progress=False)
-    tok = PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, unk_token="[UNK]", pad_token="[PAD]",
-                                  cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=wp._tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     config = BertConfig()  # BERT-base: 12 layers, 768 hidden, 12 heads, vocab 30522
     encoder = BertModel(config).eval()
     heads = torch.nn.ModuleList([torch.nn.Linear(768, 4) for _ in range(13)] + [torch.nn.Linear(768, 2)]).eval()
@@ -62,8 +76,15 @@ def run_chexbert_shaped(texts: list[str], corpus: list[str], out: mp.Queue) -> N
             cls = encoder(**batch).last_hidden_state[:, 0]
             _ = [h(cls).argmax(-1) for h in heads]
     elapsed = time.perf_counter() - t0
-    out.put({"reports": len(texts), "seconds": elapsed, "peak_mib": _peak_mib(), "start_mib": base,
-             "threads": torch.get_num_threads()})
+    out.put(
+        {
+            "reports": len(texts),
+            "seconds": elapsed,
+            "peak_mib": _peak_mib(),
+            "start_mib": base,
+            "threads": torch.get_num_threads(),
+        }
+    )
 
 
 def _child(target, *args) -> dict:
@@ -91,9 +112,11 @@ def main() -> None:
     rules = _child(run_rules, texts)
     rate = rules["reports"] / rules["seconds"]
     print(f"data: IU X-ray, all {len(texts)} reports with text (findings + impression)")
-    print(f"rule engine ({rules['engine']}): {rules['reports']} reports in {rules['seconds']:.2f} s = "
-          f"{rate:,.0f} reports/s, one process, one thread; peak RSS {rules['peak_mib']:.0f} MiB "
-          f"(target >= 2,000 reports/s)")
+    print(
+        f"rule engine ({rules['engine']}): {rules['reports']} reports in {rules['seconds']:.2f} s = "
+        f"{rate:,.0f} reports/s, one process, one thread; peak RSS {rules['peak_mib']:.0f} MiB "
+        f"(target >= 2,000 reports/s)"
+    )
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -103,11 +126,15 @@ def main() -> None:
     subset = texts[: args.baseline_reports]
     bert = _child(run_chexbert_shaped, subset, texts)
     bert_rate = bert["reports"] / bert["seconds"]
-    print(f"CheXbert-shaped baseline (BERT-base + 14 heads, random weights, batch 16, max 512 tokens, "
-          f"{bert['threads']} torch threads): {bert['reports']} reports in {bert['seconds']:.2f} s = "
-          f"{bert_rate:,.1f} reports/s; peak RSS {bert['peak_mib']:.0f} MiB")
-    print(f"ratio: rule engine is {rate / bert_rate:,.0f}x the baseline's reports/s (target >= 50x); "
-          f"peak memory {rules['peak_mib'] / bert['peak_mib']:.2f}x the baseline's")
+    print(
+        f"CheXbert-shaped baseline (BERT-base + 14 heads, random weights, batch 16, max 512 tokens, "
+        f"{bert['threads']} torch threads): {bert['reports']} reports in {bert['seconds']:.2f} s = "
+        f"{bert_rate:,.1f} reports/s; peak RSS {bert['peak_mib']:.0f} MiB"
+    )
+    print(
+        f"ratio: rule engine is {rate / bert_rate:,.0f}x the baseline's reports/s (target >= 50x); "
+        f"peak memory {rules['peak_mib'] / bert['peak_mib']:.2f}x the baseline's"
+    )
 
 
 if __name__ == "__main__":

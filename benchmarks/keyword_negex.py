@@ -17,9 +17,14 @@ from cxreval.ontology import Ontology
 
 PRE_NEGATION = re.compile(
     r"\b(?:no|not|without|negative for|free of|absence of|rule out|ruled out|resolution of|resolved|"
-    r"clear of|no evidence of|no signs? of|denies)\b", re.I)
-POST_NEGATION = re.compile(r"^\W*(?:is|are|was|were|has|have)?\s*(?:not seen|not identified|absent|resolved|"
-                           r"no longer (?:seen|present|visible))", re.I)
+    r"clear of|no evidence of|no signs? of|denies)\b",
+    re.I,
+)
+POST_NEGATION = re.compile(
+    r"^\W*(?:is|are|was|were|has|have)?\s*(?:not seen|not identified|absent|resolved|"
+    r"no longer (?:seen|present|visible))",
+    re.I,
+)
 SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 
 
@@ -73,12 +78,17 @@ class KeywordNegex:
                         negated = PRE_NEGATION.search(sentence[:a]) or POST_NEGATION.search(sentence[b:])
                         like = self._like["absent" if negated else "present"]
                         fields = like.__dict__.copy()
-                        fields.update(entity=entity, start=s.start() + a, end=s.start() + b,
-                                      sentence_start=s.start(), sentence_end=s.end(), source=text)
+                        fields.update(
+                            entity=entity,
+                            start=s.start() + a,
+                            end=s.start() + b,
+                            sentence_start=s.start(),
+                            sentence_end=s.end(),
+                            source=text,
+                        )
                         mentions.append(constructed(Mention, fields, _MENTION_FIELDS))
                         i += n
                         break
                 else:
                     i += 1
-        return constructed(Extraction, {"engine": self.engine, "mentions": tuple(mentions), "text": text},
-                           _EXTRACTION_FIELDS)
+        return constructed(Extraction, {"engine": self.engine, "mentions": tuple(mentions), "text": text}, _EXTRACTION_FIELDS)

@@ -64,7 +64,8 @@ def load_pairs() -> tuple[list[str], list[str], dict[str, list[str]]]:
 def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "cxreval.testing.loopback", "--port", "0", "--latency", str(latency)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
@@ -81,8 +82,14 @@ def throughput(pairs: list[ReportPair], levels: list[tuple[int, int]]) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for conc, n in levels:
-                cfg = LLMConfig(base_url=url, model="loopback", local_only=True, concurrency=conc, timeout=30,
-                                cache_path=Path(tmp) / f"c{conc}.sqlite")
+                cfg = LLMConfig(
+                    base_url=url,
+                    model="loopback",
+                    local_only=True,
+                    concurrency=conc,
+                    timeout=30,
+                    cache_path=Path(tmp) / f"c{conc}.sqlite",
+                )
                 result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs[:n], progress=False)
                 assert result.n_failed == 0, result.failures[:3]
                 assert result.usage.tasks == n and result.usage.answers == n
@@ -110,19 +117,37 @@ def output_tokens(refs: list[str], cands: list[str], count) -> None:
     dense_n, sparse_n, ex_dense, ex_sparse = [], [], [], []
     for ref, cand in zip(refs, cands):
         for mode, (d_list, s_list) in (("pairwise", (dense_n, sparse_n)),):
-            dense = _Handler._oracle_answer(oracle, f"<reference>\n{ref}\n</reference>\n<candidate>\n{cand}\n</candidate>",
-                                            mode, "dense", 0, 0, "positive")
-            sparse = _Handler._oracle_answer(oracle, f"<reference>\n{ref}\n</reference>\n<candidate>\n{cand}\n</candidate>",
-                                             mode, "sparse", 40, 0, "positive")
+            dense = _Handler._oracle_answer(
+                oracle, f"<reference>\n{ref}\n</reference>\n<candidate>\n{cand}\n</candidate>", mode, "dense", 0, 0, "positive"
+            )
+            sparse = _Handler._oracle_answer(
+                oracle, f"<reference>\n{ref}\n</reference>\n<candidate>\n{cand}\n</candidate>", mode, "sparse", 40, 0, "positive"
+            )
             d_list.append(count(json.dumps(dense)))
             s_list.append(count(json.dumps(sparse)))
     for text in dict.fromkeys(refs):
-        ex_dense.append(count(json.dumps(_Handler._oracle_answer(oracle, f"<report>\n{text}\n</report>", "extract", "dense", 0, 0, "positive"))))
-        ex_sparse.append(count(json.dumps(_Handler._oracle_answer(oracle, f"<report>\n{text}\n</report>", "extract", "sparse", 40, 200, "positive"))))
-    print(f"\n== Output tokens of a perfect answer (SmolLM2 tokenizer), {len(refs)} IU test pairs (reference findings vs MoERad) ==")
+        ex_dense.append(
+            count(
+                json.dumps(_Handler._oracle_answer(oracle, f"<report>\n{text}\n</report>", "extract", "dense", 0, 0, "positive"))
+            )
+        )
+        ex_sparse.append(
+            count(
+                json.dumps(
+                    _Handler._oracle_answer(oracle, f"<report>\n{text}\n</report>", "extract", "sparse", 40, 200, "positive")
+                )
+            )
+        )
+    print(
+        f"\n== Output tokens of a perfect answer (SmolLM2 tokenizer), {len(refs)} IU test pairs (reference findings vs MoERad) =="
+    )
     print(f"{'schema':<28} {'mean':>8} {'median':>8} {'max':>7}")
-    for name, xs in (("pairwise dense (SPEC-CXR)", dense_n), ("pairwise sparse", sparse_n),
-                     ("extract dense, per report", ex_dense), ("extract sparse, per report", ex_sparse)):
+    for name, xs in (
+        ("pairwise dense (SPEC-CXR)", dense_n),
+        ("pairwise sparse", sparse_n),
+        ("extract dense, per report", ex_dense),
+        ("extract sparse, per report", ex_sparse),
+    ):
         print(f"{name:<28} {statistics.mean(xs):>8.1f} {statistics.median(xs):>8.1f} {max(xs):>7}")
     print(f"pairwise sparse / dense = {100 * statistics.mean(sparse_n) / statistics.mean(dense_n):.1f} % (target <= 20 %)")
 
@@ -135,8 +160,13 @@ def extract_vs_pairwise(refs: list[str], cands: dict[str, list[str]], count) -> 
     def fixed(prompt, **kw) -> int:
         return count(prompt.render("system")) + count(prompt.render("user", entities=ents, **kw))
 
-    pw_fixed = fixed(pw, reference="", candidate="", uncertain_rule=uncertain_rule("positive"),
-                     format=format_instructions("pairwise", "sparse", 40, 0))
+    pw_fixed = fixed(
+        pw,
+        reference="",
+        candidate="",
+        uncertain_rule=uncertain_rule("positive"),
+        format=format_instructions("pairwise", "sparse", 40, 0),
+    )
     ex_fixed = fixed(ex, report="", format=format_instructions("extract", "sparse", 40, 200))
     tok: dict[str, int] = {}
 
@@ -154,8 +184,10 @@ def extract_vs_pairwise(refs: list[str], cands: dict[str, list[str]], count) -> 
     print(f"{'engine':<14} {'calls':>7} {'input tokens':>14} {'per pair':>9}")
     print(f"{'llm-pairwise':<14} {n_pairs:>7} {pw_in:>14,} {pw_in / n_pairs:>9.0f}")
     print(f"{'llm-extract':<14} {len(texts):>7} {ex_in:>14,} {ex_in / n_pairs:>9.0f}")
-    print(f"extract / pairwise: calls {100 * len(texts) / n_pairs:.1f} %, input tokens {100 * ex_in / pw_in:.1f} % "
-          f"({len(set(refs))} distinct references read once, {len(texts) - len(set(refs))} distinct candidate texts)")
+    print(
+        f"extract / pairwise: calls {100 * len(texts) / n_pairs:.1f} %, input tokens {100 * ex_in / pw_in:.1f} % "
+        f"({len(set(refs))} distinct references read once, {len(texts) - len(set(refs))} distinct candidate texts)"
+    )
     added = {c for c in cands["retrieval-8"]} - (set(refs) | {c for k, cs in cands.items() if k != "retrieval-8" for c in cs})
     print(f"adding a 10th model later: pairwise {len(refs)} calls, extract {len(added)} calls (references are cached)")
 
@@ -166,8 +198,11 @@ def main() -> None:
     args = parser.parse_args()
     ids, refs, cands = load_pairs()
     # distinct pairs (a study line in front of the candidate), so that no call is saved by de-duplication
-    pairs = [ReportPair(pair_id=f"{m}:{i}", reference=r, candidate=f"Study {i}. {c}")
-             for m in ("MoERad", "CvT2DistilGPT2") for i, r, c in zip(ids, refs, cands[m])]
+    pairs = [
+        ReportPair(pair_id=f"{m}:{i}", reference=r, candidate=f"Study {i}. {c}")
+        for m in ("MoERad", "CvT2DistilGPT2")
+        for i, r, c in zip(ids, refs, cands[m])
+    ]
     scale = 0.5 if args.quick else 1.0
     levels = [(1, int(20 * scale)), (8, int(160 * scale)), (64, int(len(pairs) * scale))]
     t0 = time.perf_counter()

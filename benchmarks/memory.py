@@ -91,11 +91,15 @@ def extract_figures(n: int) -> None:
         results[name] = q.get()
         p.join()
     for name, (start, peak, rate) in results.items():
-        print(f"{n:,} new texts through Evaluator().extract, {name}: peak RSS {peak:,.0f} MiB "
-              f"(after start-up {start:,.0f}), {rate:,.0f} texts/s")
+        print(
+            f"{n:,} new texts through Evaluator().extract, {name}: peak RSS {peak:,.0f} MiB "
+            f"(after start-up {start:,.0f}), {rate:,.0f} texts/s"
+        )
     on, off = results["caches on (default budgets)"], results["caches off (baseline)"]
-    print(f"the caches hold at most {on[1] - off[1]:,.0f} MiB more than no cache (peak {on[1]:,.0f} MiB, "
-          f"target < 500); speed with / without caches {on[2] / off[2]:.2f}x")
+    print(
+        f"the caches hold at most {on[1] - off[1]:,.0f} MiB more than no cache (peak {on[1]:,.0f} MiB, "
+        f"target < 500); speed with / without caches {on[2] / off[2]:.2f}x"
+    )
 
 
 def process_rss(pid: int) -> dict[int, int]:
@@ -126,8 +130,7 @@ def evaluate_figures(n: int, workers: int) -> None:
             w.writerow(["id", "reference", "candidate"])
             for i in range(n):
                 w.writerow([f"p{i}", rng.choice(refs), new_text(pool, rng, i)])
-        cmd = [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out", str(out),
-               "--workers", str(workers)]
+        cmd = [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out", str(out), "--workers", str(workers)]
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         tree = 0
@@ -144,10 +147,12 @@ def evaluate_figures(n: int, workers: int) -> None:
         disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     parent = each.pop(proc.pid, 0)
     workers_peak = sorted(each.values(), reverse=True)
-    print(f"cxreval evaluate, {n:,} pairs with all-new candidates, --workers {workers}: tree peak RSS "
-          f"{tree / MIB:,.0f} MiB; parent {parent / MIB:,.0f} MiB; workers "
-          f"{', '.join(f'{b / MIB:,.0f}' for b in workers_peak[:workers])} MiB (target <= 250 each); "
-          f"{disk / n:,.0f} bytes on disk per pair; {n / seconds:,.0f} pairs/s")
+    print(
+        f"cxreval evaluate, {n:,} pairs with all-new candidates, --workers {workers}: tree peak RSS "
+        f"{tree / MIB:,.0f} MiB; parent {parent / MIB:,.0f} MiB; workers "
+        f"{', '.join(f'{b / MIB:,.0f}' for b in workers_peak[:workers])} MiB (target <= 250 each); "
+        f"{disk / n:,.0f} bytes on disk per pair; {n / seconds:,.0f} pairs/s"
+    )
 
 
 def main() -> None:

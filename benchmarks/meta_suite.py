@@ -39,20 +39,22 @@ def main() -> None:
     ap.add_argument("--suite-out", type=Path, default=None, help="also write the suite (contains IU text)")
     ap.add_argument("--examples", type=int, default=3, help="rule-engine failures to print per type")
     ap.add_argument("--targets", default="mesh,engine", help="target variants: mesh and/or engine")
-    ap.add_argument("--sample", type=int, default=None, metavar="N",
-                    help="only N references, drawn with --seed (default: all)")
+    ap.add_argument("--sample", type=int, default=None, metavar="N", help="only N references, drawn with --seed (default: all)")
     args = ap.parse_args()
 
     gold = load_iu_gold(data_dir(), splits=[s.strip() for s in args.split.split(",")])  # type: ignore[misc]
     if args.sample is not None and args.sample < len(gold):
         keep = set(random.Random(args.seed).sample(range(len(gold)), args.sample))
         gold = [g for i, g in enumerate(gold) if i in keep]
-    suite = PerturbationSuite(seed=args.seed, per_type=args.per_type,
-                              targets=[t.strip() for t in args.targets.split(",") if t.strip()])  # type: ignore[misc]
+    suite = PerturbationSuite(
+        seed=args.seed, per_type=args.per_type, targets=[t.strip() for t in args.targets.split(",") if t.strip()]
+    )  # type: ignore[misc]
     t0 = time.perf_counter()
     pairs = suite.build(gold_references(gold))
-    print(f"{len(pairs)} pairs from {len(gold)} IU X-ray references ({args.split}) in "
-          f"{time.perf_counter() - t0:.1f} s; {suite.signature}")
+    print(
+        f"{len(pairs)} pairs from {len(gold)} IU X-ray references ({args.split}) in "
+        f"{time.perf_counter() - t0:.1f} s; {suite.signature}"
+    )
     if args.suite_out:
         write_suite(pairs, args.suite_out)
 
@@ -72,11 +74,12 @@ def main() -> None:
     report, runs = score_suite(pairs, metrics, suite=f"IU X-ray {args.split}; {suite.signature}")
     print(f"scored with {', '.join(report.metrics)} in {time.perf_counter() - t0:.1f} s\n")
     counts = suite_summary_by_targets(pairs)
-    print("pairs per type:", ", ".join(f"{k} " + "/".join(f"{v} {lab}" for lab, v in c.items())
-                                       for k, c in counts.items()))
+    print("pairs per type:", ", ".join(f"{k} " + "/".join(f"{v} {lab}" for lab, v in c.items()) for k, c in counts.items()))
     print(format_table(report))
-    print("cells: discrimination (right entity) for significant types; robustness for insignificant types;"
-          " [mesh] / [engine]: target variants (insignificant pairs are shared)\n")
+    print(
+        "cells: discrimination (right entity) for significant types; robustness for insignificant types;"
+        " [mesh] / [engine]: target variants (insignificant pairs are shared)\n"
+    )
     # how far the two variants' targets differ: mesh targets the engine variant never picked, and back
     made = collections.defaultdict(set)
     for p in pairs:
@@ -86,8 +89,7 @@ def main() -> None:
         for a, b in (("mesh", "engine"), ("engine", "mesh")):
             only = collections.Counter(t for _, t, _ in made[a] - made[b])
             total = collections.Counter(t for _, t, _ in made[a])
-            print(f"{a} (report, type, target) not made by {b}: "
-                  + ", ".join(f"{t} {only[t]}/{total[t]}" for t in total))
+            print(f"{a} (report, type, target) not made by {b}: " + ", ".join(f"{t} {only[t]}/{total[t]}" for t in total))
         print()
 
     rule = next((r for r in runs if r.metric == "spec-errors"), None)

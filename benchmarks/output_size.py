@@ -22,8 +22,11 @@ from pathlib import Path
 
 from _data import write_random_pairs
 
-STYLES = {"compact (core install)": ["--no-parquet"], "compact + judgements.parquet": [],
-          "full rows": ["--rows", "full", "--no-parquet"]}
+STYLES = {
+    "compact (core install)": ["--no-parquet"],
+    "compact + judgements.parquet": [],
+    "full rows": ["--rows", "full", "--no-parquet"],
+}
 
 
 def main() -> None:
@@ -37,8 +40,24 @@ def main() -> None:
         sizes: dict[str, dict[str, int]] = {}
         for k, (style, extra) in enumerate(STYLES.items()):
             out = Path(tmp) / f"out-{k}"
-            subprocess.run([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out", str(out),
-                            "--json", "--workers", "2", *extra], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "cxreval",
+                    "evaluate",
+                    "--pairs",
+                    str(pairs),
+                    "--out",
+                    str(out),
+                    "--json",
+                    "--workers",
+                    "2",
+                    *extra,
+                ],
+                check=True,
+                capture_output=True,
+            )
             sizes[style] = {p.name: p.stat().st_size for p in out.iterdir() if not p.name.startswith(".")}
         full = Path(tmp) / f"out-{list(STYLES).index('full rows')}"
         legacy = len(gzip.decompress((full / "judgements.jsonl.gz").read_bytes()))
@@ -48,8 +67,10 @@ def main() -> None:
         total = sum(files.values())
         parts = ", ".join(f"{name} {size / n:,.0f}" for name, size in sorted(files.items()))
         print(f"  {style}: {total / n:,.0f} in all ({parts}); {total / legacy_total:.3f}x the baseline")
-    print(f"  baseline, cxreval 0.7's uncompressed judgements.jsonl (full rows) with the same errors.csv and "
-          f"scores.json: {legacy_total / n:,.0f} (judgements.jsonl {legacy / n:,.0f}); target <= 300 by default")
+    print(
+        f"  baseline, cxreval 0.7's uncompressed judgements.jsonl (full rows) with the same errors.csv and "
+        f"scores.json: {legacy_total / n:,.0f} (judgements.jsonl {legacy / n:,.0f}); target <= 300 by default"
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,7 @@ def main() -> None:
 
     texts = [t for t in (iu_text(r) for r in iu_reports()) if t.strip()]
     rng = random.Random(0)
-    pairs = [ReportPair(pair_id=str(i), reference=rng.choice(texts), candidate=rng.choice(texts))
-             for i in range(args.pairs)]
+    pairs = [ReportPair(pair_id=str(i), reference=rng.choice(texts), candidate=rng.choice(texts)) for i in range(args.pairs)]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         evaluate_to(Evaluator(workers=args.workers), Path(tmp) / "local", pairs, total=len(pairs))
@@ -53,10 +52,12 @@ def main() -> None:
         same = all((Path(tmp) / "local" / f).read_bytes() == (Path(tmp) / "ray" / f).read_bytes() for f in FILES)
     assert same, "the two runs wrote different files"
     n = args.pairs
-    print(f"{n:,} IU X-ray pairs, {args.workers} workers: local processes {local:.1f} s ({n / local:,.0f} pairs/s); "
-          f"Ray actors {on_ray:.1f} s ({n / on_ray:,.0f} pairs/s) after a {start:.1f} s cluster start; "
-          f"throughput Ray / local {local / on_ray:.2f}x ({local / (on_ray + start):.2f}x counting the start); "
-          "files identical")
+    print(
+        f"{n:,} IU X-ray pairs, {args.workers} workers: local processes {local:.1f} s ({n / local:,.0f} pairs/s); "
+        f"Ray actors {on_ray:.1f} s ({n / on_ray:,.0f} pairs/s) after a {start:.1f} s cluster start; "
+        f"throughput Ray / local {local / on_ray:.2f}x ({local / (on_ray + start):.2f}x counting the start); "
+        "files identical"
+    )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,11 @@ from cxreval.meta.perturb import SPECIFICITY_WORDINGS, PerturbationSuite
 from cxreval.reward import SHAPES, ClinicalReward
 
 #: Critical findings to add (the first the reference does not name): (a word that names it, sentence).
-CRITICAL = (("pneumothora", "Large right pneumothorax."), ("free air", "There is free air under the right hemidiaphragm."),
-            ("dissection", "Findings concerning for aortic dissection."))
+CRITICAL = (
+    ("pneumothora", "Large right pneumothorax."),
+    ("free air", "There is free air under the right hemidiaphragm."),
+    ("dissection", "Findings concerning for aortic dissection."),
+)
 ORDER = ("reading", "near miss", "omission", "denial", "added critical")
 SPECIFICITY = ("generalise", "over_specify")
 #: The attribute errors of issue 32: a tip moved, a size across a threshold, a place dropped.
@@ -51,17 +54,39 @@ TYPES = (*NEAR_MISSES, "omit_finding", "negate_finding")
 #: (phrases/mention/lung_opacity.txt) and "density", which radiologists use for one; for an enlarged
 #: heart: its Cardiomegaly phrases (heart size, cardiac silhouette, ... with "enlarged"). A report
 #: that keeps one may still state the finding at another level.
-OPACITY_WORDS = (r"opaci", r"decreased translucency", r"densit", r"air[\s-]?space disease", r"infiltrat",
-                 r"interstitial (marking|pattern|lung)", r"reticular (pattern|marking)", r"reticulation",
-                 r"parenchymal scarring", r"peribronchial thickening")
-HEART_WORDS = (r"heart[^.;,]*(enlarg|large)", r"cardiomediastinal silhouette[^.;,]*enlarg",
-               r"cardiac[^.;,]*enlarg", r"enlarged (heart|cardiac)")
+OPACITY_WORDS = (
+    r"opaci",
+    r"decreased translucency",
+    r"densit",
+    r"air[\s-]?space disease",
+    r"infiltrat",
+    r"interstitial (marking|pattern|lung)",
+    r"reticular (pattern|marking)",
+    r"reticulation",
+    r"parenchymal scarring",
+    r"peribronchial thickening",
+)
+HEART_WORDS = (
+    r"heart[^.;,]*(enlarg|large)",
+    r"cardiomediastinal silhouette[^.;,]*enlarg",
+    r"cardiac[^.;,]*enlarg",
+    r"enlarged (heart|cardiac)",
+)
 #: What CheXpert's hierarchy puts under Lung Opacity (its labeler's Lung Lesion, Consolidation,
 #: Atelectasis, Edema and Pneumonia phrases, with the opacity words above; and granulomas, which the
 #: Fleischner glossary names as nodules, often calcified): a report that keeps one
 #: may still state an opacity-like finding whose own words an attribute chain left out.
-LUNG_OPACITY_FAMILY = (*OPACITY_WORDS, r"nodul", r"mass", r"lesion", r"consolidat", r"atelecta", r"edema",
-                       r"pneumonia", r"granulom")
+LUNG_OPACITY_FAMILY = (
+    *OPACITY_WORDS,
+    r"nodul",
+    r"mass",
+    r"lesion",
+    r"consolidat",
+    r"atelecta",
+    r"edema",
+    r"pneumonia",
+    r"granulom",
+)
 NEGATION = re.compile(r"\b(no|not|without|negative|free|clear|resolved|removed)\b", re.I)
 
 
@@ -95,7 +120,7 @@ def still_stated(text: str, patterns: list[str]) -> bool:
     """``text`` names the finding at another level (one of ``patterns``) with no denial before it in
     its clause: leaving the finding's own words out is then no clean omission."""
     for m in re.finditer(r"\b(" + "|".join(patterns) + ")", text, re.I):
-        clause = re.split(r"[.;:,]", text[:m.start()])[-1]
+        clause = re.split(r"[.;:,]", text[: m.start()])[-1]
         if not NEGATION.search(clause):
             return True
     return False
@@ -138,9 +163,20 @@ def chains(rows: list[dict[str, str]], near_misses: tuple[str, ...] = NEAR_MISSE
                     continue
                 if how in ATTRIBUTE and _opacity_like(entity) and still_stated(c["omit_finding"], list(LUNG_OPACITY_FAMILY)):
                     continue
-                out.append((variant, how, entity, {
-                    "reading": text, "near miss": c[how], "omission": c["omit_finding"],
-                    "denial": c["negate_finding"], "added critical": added_critical(text, c["omit_finding"])}))
+                out.append(
+                    (
+                        variant,
+                        how,
+                        entity,
+                        {
+                            "reading": text,
+                            "near miss": c[how],
+                            "omission": c["omit_finding"],
+                            "denial": c["negate_finding"],
+                            "added critical": added_critical(text, c["omit_finding"]),
+                        },
+                    )
+                )
     return out
 
 
@@ -158,12 +194,19 @@ def judge(reward: ClinicalReward, cands: dict[str, str]) -> tuple[list[float], l
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("val+test", "train"), default="val+test",
-                    help="train to develop on; val + test to report (../shared/data/README.md)")
+    ap.add_argument(
+        "--split",
+        choices=("val+test", "train"),
+        default="val+test",
+        help="train to develop on; val + test to report (../shared/data/README.md)",
+    )
     ap.add_argument("--show", choices=SHAPES, help="print the chains that invert or tie under this shape")
-    ap.add_argument("--near-misses", default=",".join(NEAR_MISSES),
-                    help=f"the near misses to chain, comma-separated (default all: {','.join(NEAR_MISSES)}); "
-                         "issue 31's are generalise,over_specify")
+    ap.add_argument(
+        "--near-misses",
+        default=",".join(NEAR_MISSES),
+        help=f"the near misses to chain, comma-separated (default all: {','.join(NEAR_MISSES)}); "
+        "issue 31's are generalise,over_specify",
+    )
     args = ap.parse_args()
     splits = ("val", "test") if args.split == "val+test" else ("train",)
     which = load_splits(data_dir())
@@ -174,11 +217,15 @@ def main() -> None:
         ap.error(f"unknown near misses {sorted(unknown)}; known: {', '.join(NEAR_MISSES)}")
     found = chains(rows, chosen)
     kinds = Counter(f"{v}/{h}" for v, h, _, _ in found)
-    print(f"IU X-ray {' + '.join(splits)}: {len(rows)} reports, {len(found)} chains "
-          f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
-          f"entities: {', '.join(f'{e} {n}' for e, n in Counter(e for _, _, e, _ in found).most_common(8))}")
-    print(f"{'shape':18s} {'inversions':>10s} {'ties':>6s}  (adjacent pairs of the order, {len(found) * 4} in all; "
-          "omission-denial ties allowed and not counted)")
+    print(
+        f"IU X-ray {' + '.join(splits)}: {len(rows)} reports, {len(found)} chains "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}); "
+        f"entities: {', '.join(f'{e} {n}' for e, n in Counter(e for _, _, e, _ in found).most_common(8))}"
+    )
+    print(
+        f"{'shape':18s} {'inversions':>10s} {'ties':>6s}  (adjacent pairs of the order, {len(found) * 4} in all; "
+        "omission-denial ties allowed and not counted)"
+    )
     for shape in SHAPES:
         reward = ClinicalReward(shape)
         inversions, ties = Counter(), Counter()

@@ -54,14 +54,19 @@ def main() -> None:
     reports = iu_reports()
     texts = [iu_text(r) for r in reports if which.get(r["uid"]) in ("val", "test")]
     seen = set(texts)
-    unseen = list(dict.fromkeys(t for t in (iu_text(r) for r in reports if which.get(r["uid"]) == "train")
-                                if t and t not in seen))
+    unseen = list(
+        dict.fromkeys(t for t in (iu_text(r) for r in reports if which.get(r["uid"]) == "train") if t and t not in seen)
+    )
     rng = random.Random(0)
     keyword = KeywordNegex(load_ontology())
-    print(f"IU X-ray: {len(texts)} val + test references, groups of {GROUP}; {len(unseen)} train texts as new "
-          f"completions; best of {args.repeat}")
-    print(f"{'batch':>6s} {'new /s':>8s} {'keyword':>8s} {'ratio':>6s} {'groups /s':>10s} {'keyword':>8s} "
-          f"{'ratio':>6s} {'repeats /s':>11s} {'keyword':>8s} {'ratio':>6s}")
+    print(
+        f"IU X-ray: {len(texts)} val + test references, groups of {GROUP}; {len(unseen)} train texts as new "
+        f"completions; best of {args.repeat}"
+    )
+    print(
+        f"{'batch':>6s} {'new /s':>8s} {'keyword':>8s} {'ratio':>6s} {'groups /s':>10s} {'keyword':>8s} "
+        f"{'ratio':>6s} {'repeats /s':>11s} {'keyword':>8s} {'ratio':>6s}"
+    )
     for batch in (64, 256, 1024):
         refs = [t for t in rng.sample(texts, batch // GROUP) for _ in range(GROUP)]
         best = dict.fromkeys(("new", "new_kw", "groups", "groups_kw", "repeats", "repeats_kw"), 0.0)
@@ -69,16 +74,20 @@ def main() -> None:
             fresh, cands = rng.sample(unseen, batch), [rng.choice(texts) for _ in range(batch)]
             reward = ClinicalReward("neg-errors")
             reward.score(refs, ["No acute cardiopulmonary process."] * batch)  # references read: a later step
-            got = {"new": rate(batch, lambda: reward.score(refs, fresh)),
-                   "new_kw": rate(batch, lambda: [keyword.extract(c) for c in fresh]),
-                   "groups": rate(batch, lambda: reward.score(refs, cands)),
-                   "groups_kw": rate(batch, lambda: [keyword.extract(c) for c in cands]),
-                   "repeats": rate(batch, lambda: reward.score(refs, cands)),
-                   "repeats_kw": rate(batch, lambda: [keyword.extract(c) for c in cands])}
+            got = {
+                "new": rate(batch, lambda: reward.score(refs, fresh)),
+                "new_kw": rate(batch, lambda: [keyword.extract(c) for c in fresh]),
+                "groups": rate(batch, lambda: reward.score(refs, cands)),
+                "groups_kw": rate(batch, lambda: [keyword.extract(c) for c in cands]),
+                "repeats": rate(batch, lambda: reward.score(refs, cands)),
+                "repeats_kw": rate(batch, lambda: [keyword.extract(c) for c in cands]),
+            }
             best = {k: max(v, got[k]) for k, v in best.items()}
-        print(f"{batch:6d} {best['new']:8,.0f} {best['new_kw']:8,.0f} {best['new'] / best['new_kw']:5.2f}x "
-              f"{best['groups']:10,.0f} {best['groups_kw']:8,.0f} {best['groups'] / best['groups_kw']:5.2f}x "
-              f"{best['repeats']:11,.0f} {best['repeats_kw']:8,.0f} {best['repeats'] / best['repeats_kw']:5.2f}x")
+        print(
+            f"{batch:6d} {best['new']:8,.0f} {best['new_kw']:8,.0f} {best['new'] / best['new_kw']:5.2f}x "
+            f"{best['groups']:10,.0f} {best['groups_kw']:8,.0f} {best['groups'] / best['groups_kw']:5.2f}x "
+            f"{best['repeats']:11,.0f} {best['repeats_kw']:8,.0f} {best['repeats'] / best['repeats_kw']:5.2f}x"
+        )
     workers(args, texts, unseen, keyword)
 
 
@@ -104,8 +113,10 @@ def workers(args: argparse.Namespace, texts: list[str], unseen: list[str], keywo
                 kw = max(kw, rate(batch, lambda: [keyword.extract(c) for c in fresh]))
             figures[n] = (best, kw)
     (one, kw1), (many, kw2) = figures[1], figures[args.workers]
-    print(f"batch {batch}, new completions: 1 worker {one:,.0f}/s ({one / kw1:.2f}x the keyword labeler); "
-          f"{args.workers} workers {many:,.0f}/s ({many / kw2:.2f}x); {args.workers} / 1 workers {many / one:.2f}x")
+    print(
+        f"batch {batch}, new completions: 1 worker {one:,.0f}/s ({one / kw1:.2f}x the keyword labeler); "
+        f"{args.workers} workers {many:,.0f}/s ({many / kw2:.2f}x); {args.workers} / 1 workers {many / one:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -53,8 +53,18 @@ def run(texts: list[str], size: int, limit_mib: int, out: mp.Queue) -> None:
         return
     elapsed = time.perf_counter() - t0
     longest = max((len(m.sentence) for m in extraction.mentions), default=0)
-    out.put({"start": start, "baseline": baseline, "reports": len(kept), "peak": _peak_mib(), "seconds": elapsed,
-             "mentions": len(extraction.mentions), "longest": longest, "chars": len(report)})
+    out.put(
+        {
+            "start": start,
+            "baseline": baseline,
+            "reports": len(kept),
+            "peak": _peak_mib(),
+            "seconds": elapsed,
+            "mentions": len(extraction.mentions),
+            "longest": longest,
+            "chars": len(report),
+        }
+    )
 
 
 def main() -> None:
@@ -65,16 +75,22 @@ def main() -> None:
     texts = [t for t in (iu_text(r) for r in iu_reports()) if t]
     r = _child(run, texts, args.size, args.limit_mib)
     print(f"engine loaded: peak RSS {r['start']:.0f} MiB")
-    print(f"baseline: {r['reports']} IU X-ray reports extracted and kept: peak RSS {r['baseline']:.0f} MiB "
-          f"(+{r['baseline'] - r['start']:.0f} MiB)")
+    print(
+        f"baseline: {r['reports']} IU X-ray reports extracted and kept: peak RSS {r['baseline']:.0f} MiB "
+        f"(+{r['baseline'] - r['start']:.0f} MiB)"
+    )
     if "error" in r:
         print(f"report of {args.size:,} characters, no full stop: {r['error']} under a {args.limit_mib} MiB limit")
         return
     added = r["peak"] - r["baseline"]
-    print(f"report of {r['chars']:,} characters, no full stop: {r['mentions']:,} mentions in {r['seconds']:.2f} s, "
-          f"longest evidence {r['longest']} characters")
-    print(f"peak RSS {r['peak']:.0f} MiB = {r['peak'] / r['baseline']:.2f}x the baseline's peak; "
-          f"+{added:.0f} MiB over it = {added / (r['chars'] / 1e6):.0f} MiB per MB of text (target: peak < 500 MiB)")
+    print(
+        f"report of {r['chars']:,} characters, no full stop: {r['mentions']:,} mentions in {r['seconds']:.2f} s, "
+        f"longest evidence {r['longest']} characters"
+    )
+    print(
+        f"peak RSS {r['peak']:.0f} MiB = {r['peak'] / r['baseline']:.2f}x the baseline's peak; "
+        f"+{added:.0f} MiB over it = {added / (r['chars'] / 1e6):.0f} MiB per MB of text (target: peak < 500 MiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -62,14 +62,21 @@ def json_diffs(a: object, b: object, path: str = "") -> list[str]:
     if path in ("/timings", "/created", "/cxreval_version"):
         return []
     if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(a.keys() | b.keys())
-                for d in (json_diffs(a.get(k), b.get(k), f"{path}/{k}") if k in a and k in b else [f"{path}/{k}: only one"])]
+        return [
+            d
+            for k in sorted(a.keys() | b.keys())
+            for d in (json_diffs(a.get(k), b.get(k), f"{path}/{k}") if k in a and k in b else [f"{path}/{k}: only one"])
+        ]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in json_diffs(x, y, f"{path}[{i}]")]
     if isinstance(a, float) and isinstance(b, float) and a != b:
         return [f"{path}: {a!r} -> {b!r} ({ulps(a, b):.0f} ulp)"]
-    return [] if a == b or (isinstance(a, str) and isinstance(b, str) and VOLATILE.sub(b"", a.encode())
-                             == VOLATILE.sub(b"", b.encode())) else [f"{path}: {a!r} -> {b!r}"]
+    return (
+        []
+        if a == b
+        or (isinstance(a, str) and isinstance(b, str) and VOLATILE.sub(b"", a.encode()) == VOLATILE.sub(b"", b.encode()))
+        else [f"{path}: {a!r} -> {b!r}"]
+    )
 
 
 def compare(before: Path, after: Path) -> int:
@@ -97,8 +104,9 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        subprocess.run(["git", "worktree", "add", "--detach", str(t / "base"), args.rev], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(t / "base"), args.rev], cwd=ROOT, check=True, capture_output=True
+        )
         try:
             write_pairs(t / "pairs.csv", args.pairs)
             run_all(t / "base" / "src", t / "before", t / "pairs.csv")

@@ -46,8 +46,14 @@ def with_fault(pair_id: str, fault: str, *, side: str = "candidate") -> ReportPa
     return ReportPair(pair_id=pair_id, reference=ref, candidate=cand)
 
 
-def rule_rows(pairs: list[ReportPair], ontology: Ontology | None = None, *, drop_tn: bool = False,
-              spec_compat: bool = False, flat: bool = False) -> dict[str, set[tuple]]:
+def rule_rows(
+    pairs: list[ReportPair],
+    ontology: Ontology | None = None,
+    *,
+    drop_tn: bool = False,
+    spec_compat: bool = False,
+    flat: bool = False,
+) -> dict[str, set[tuple]]:
     """What the rule engine judges per pair (the loopback server answers with exactly this;
     its pairwise answers hold SPEC-CXR's three comparison values: ``spec_compat=True``, and are
     judged entity by entity: ``flat=True``; llm-extract compares its extractions by the hierarchy)."""

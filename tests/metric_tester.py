@@ -44,8 +44,12 @@ from cxreval.testing.metric_tester import HandTable, MetricCase, Options, Varian
 def _sacrebleu(options: Options) -> Any:
     from sacrebleu.metrics import BLEU
 
-    return BLEU(lowercase=options.get("lowercase", True), tokenize=options.get("tokenize", "13a"),
-                smooth_method="exp", effective_order=False)
+    return BLEU(
+        lowercase=options.get("lowercase", True),
+        tokenize=options.get("tokenize", "13a"),
+        smooth_method="exp",
+        effective_order=False,
+    )
 
 
 def _bleu4_sentences(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
@@ -81,11 +85,14 @@ def _rouge_l_functional(metric: Metric, ref: str, cand: str) -> float:
 # SPEC-CXR's numbers: hand-computed judgement tables, and the same arithmetic in plain Python
 # --------------------------------------------------------------------------------------------
 
-PRESENCE_NAMES = tuple(f"spec-presence-{avg}-{what}" for avg in ("macro", "micro")
-                       for what in ("precision", "recall", "f1"))
+PRESENCE_NAMES = tuple(f"spec-presence-{avg}-{what}" for avg in ("macro", "micro") for what in ("precision", "recall", "f1"))
 ATTRIBUTE_NAMES = ("spec-location-accuracy", "spec-severity-accuracy", "spec-comparison-accuracy")
-PAIR_MEAN_NAMES = ("spec-errors", "spec-report-error-free-rate", "spec-report-critical-error-free-rate",
-                   "spec-specificity-errors")
+PAIR_MEAN_NAMES = (
+    "spec-errors",
+    "spec-report-error-free-rate",
+    "spec-report-critical-error-free-rate",
+    "spec-specificity-errors",
+)
 #: Every SPEC-CXR number the registry holds.
 SPEC_NAMES = PRESENCE_NAMES + ATTRIBUTE_NAMES + PAIR_MEAN_NAMES
 NAN = float("nan")
@@ -115,10 +122,13 @@ def _row_errors(row: Row) -> int:
     severity that does not match, and a comparison added, missed or contradicted."""
     presence, location, severity, comparison = row[2:6]
     specificity = row[6] if len(row) > 6 else "exact"
-    return ((presence in ("FP", "FN")) + (location == "not-aligned") + (severity == "not-aligned")
-            + (comparison in ("adding-unmentioned-comparison", "missing-mentioned-comparison",
-                              "conflicting-comparison"))
-            + (specificity in ("less-specific", "more-specific")))
+    return (
+        (presence in ("FP", "FN"))
+        + (location == "not-aligned")
+        + (severity == "not-aligned")
+        + (comparison in ("adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison"))
+        + (specificity in ("less-specific", "more-specific"))
+    )
 
 
 def spec_by_hand(name: str, rows: Sequence[Row], pair_ids: Sequence[str], ontology: Any) -> tuple[list[float], float]:
@@ -144,8 +154,7 @@ def spec_by_hand(name: str, rows: Sequence[Row], pair_ids: Sequence[str], ontolo
                 counts[entity][value] += 1
 
         def score(tp: int, fp: int, fn: int) -> float:
-            return {"precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn),
-                    "f1": _ratio(2 * tp, 2 * tp + fp + fn)}[what]
+            return {"precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn), "f1": _ratio(2 * tp, 2 * tp + fp + fn)}[what]
 
         if "-macro-" in name:
             return _mean_defined([score(c["TP"], c["FP"], c["FN"]) for c in counts.values()])
@@ -283,9 +292,10 @@ def _hand_tables(name: str) -> tuple[HandTable, ...]:
     per_pair, corpus = HAND_VALUES[name]
     perfect_pairs, perfect = _perfect_values(name)
     tiny = lambda: {"ontology": _tiny_ontology()}
-    return (HandTable(lambda: judgement_table(HAND_ROWS, HAND_PAIRS), per_pair, corpus, tiny, "HAND_ROWS"),
-            HandTable(lambda: judgement_table(PERFECT_ROWS, PERFECT_PAIRS), perfect_pairs, perfect, tiny,
-                      "PERFECT_ROWS"))
+    return (
+        HandTable(lambda: judgement_table(HAND_ROWS, HAND_PAIRS), per_pair, corpus, tiny, "HAND_ROWS"),
+        HandTable(lambda: judgement_table(PERFECT_ROWS, PERFECT_PAIRS), perfect_pairs, perfect, tiny, "PERFECT_ROWS"),
+    )
 
 
 # -- the 47 report pairs: the judge's rows, scored by spec_by_hand -------------------------------
@@ -294,8 +304,9 @@ LOCAL_RULES = Path(__file__).resolve().parent / "rules" / "local.yaml"
 
 
 @cache
-def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str,
-           hierarchy: bool = True) -> Callable[[str, str, str], list[Row]]:
+def _judge(
+    ontology_key: str, uncertain: str, spec_compat: bool, rules: str, hierarchy: bool = True
+) -> Callable[[str, str, str], list[Row]]:
     """The rule engine's judge (extractor + :func:`cxreval.judge.compare.compare_extractions`),
     one per distinct options: the input of the SPEC metrics, not their arithmetic."""
     from cxreval.extract.rules import RuleExtractor, load_rules
@@ -307,8 +318,15 @@ def _judge(ontology_key: str, uncertain: str, spec_compat: bool, rules: str,
     read = cache(extractor.extract)
 
     def judge(pair_id: str, reference: str, candidate: str) -> list[Row]:
-        out = compare_extractions(pair_id, read(reference), read(candidate), ontology, uncertain,  # type: ignore[arg-type]
-                                  spec_compat, hierarchy)
+        out = compare_extractions(
+            pair_id,
+            read(reference),
+            read(candidate),
+            ontology,
+            uncertain,  # type: ignore[arg-type]
+            spec_compat,
+            hierarchy,
+        )
         return [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison, r.specificity) for r in out]
 
     return judge
@@ -320,15 +338,23 @@ def _rows(options: Options, refs: Sequence[str], cands: Sequence[str]) -> tuple[
     onto = options.get("ontology")
     key = "default" if onto is None else str(onto.id)
     assert key in ("default", "tiny"), f"no reference judge for ontology {key!r}"
-    judge = _judge(key, options.get("uncertain", "positive"), bool(options.get("spec_compat", False)),
-                   str(options.get("rules") or ""), bool(options.get("hierarchy", True)))
+    judge = _judge(
+        key,
+        options.get("uncertain", "positive"),
+        bool(options.get("spec_compat", False)),
+        str(options.get("rules") or ""),
+        bool(options.get("hierarchy", True)),
+    )
     ids = [f"p{i}" for i in range(len(refs))]
     rows = [row for i, r, c in zip(ids, refs, cands) for row in judge(i, r, c)]
     return rows, ids, onto if onto is not None else load_ontology()
 
 
-def _spec_reference(name: str) -> tuple[Callable[[Options, Sequence[str], Sequence[str]], np.ndarray],
-                                        Callable[[Options, Sequence[str], Sequence[str]], float]]:
+def _spec_reference(
+    name: str,
+) -> tuple[
+    Callable[[Options, Sequence[str], Sequence[str]], np.ndarray], Callable[[Options, Sequence[str], Sequence[str]], float]
+]:
     def per_pair(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
         return np.array(spec_by_hand(name, *_rows(options, refs, cands))[0], dtype=float)
 
@@ -342,8 +368,7 @@ def _llm_pairwise() -> Options:
     from cxreval.llm import LLMConfig
 
     # Built for its signature only: nothing listens on port 9 and no call is made.
-    return {"engine": "llm-pairwise",
-            "llm": LLMConfig(base_url="http://127.0.0.1:9/v1", model="tester", local_only=True)}
+    return {"engine": "llm-pairwise", "llm": LLMConfig(base_url="http://127.0.0.1:9/v1", model="tester", local_only=True)}
 
 
 def _llm_extract() -> Options:
@@ -357,20 +382,33 @@ def _local_rules_field() -> str:
     return f"engine:rules@*.u{hashlib.sha256(LOCAL_RULES.read_bytes()).hexdigest()[:12]}"
 
 
-def _spec_case(name: str, signature_metric: str, bounds: tuple[float, float], perfect: float, nan: str,
-               integer: bool = False) -> MetricCase:
+def _spec_case(
+    name: str, signature_metric: str, bounds: tuple[float, float], perfect: float, nan: str, integer: bool = False
+) -> MetricCase:
     per_pair, corpus = _spec_reference(name)
     return MetricCase(
-        name, signature_metric, bounds=bounds, perfect=perfect, integer=integer,
-        variants=(Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
-                  Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
-                  Variant(lambda: {"spec_compat": True}, ("comparison:spec",)),
-                  Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
-                  Variant(lambda: {"hierarchy": False}, ("hierarchy:flat",)),
-                  Variant(_llm_pairwise, ("engine:llm-pairwise@*", "model:openai:tester"), scored=False)),
-        unsigned={"retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored",
-                  "workers": "processes of the rule engine: the judgements are identical"},
-        nan=nan, reference=per_pair, corpus_reference=corpus, tables=_hand_tables(name),
+        name,
+        signature_metric,
+        bounds=bounds,
+        perfect=perfect,
+        integer=integer,
+        variants=(
+            Variant(lambda: {"uncertain": "negative"}, ("uncertain:negative",)),
+            Variant(lambda: {"ontology": _tiny_ontology()}, ("ontology:tiny@0.1",)),
+            Variant(lambda: {"spec_compat": True}, ("comparison:spec",)),
+            Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
+            Variant(lambda: {"hierarchy": False}, ("hierarchy:flat",)),
+            Variant(_llm_pairwise, ("engine:llm-pairwise@*", "model:openai:tester"), scored=False),
+        ),
+        unsigned={
+            "retry_failed": "only retries failed LLM calls",
+            "cache": "where LLM answers are stored",
+            "workers": "processes of the rule engine: the judgements are identical",
+        },
+        nan=nan,
+        reference=per_pair,
+        corpus_reference=corpus,
+        tables=_hand_tables(name),
     )
 
 
@@ -380,10 +418,10 @@ _PAIR_NAN = "a pair whose LLM answer stayed unusable (LLM engines only)"
 SPEC_CASES = [
     _spec_case("spec-errors", "spec-report-errors-mean", (0, np.inf), 0.0, _PAIR_NAN, integer=True),
     _spec_case("spec-report-error-free-rate", "spec-report-error-free-rate", (0, 1), 1.0, _PAIR_NAN, integer=True),
-    _spec_case("spec-report-critical-error-free-rate", "spec-report-critical-error-free-rate", (0, 1), 1.0,
-               _PAIR_NAN, integer=True),
-    _spec_case("spec-specificity-errors", "spec-report-specificity-errors-mean", (0, np.inf), 0.0, _PAIR_NAN,
-               integer=True),
+    _spec_case(
+        "spec-report-critical-error-free-rate", "spec-report-critical-error-free-rate", (0, 1), 1.0, _PAIR_NAN, integer=True
+    ),
+    _spec_case("spec-specificity-errors", "spec-report-specificity-errors-mean", (0, np.inf), 0.0, _PAIR_NAN, integer=True),
     *[_spec_case(n, n, (0, 1), 1.0, _PRESENCE_NAN) for n in PRESENCE_NAMES],
     *[_spec_case(n, n, (0, 1), 1.0, _ATTRIBUTE_NAN) for n in ATTRIBUTE_NAMES],
 ]
@@ -406,8 +444,11 @@ def _evaluator(**options: Any) -> Any:
     return _EVALUATORS[key]
 
 
-def _labels_f1(labelset: str) -> tuple[Callable[[Options, Sequence[str], Sequence[str]], np.ndarray],
-                                       Callable[[Options, Sequence[str], Sequence[str]], float]]:
+def _labels_f1(
+    labelset: str,
+) -> tuple[
+    Callable[[Options, Sequence[str], Sequence[str]], np.ndarray], Callable[[Options, Sequence[str], Sequence[str]], float]
+]:
     """Per-pair and corpus references: :func:`cxreval.scores.label_metrics` on the engine's labels."""
 
     def value(options: Options, refs: Sequence[str], cands: Sequence[str]) -> float:
@@ -446,8 +487,13 @@ def _bertscore_reference(options: Options, refs: Sequence[str], cands: Sequence[
 def _bertscore_distilroberta_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
     from tests.test_weight_metrics import _bert_score_by_hand
 
-    return _bert_score_by_hand(Path(options["model_path"]), list(refs), list(cands), bool(options.get("idf", False)),
-                               max_length=int(options.get("max_length", 512)))
+    return _bert_score_by_hand(
+        Path(options["model_path"]),
+        list(refs),
+        list(cands),
+        bool(options.get("idf", False)),
+        max_length=int(options.get("max_length", 512)),
+    )
 
 
 def _sembscore_reference(options: Options, refs: Sequence[str], cands: Sequence[str]) -> np.ndarray:
@@ -459,7 +505,7 @@ def _sembscore_reference(options: Options, refs: Sequence[str], cands: Sequence[
     folder = Path(options["model_path"])
     state = torch.load(str(folder / "chexbert.pth"), map_location="cpu", weights_only=True)["model_state_dict"]
     bert = BertModel(BertConfig.from_json_file(str(folder / "config.json")))
-    bert.load_state_dict({k[len("module.bert."):]: v for k, v in state.items() if k.startswith("module.bert.")})
+    bert.load_state_dict({k[len("module.bert.") :]: v for k, v in state.items() if k.startswith("module.bert.")})
     bert.eval()
     # the tokenizer is part of the metric's definition (bert-base-uncased's WordPiece): the folder's vocab.txt
     tok = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True, do_lower_case=True)
@@ -494,9 +540,12 @@ def _radcliq_reference(options: Options, refs: Sequence[str], cands: Sequence[st
     from cxreval.metrics import get_metric
     from cxreval.metrics.radcliq import radcliq_v1
 
-    parts = [get_metric("radgraph-f1", model_path=options["radgraph_path"]),
-             get_metric("bertscore-distilroberta", model_path=options["bertscore_path"]),
-             get_metric("sembscore", model_path=options["chexbert_path"]), get_metric("bleu2")]
+    parts = [
+        get_metric("radgraph-f1", model_path=options["radgraph_path"]),
+        get_metric("bertscore-distilroberta", model_path=options["bertscore_path"]),
+        get_metric("sembscore", model_path=options["chexbert_path"]),
+        get_metric("bleu2"),
+    ]
     return radcliq_v1(np.column_stack([p.score_pairs(refs, cands) for p in parts]))
 
 
@@ -504,8 +553,7 @@ def _radcliq_reference(options: Options, refs: Sequence[str], cands: Sequence[st
 # LLM metrics: a scripted judge behind the loopback server
 # --------------------------------------------------------------------------------------------
 
-_GREEN_CATEGORIES = ("false_finding", "missing_finding", "location", "severity", "false_comparison",
-                     "missing_comparison")
+_GREEN_CATEGORIES = ("false_finding", "missing_finding", "location", "severity", "false_comparison", "missing_comparison")
 
 
 def _norm(text: str) -> str:
@@ -533,10 +581,16 @@ def green_answer(reference: str, candidate: str) -> dict[str, Any]:
         return min(sum(bool(_NORMAL.search(s)) != significant for s in sentences), 50)
 
     dropped = int("prior" in reference.lower() and "prior" not in candidate.lower())
-    return {"significant": {**zero, "false_finding": count(cand - ref, True), "missing_finding": count(ref - cand, True)},
-            "insignificant": {**zero, "false_finding": count(cand - ref, False),
-                              "missing_finding": count(ref - cand, False), "missing_comparison": dropped},
-            "matched_findings": min(len(ref & cand), 50)}
+    return {
+        "significant": {**zero, "false_finding": count(cand - ref, True), "missing_finding": count(ref - cand, True)},
+        "insignificant": {
+            **zero,
+            "false_finding": count(cand - ref, False),
+            "missing_finding": count(ref - cand, False),
+            "missing_comparison": dropped,
+        },
+        "matched_findings": min(len(ref & cand), 50),
+    }
 
 
 def _grade(line: str) -> int:
@@ -551,10 +605,8 @@ def finerad_answer(reference: str, lines: Sequence[str]) -> dict[str, Any]:
 
     ref = [_norm(x) for x in candidate_lines(reference)]
     cand = [_norm(x) for x in lines]
-    out = [{"type": "delete", "line": k, "text": "", "severity": _grade(t)}
-           for k, t in enumerate(cand, start=1) if t not in ref]
-    out += [{"type": "insert", "line": 0, "text": t[:400], "severity": _grade(t)}
-            for t in sorted(set(ref) - set(cand))]
+    out = [{"type": "delete", "line": k, "text": "", "severity": _grade(t)} for k, t in enumerate(cand, start=1) if t not in ref]
+    out += [{"type": "insert", "line": 0, "text": t[:400], "severity": _grade(t)} for t in sorted(set(ref) - set(cand))]
     return {"corrections": out[:30]}
 
 
@@ -606,132 +658,215 @@ def _other_model() -> Options:
 # The cases
 # --------------------------------------------------------------------------------------------
 
-CASES: dict[str, MetricCase] = {c.name: c for c in [
-    MetricCase(
-        "bleu2", "bleu2", bounds=(0, 1), perfect=1.0,
-        reference_elsewhere=("tests.test_lexical::test_bleu2_equals_rexrank_values_for_moerad_on_all_590_studies",
-                             "tests.test_lexical::test_bleu2_matches_fast_bleu_when_installed",
-                             "tests.test_lexical::test_bleu2_conventions_by_hand"),
-        functional=_bleu2_functional,
-    ),
-    MetricCase(
-        "rouge-l", "rouge-l", bounds=(0, 1), perfect=1.0,
-        variants=(Variant(lambda: {"beta": 1.0}, ("beta:1",)),),
-        reference=_rouge_l_reference, functional=_rouge_l_functional,
-    ),
-    MetricCase(
-        "bleu4-corpus", "bleu4-corpus", bounds=(0, 1), perfect=1.0,
-        variants=(Variant(lambda: {"lowercase": False}, ("case:mixed",)),
-                  Variant(lambda: {"tokenize": "intl"}, ("tok:intl",))),
-        reference=_bleu4_sentences, corpus_reference=_bleu4_corpus,
-        # identical segments: sacreBLEU itself gives 100.00000000000004 (exp of the mean log of
-        # 100), so 1 + 4.4e-16 here; kept equal to sacreBLEU rather than clipped
-        slack=1e-15,
-    ),
-    *SPEC_CASES,
-    *[MetricCase(
-        name, name, bounds=(0, 1), perfect=1.0,
-        variants=(Variant(lambda: {"label_uncertain": "positive"}, ("uncertain:positive",)),
-                  Variant(lambda: {"undefined": "zero"}, ("undefined:zero",)),
-                  Variant(lambda: {"certainty": "probable-alternative"}, ("certainty:probable-alternative",)),
-                  Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
-                  Variant(_llm_extract, ("engine:llm-extract@", "model:openai:tester"), scored=False)),
-        unsigned={"uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
-                  "hierarchy": "how pairs are judged: labels come from the extraction, before any judgement",
-                  "workers": "processes of the rule engine: the extractions are identical",
-                  "ontology": "in the signature's ontology field; the test ontology has no label sets",
-                  "spec_compat": "how comparisons are judged: labels come from the extraction, before any judgement",
-                  "retry_failed": "only retries failed LLM calls", "cache": "where LLM answers are stored"},
-        nan="no label is positive in either report: every label's F1 is undefined",
-        reference=_labels_f1(labelset)[0], corpus_reference=_labels_f1(labelset)[1],
-    ) for name, labelset in (("ran-score", "ran21"), ("labels-chexpert14", "chexpert14"),
-                             ("labels-chestxray14", "chestxray14"))],
-    # Weight-based metrics (issue 16): tests/test_metric_tester.py gives each the folders of the
-    # tiny random checkpoints of tests/tiny_checkpoints.py (model_path=...); here the options of
-    # the reference carry them too.
-    MetricCase(
-        # on the tiny BERT here (the MiniLM of the bertscore extra when installed and no folder is given)
-        "bertscore", "bertscore-f1", bounds=(-1, 1), perfect=1.0, atol=1e-5,
-        variants=(Variant(lambda: {"max_length": 16}, ("max_length:16",)),),
-        unsigned={"batch_size": "batching does not change the values (padding is masked)",
-                  "model_path": "shown as the encoder's folder name in model:"},
-        # unbatched and unpadded; bert_score 0.3.12 (idf off, same encoder) differs by up to 1.2e-3
-        # because it lets a token match the other report's [CLS]/[SEP], which cxreval leaves out
-        reference=_bertscore_reference,
-        extra="pip install 'cxreval[bertscore]'",
-    ),
-    MetricCase(
-        "bertscore-distilroberta", "bertscore-f1",
-        # rescaled F = (F - b) / (1 - b) with F in [-1, 1] and b = 0.8473319 (layer-5 baseline)
-        bounds=(-(1 + 0.8473319) / (1 - 0.8473319), 1), perfect=1.0, atol=1e-5,
-        variants=(Variant(lambda: {"idf": True}, ("idf:refs",)), Variant(lambda: {"max_length": 16}, ("max_length:16",))),
-        unsigned={"batch_size": "batching does not change the values (padding is masked)",
-                  "model_path": "shown as the folder's name and its weights' hash in model:"},
-        cased="distilroberta-base is cased and ReXrank does not lowercase: case-only differences cost",
-        # bert-score 0.3.13's greedy_cos_idf written out, one pair at a time (tests/test_weight_metrics.py)
-        reference=_bertscore_distilroberta_reference,
-        extra="a local distilroberta-base folder: model_path=... or $CXREVAL_WEIGHTS/distilroberta-base "
-              "(pip install 'cxreval[weights]')",
-    ),
-    MetricCase(
-        "sembscore", "sembscore", bounds=(-1, 1), perfect=1.0, atol=1e-5,
-        unsigned={"batch_size": "batching does not change the values (padding is masked)",
-                  "model_path": "shown as the folder's name and its weights' hash in model:"},
-        reference=_sembscore_reference,
-        extra="a local CheXbert folder (chexbert.pth + vocab.txt): model_path=... or $CXREVAL_WEIGHTS/chexbert "
-              "(pip install 'cxreval[weights]')",
-    ),
-    MetricCase(
-        # lower is better; identical reports give every input its best value (RadCliQ's practical minimum)
-        "radcliq-v1", "radcliq-v1", bounds=(-1.4406903118732053, np.inf), perfect=-1.4406903118732053,
-        atol=1e-5, slack=1e-10,
-        cased="its radgraph-f1 and bertscore-distilroberta inputs compare text as written: case-only differences cost",
-        unsigned={"bertscore_path": "its component's model: field", "chexbert_path": "its component's model: field",
-                  "radgraph_path": "its component's model: field"},
-        reference=_radcliq_reference,
-        reference_elsewhere=("tests.test_weight_metrics::test_radcliq_formula_by_hand",
-                             "tests.test_weight_metrics_radgraph::test_radcliq_on_tiny_checkpoints"),
-        extra="the radgraph-f1, bertscore-distilroberta and sembscore checkpoints (radgraph_path, bertscore_path, "
-              "chexbert_path or $CXREVAL_WEIGHTS)",
-    ),
-    MetricCase(
-        # CXR-Report-Metric's radgraph_combined
-        "radgraph-f1", "radgraph-f1", bounds=(0, 1), perfect=1.0,
-        unsigned={"model_path": "shown as the folder's name and its weights' hash in model:"},
-        cased="entity tokens are compared as written (CXR-Report-Metric): case-only differences cost",
-        reference=_radgraph_reference,
-        reference_elsewhere=("tests.test_weight_metrics_radgraph::test_radgraph_combined_by_hand",
-                             "tests.test_weight_metrics_radgraph::test_radgraph_ner_label_by_hand",
-                             "tests.test_weight_metrics_radgraph::test_radgraph_word_vectors_are_bert_piece_means"),
-        extra="a local RadGraph folder (config.json, weights.th, vocabulary/, encoder/): model_path=... or "
-              "$CXREVAL_WEIGHTS/radgraph (pip install 'cxreval[weights]')",
-    ),
-    MetricCase(
-        # the reference does not clip: a weighted mean of cosines, so negative cosines can leave [0, 1]
-        # from below; identical reports with at least one entity score 1 (when each entity text has
-        # one type: tests/test_metric_tester.py runs it on a NER that tags one type), with none 0.5
-        "ratescore", "ratescore", bounds=(-np.inf, 1), perfect=1.0, atol=1e-6, slack=1e-6,
-        variants=(Variant(lambda: {"affinity": "short"}, ("affinity:short",), scored=False),),
-        unsigned={"model_path": "shown as the folder's name and its weights' hash in model:",
-                  "embedding_path": "shown as the folder's name and its weights' hash in model:"},
-        cased="the NER tokenizer may be cased (RaTE-NER-Deberta is): case-only differences can change entities",
-        reference_elsewhere=("tests.test_weight_metrics_radgraph::test_rate_score_by_hand",
-                             "tests.test_weight_metrics_radgraph::test_bio_entities_follow_post_process",
-                             "tests.test_weight_metrics_radgraph::test_ratescore_values"),
-        extra="local RaTE-NER-Deberta and BioLORD-2023-C folders: model_path=..., embedding_path=... or "
-              "$CXREVAL_WEIGHTS (pip install 'cxreval[weights]')",
-    ),
-    # LLM error metrics (issue 16): tests/test_metric_tester.py gives them the loopback server
-    # answering with loopback_script; tests/test_green.py checks faults and strata by hand.
-    *[MetricCase(
-        name, name, bounds=bounds, perfect=perfect, integer=integer,
-        variants=(Variant(_other_model, ("model:tester-2",), scored=False),),
-        nan="a pair whose LLM answer stayed unusable after the re-ask",
-        reference=_llm_reference(name),
-        reference_elsewhere=("tests.test_green::test_hand_computed_scores_and_rates_per_stratum",),
-        extra="an LLM endpoint: metric_options {llm: {model: ..., base_url: ...}}",
-    ) for name, bounds, perfect, integer in (
-        ("green", (0, 1), 1.0, False), ("green-no-significant-error-rate", (0, 1), 1.0, True),
-        ("fineradscore", (0, np.inf), 0.0, True), ("fineradscore-no-actionable-error-rate", (0, 1), 1.0, True),
-        ("fineradscore-no-significant-error-rate", (0, 1), 1.0, True))],
-]}
+CASES: dict[str, MetricCase] = {
+    c.name: c
+    for c in [
+        MetricCase(
+            "bleu2",
+            "bleu2",
+            bounds=(0, 1),
+            perfect=1.0,
+            reference_elsewhere=(
+                "tests.test_lexical::test_bleu2_equals_rexrank_values_for_moerad_on_all_590_studies",
+                "tests.test_lexical::test_bleu2_matches_fast_bleu_when_installed",
+                "tests.test_lexical::test_bleu2_conventions_by_hand",
+            ),
+            functional=_bleu2_functional,
+        ),
+        MetricCase(
+            "rouge-l",
+            "rouge-l",
+            bounds=(0, 1),
+            perfect=1.0,
+            variants=(Variant(lambda: {"beta": 1.0}, ("beta:1",)),),
+            reference=_rouge_l_reference,
+            functional=_rouge_l_functional,
+        ),
+        MetricCase(
+            "bleu4-corpus",
+            "bleu4-corpus",
+            bounds=(0, 1),
+            perfect=1.0,
+            variants=(
+                Variant(lambda: {"lowercase": False}, ("case:mixed",)),
+                Variant(lambda: {"tokenize": "intl"}, ("tok:intl",)),
+            ),
+            reference=_bleu4_sentences,
+            corpus_reference=_bleu4_corpus,
+            # identical segments: sacreBLEU itself gives 100.00000000000004 (exp of the mean log of
+            # 100), so 1 + 4.4e-16 here; kept equal to sacreBLEU rather than clipped
+            slack=1e-15,
+        ),
+        *SPEC_CASES,
+        *[
+            MetricCase(
+                name,
+                name,
+                bounds=(0, 1),
+                perfect=1.0,
+                variants=(
+                    Variant(lambda: {"label_uncertain": "positive"}, ("uncertain:positive",)),
+                    Variant(lambda: {"undefined": "zero"}, ("undefined:zero",)),
+                    Variant(lambda: {"certainty": "probable-alternative"}, ("certainty:probable-alternative",)),
+                    Variant(lambda: {"rules": LOCAL_RULES}, (_local_rules_field(),)),
+                    Variant(_llm_extract, ("engine:llm-extract@", "model:openai:tester"), scored=False),
+                ),
+                unsigned={
+                    "uncertain": "the label policy (label_uncertain) replaces the judge's uncertain policy",
+                    "hierarchy": "how pairs are judged: labels come from the extraction, before any judgement",
+                    "workers": "processes of the rule engine: the extractions are identical",
+                    "ontology": "in the signature's ontology field; the test ontology has no label sets",
+                    "spec_compat": "how comparisons are judged: labels come from the extraction, before any judgement",
+                    "retry_failed": "only retries failed LLM calls",
+                    "cache": "where LLM answers are stored",
+                },
+                nan="no label is positive in either report: every label's F1 is undefined",
+                reference=_labels_f1(labelset)[0],
+                corpus_reference=_labels_f1(labelset)[1],
+            )
+            for name, labelset in (
+                ("ran-score", "ran21"),
+                ("labels-chexpert14", "chexpert14"),
+                ("labels-chestxray14", "chestxray14"),
+            )
+        ],
+        # Weight-based metrics (issue 16): tests/test_metric_tester.py gives each the folders of the
+        # tiny random checkpoints of tests/tiny_checkpoints.py (model_path=...); here the options of
+        # the reference carry them too.
+        MetricCase(
+            # on the tiny BERT here (the MiniLM of the bertscore extra when installed and no folder is given)
+            "bertscore",
+            "bertscore-f1",
+            bounds=(-1, 1),
+            perfect=1.0,
+            atol=1e-5,
+            variants=(Variant(lambda: {"max_length": 16}, ("max_length:16",)),),
+            unsigned={
+                "batch_size": "batching does not change the values (padding is masked)",
+                "model_path": "shown as the encoder's folder name in model:",
+            },
+            # unbatched and unpadded; bert_score 0.3.12 (idf off, same encoder) differs by up to 1.2e-3
+            # because it lets a token match the other report's [CLS]/[SEP], which cxreval leaves out
+            reference=_bertscore_reference,
+            extra="pip install 'cxreval[bertscore]'",
+        ),
+        MetricCase(
+            "bertscore-distilroberta",
+            "bertscore-f1",
+            # rescaled F = (F - b) / (1 - b) with F in [-1, 1] and b = 0.8473319 (layer-5 baseline)
+            bounds=(-(1 + 0.8473319) / (1 - 0.8473319), 1),
+            perfect=1.0,
+            atol=1e-5,
+            variants=(Variant(lambda: {"idf": True}, ("idf:refs",)), Variant(lambda: {"max_length": 16}, ("max_length:16",))),
+            unsigned={
+                "batch_size": "batching does not change the values (padding is masked)",
+                "model_path": "shown as the folder's name and its weights' hash in model:",
+            },
+            cased="distilroberta-base is cased and ReXrank does not lowercase: case-only differences cost",
+            # bert-score 0.3.13's greedy_cos_idf written out, one pair at a time (tests/test_weight_metrics.py)
+            reference=_bertscore_distilroberta_reference,
+            extra="a local distilroberta-base folder: model_path=... or $CXREVAL_WEIGHTS/distilroberta-base "
+            "(pip install 'cxreval[weights]')",
+        ),
+        MetricCase(
+            "sembscore",
+            "sembscore",
+            bounds=(-1, 1),
+            perfect=1.0,
+            atol=1e-5,
+            unsigned={
+                "batch_size": "batching does not change the values (padding is masked)",
+                "model_path": "shown as the folder's name and its weights' hash in model:",
+            },
+            reference=_sembscore_reference,
+            extra="a local CheXbert folder (chexbert.pth + vocab.txt): model_path=... or $CXREVAL_WEIGHTS/chexbert "
+            "(pip install 'cxreval[weights]')",
+        ),
+        MetricCase(
+            # lower is better; identical reports give every input its best value (RadCliQ's practical minimum)
+            "radcliq-v1",
+            "radcliq-v1",
+            bounds=(-1.4406903118732053, np.inf),
+            perfect=-1.4406903118732053,
+            atol=1e-5,
+            slack=1e-10,
+            cased="its radgraph-f1 and bertscore-distilroberta inputs compare text as written: case-only differences cost",
+            unsigned={
+                "bertscore_path": "its component's model: field",
+                "chexbert_path": "its component's model: field",
+                "radgraph_path": "its component's model: field",
+            },
+            reference=_radcliq_reference,
+            reference_elsewhere=(
+                "tests.test_weight_metrics::test_radcliq_formula_by_hand",
+                "tests.test_weight_metrics_radgraph::test_radcliq_on_tiny_checkpoints",
+            ),
+            extra="the radgraph-f1, bertscore-distilroberta and sembscore checkpoints (radgraph_path, bertscore_path, "
+            "chexbert_path or $CXREVAL_WEIGHTS)",
+        ),
+        MetricCase(
+            # CXR-Report-Metric's radgraph_combined
+            "radgraph-f1",
+            "radgraph-f1",
+            bounds=(0, 1),
+            perfect=1.0,
+            unsigned={"model_path": "shown as the folder's name and its weights' hash in model:"},
+            cased="entity tokens are compared as written (CXR-Report-Metric): case-only differences cost",
+            reference=_radgraph_reference,
+            reference_elsewhere=(
+                "tests.test_weight_metrics_radgraph::test_radgraph_combined_by_hand",
+                "tests.test_weight_metrics_radgraph::test_radgraph_ner_label_by_hand",
+                "tests.test_weight_metrics_radgraph::test_radgraph_word_vectors_are_bert_piece_means",
+            ),
+            extra="a local RadGraph folder (config.json, weights.th, vocabulary/, encoder/): model_path=... or "
+            "$CXREVAL_WEIGHTS/radgraph (pip install 'cxreval[weights]')",
+        ),
+        MetricCase(
+            # the reference does not clip: a weighted mean of cosines, so negative cosines can leave [0, 1]
+            # from below; identical reports with at least one entity score 1 (when each entity text has
+            # one type: tests/test_metric_tester.py runs it on a NER that tags one type), with none 0.5
+            "ratescore",
+            "ratescore",
+            bounds=(-np.inf, 1),
+            perfect=1.0,
+            atol=1e-6,
+            slack=1e-6,
+            variants=(Variant(lambda: {"affinity": "short"}, ("affinity:short",), scored=False),),
+            unsigned={
+                "model_path": "shown as the folder's name and its weights' hash in model:",
+                "embedding_path": "shown as the folder's name and its weights' hash in model:",
+            },
+            cased="the NER tokenizer may be cased (RaTE-NER-Deberta is): case-only differences can change entities",
+            reference_elsewhere=(
+                "tests.test_weight_metrics_radgraph::test_rate_score_by_hand",
+                "tests.test_weight_metrics_radgraph::test_bio_entities_follow_post_process",
+                "tests.test_weight_metrics_radgraph::test_ratescore_values",
+            ),
+            extra="local RaTE-NER-Deberta and BioLORD-2023-C folders: model_path=..., embedding_path=... or "
+            "$CXREVAL_WEIGHTS (pip install 'cxreval[weights]')",
+        ),
+        # LLM error metrics (issue 16): tests/test_metric_tester.py gives them the loopback server
+        # answering with loopback_script; tests/test_green.py checks faults and strata by hand.
+        *[
+            MetricCase(
+                name,
+                name,
+                bounds=bounds,
+                perfect=perfect,
+                integer=integer,
+                variants=(Variant(_other_model, ("model:tester-2",), scored=False),),
+                nan="a pair whose LLM answer stayed unusable after the re-ask",
+                reference=_llm_reference(name),
+                reference_elsewhere=("tests.test_green::test_hand_computed_scores_and_rates_per_stratum",),
+                extra="an LLM endpoint: metric_options {llm: {model: ..., base_url: ...}}",
+            )
+            for name, bounds, perfect, integer in (
+                ("green", (0, 1), 1.0, False),
+                ("green-no-significant-error-rate", (0, 1), 1.0, True),
+                ("fineradscore", (0, np.inf), 0.0, True),
+                ("fineradscore-no-actionable-error-rate", (0, 1), 1.0, True),
+                ("fineradscore-no-significant-error-rate", (0, 1), 1.0, True),
+            )
+        ],
+    ]
+}

@@ -23,10 +23,30 @@ from cxreval.bench.models import (
 from cxreval.ontology import load_ontology
 
 SYSTEM_NAMES = [
-    "MAIRA-2", "MedVersa", "Libra", "CheXpertPlus-mimic", "CXRMate", "RaDialog", "CheXagent",
-    "RGRG", "CvT2DistilGPT2", "BiomedGPT", "RadFM", "GPT-4V", "Gemini-CXR", "LLaVA-Rad",
-    "R2GenGPT", "PromptMRG", "METransformer", "Flamingo-CXR", "MedGemma", "CXR-LLaVA",
-    "XrayGPT", "R2Gen", "KiUT", "copy-nearest",
+    "MAIRA-2",
+    "MedVersa",
+    "Libra",
+    "CheXpertPlus-mimic",
+    "CXRMate",
+    "RaDialog",
+    "CheXagent",
+    "RGRG",
+    "CvT2DistilGPT2",
+    "BiomedGPT",
+    "RadFM",
+    "GPT-4V",
+    "Gemini-CXR",
+    "LLaVA-Rad",
+    "R2GenGPT",
+    "PromptMRG",
+    "METransformer",
+    "Flamingo-CXR",
+    "MedGemma",
+    "CXR-LLaVA",
+    "XrayGPT",
+    "R2Gen",
+    "KiUT",
+    "copy-nearest",
 ]
 DATASETS = ["ReXGradient", "MIMIC-CXR", "IU X-ray", "CheXpert Plus"]
 
@@ -43,8 +63,10 @@ _SEVERITY = ["small", "moderate", "large", "mild", "severe"]
 #: The rule ids shown beside the evidence of an example pair, per error kind (reference, candidate).
 _EXAMPLE_RULES = {
     "FN": ("finding.name; finding.stated; attribute.side; attribute.severity", "finding.name; negation.pre 'no'"),
-    "FP": ("normal.no-acute-cardiopulmonary-process 'no acute cardiopulmonary process'",
-           "finding.name; hedge.pre.possible 'suggest'; attribute.side; attribute.zone"),
+    "FP": (
+        "normal.no-acute-cardiopulmonary-process 'no acute cardiopulmonary process'",
+        "finding.name; hedge.pre.possible 'suggest'; attribute.side; attribute.zone",
+    ),
 }
 
 
@@ -71,9 +93,11 @@ def make_result(
     rng = random.Random(seed)
     onto = load_ontology()
     datasets = list(datasets or DATASETS[:2])
-    systems = SYSTEM_NAMES[:n_systems] if n_systems <= len(SYSTEM_NAMES) else [
-        *SYSTEM_NAMES, *(f"system-{i}" for i in range(len(SYSTEM_NAMES), n_systems))
-    ]
+    systems = (
+        SYSTEM_NAMES[:n_systems]
+        if n_systems <= len(SYSTEM_NAMES)
+        else [*SYSTEM_NAMES, *(f"system-{i}" for i in range(len(SYSTEM_NAMES), n_systems))]
+    )
     skill = {s: 0.75 - 0.4 * i / max(1, n_systems - 1) + rng.uniform(-0.05, 0.05) for i, s in enumerate(systems)}
     metrics = [MetricInfo(name=m, label=lab, higher_is_better=h, signature=_sig(m), level=lev) for m, lab, h, lev in METRICS]
     group_name = {g.id: g.name for g in onto.groups}
@@ -117,18 +141,40 @@ def make_result(
                     if k == "FN":
                         ref, cand = f"There is a {sev} {side} {e.name.lower()}.", f"No {e.name.lower()}. The lungs are clear."
                     elif k == "FP":
-                        ref, cand = "No acute cardiopulmonary process.", f"Findings suggest {e.name.lower()} in the {side} lower lobe."
+                        ref, cand = (
+                            "No acute cardiopulmonary process.",
+                            f"Findings suggest {e.name.lower()} in the {side} lower lobe.",
+                        )
                     else:
                         other = rng.choice([x for x in _SIDES if x != side])
-                        ref, cand = f"{sev.capitalize()} {side} {e.name.lower()}.", f"{sev.capitalize()} {other} {e.name.lower()}."
+                        ref, cand = (
+                            f"{sev.capitalize()} {side} {e.name.lower()}.",
+                            f"{sev.capitalize()} {other} {e.name.lower()}.",
+                        )
                     rules = _EXAMPLE_RULES.get(k, ("", ""))
-                    examples.append(ExamplePair(pair_id=pid, kind=k, reference=ref, candidate=cand,
-                                                reference_rules=rules[0], candidate_rules=rules[1]))
+                    examples.append(
+                        ExamplePair(
+                            pair_id=pid, kind=k, reference=ref, candidate=cand, reference_rules=rules[0], candidate_rules=rules[1]
+                        )
+                    )
                 entities.append(
                     EntityResult(
-                        system=s, dataset=ds, entity=e.id, name=e.name, group=e.group, tp=tp, fp=fp, fn=fn,
-                        precision=prec, recall=rec, f1=f1, location_acc=la, severity_acc=sa, comparison_acc=ca,
-                        examples=examples, critical=e.critical,
+                        system=s,
+                        dataset=ds,
+                        entity=e.id,
+                        name=e.name,
+                        group=e.group,
+                        tp=tp,
+                        fp=fp,
+                        fn=fn,
+                        precision=prec,
+                        recall=rec,
+                        f1=f1,
+                        location_acc=la,
+                        severity_acc=sa,
+                        comparison_acc=ca,
+                        examples=examples,
+                        critical=e.critical,
                         location_errors=0 if la is None else int((1 - la) * tp),
                     )
                 )
@@ -146,12 +192,18 @@ def make_result(
                 attrs = g_attr.get(g.id, {})
                 groups.append(
                     GroupResult(
-                        system=s, dataset=ds, group=g.id, name=group_name[g.id], support=tp + fn,
+                        system=s,
+                        dataset=ds,
+                        group=g.id,
+                        name=group_name[g.id],
+                        support=tp + fn,
                         precision=tp / (tp + fp) if tp + fp else None,
                         recall=tp / (tp + fn) if tp + fn else None,
                         f1=2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None,
-                        **{k: (sum(v) / len(v) if v else None) for k, v in
-                           ((k, attrs.get(k, [])) for k in ("location_acc", "severity_acc", "comparison_acc"))},
+                        **{
+                            k: (sum(v) / len(v) if v else None)
+                            for k, v in ((k, attrs.get(k, [])) for k in ("location_acc", "severity_acc", "comparison_acc"))
+                        },
                     )
                 )
 
@@ -168,12 +220,19 @@ def make_result(
                     "errors_per_report": Interval(value=3.5 * (1 - v) + 0.4, low=3.5 * (1 - v) + 0.2, high=3.5 * (1 - v) + 0.6),
                     "bleu4": Interval(value=0.05 + 0.2 * v, low=0.04 + 0.2 * v, high=0.06 + 0.2 * v),
                     "rouge_l": Interval(value=0.15 + 0.25 * v, low=0.14 + 0.25 * v, high=0.16 + 0.25 * v),
-                    "chexbert_f1": Interval(value=None) if s == systems[-1] and stratum == "normal" else Interval(value=_clip(v + 0.05)),
+                    "chexbert_f1": Interval(value=None)
+                    if s == systems[-1] and stratum == "normal"
+                    else Interval(value=_clip(v + 0.05)),
                 }
                 rows.append(
                     LeaderboardRow(
-                        system=s, n_pairs=n, n_failed=(3 if s == systems[-1] else 0), metrics=ms, rank=rank,
-                        rank_low=max(1, rank - rng.randint(0, 2)), rank_high=min(len(systems), rank + rng.randint(0, 2)),
+                        system=s,
+                        n_pairs=n,
+                        n_failed=(3 if s == systems[-1] else 0),
+                        metrics=ms,
+                        rank=rank,
+                        rank_low=max(1, rank - rng.randint(0, 2)),
+                        rank_high=min(len(systems), rank + rng.randint(0, 2)),
                         error_free=Interval(value=_clip(v * 0.6), low=_clip(v * 0.6 - 0.03), high=_clip(v * 0.6 + 0.03)),
                         critical_error_free=Interval(value=_clip(v * 0.6 + 0.3)),
                         baseline=s == "copy-nearest",
@@ -181,7 +240,11 @@ def make_result(
                 )
             return Leaderboard(dataset=ds, stratum=stratum, rank_by="spec_macro_f1", rows=rows, n_pairs=n)
 
-        leaderboards += [board("all", n_pairs, 0.03), board("normal", n_pairs // 3, 0.05), board("abnormal", n_pairs - n_pairs // 3, 0.05)]
+        leaderboards += [
+            board("all", n_pairs, 0.03),
+            board("normal", n_pairs // 3, 0.05),
+            board("abnormal", n_pairs - n_pairs // 3, 0.05),
+        ]
         if di == 0 and n_sites:
             for k in range(n_sites):
                 site = f"site-{k}"
@@ -191,12 +254,24 @@ def make_result(
                 for row in lb.rows:
                     for m in ("spec_macro_f1", "errors_per_report"):
                         val = row.metrics[m].value
-                        sites.append(SiteCell(dataset=ds, site=site, system=row.system, metric=m, value=val, rank=row.rank if m == "spec_macro_f1" else len(systems) + 1 - row.rank, n_pairs=n_site))
+                        sites.append(
+                            SiteCell(
+                                dataset=ds,
+                                site=site,
+                                system=row.system,
+                                metric=m,
+                                value=val,
+                                rank=row.rank if m == "spec_macro_f1" else len(systems) + 1 - row.rank,
+                                n_pairs=n_site,
+                            )
+                        )
         names = [m[0] for m in METRICS if m[0] != "spec_micro_f1"]
         mat: list[list[float | None]] = [[1.0 if i == j else None for j in range(len(names))] for i in range(len(names))]
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
-                v = round(rng.uniform(0.1, 0.9), 3) * (-1 if names[j] == "errors_per_report" or names[i] == "errors_per_report" else 1)
+                v = round(rng.uniform(0.1, 0.9), 3) * (
+                    -1 if names[j] == "errors_per_report" or names[i] == "errors_per_report" else 1
+                )
                 mat[i][j] = mat[j][i] = v
         correlations.append(Correlation(dataset=ds, method="pearson", metrics=names, matrix=mat, n=n_pairs * len(systems)))
 

@@ -43,8 +43,20 @@ def app() -> typer.Typer:
 
 
 def test_values_accepted():
-    for raw, want in [("1", 1.0), ("1.0", 1.0), (1, 1.0), (True, 1.0), ("Positive", 1.0), ("present", 1.0),
-                      ("0", 0.0), ("negative", 0.0), (False, 0.0), ("-1", -1.0), (-1.0, -1.0), ("uncertain", -1.0)]:
+    for raw, want in [
+        ("1", 1.0),
+        ("1.0", 1.0),
+        (1, 1.0),
+        (True, 1.0),
+        ("Positive", 1.0),
+        ("present", 1.0),
+        ("0", 0.0),
+        ("negative", 0.0),
+        (False, 0.0),
+        ("-1", -1.0),
+        (-1.0, -1.0),
+        ("uncertain", -1.0),
+    ]:
         assert parse_label_value(raw) == want
     for raw in ("", "blank", None, float("nan"), " "):
         assert math.isnan(parse_label_value(raw))
@@ -56,9 +68,17 @@ def test_read_wide_and_long_give_the_same_table(tmp_path):
     wide = tmp_path / "w.csv"
     wide.write_text("id,A,B\nx,1,\ny,uncertain,0\n")
     long = tmp_path / "l.jsonl"
-    long.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "x", "label": "A", "value": 1}, {"id": "y", "label": "A", "value": "uncertain"},
-        {"id": "y", "label": "B", "value": 0}]) + "\n")
+    long.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "x", "label": "A", "value": 1},
+                {"id": "y", "label": "A", "value": "uncertain"},
+                {"id": "y", "label": "B", "value": 0},
+            ]
+        )
+        + "\n"
+    )
     a, b = read_labels(wide), read_labels(long)
     assert a.index.tolist() == ["x", "y"] and a.columns.tolist() == ["A", "B"]
     pd.testing.assert_frame_equal(a, b)
@@ -116,8 +136,7 @@ def test_agreement_table_several_annotators(files):
 
 def test_agree_command_formats(files, tmp_path):
     runner = CliRunner()
-    args = ["agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]), "-g", str(files["g2.csv"]),
-            "-g", str(files["g3.csv"])]
+    args = ["agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]), "-g", str(files["g2.csv"]), "-g", str(files["g3.csv"])]
     res = runner.invoke(app(), args)
     assert res.exit_code == 0, res.output
     assert "Accuracy [95% CI]" in res.output and "Micro" in res.output and "Macro" in res.output
@@ -152,8 +171,21 @@ def test_agree_command_with_a_label_set(tmp_path):
         frame = pd.DataFrame(rng.integers(0, 2, (30, 21)), columns=labels)
         frame.insert(0, "study", [f"s{i}" for i in range(30)])
         frame.to_csv(tmp_path / name, index=False)
-    res = CliRunner().invoke(app(), ["agree", str(tmp_path / "p.csv"), "-g", str(tmp_path / "g.csv"),
-                                     "--id-col", "study", "--labelset", "ran21", "--format", "json"])
+    res = CliRunner().invoke(
+        app(),
+        [
+            "agree",
+            str(tmp_path / "p.csv"),
+            "-g",
+            str(tmp_path / "g.csv"),
+            "--id-col",
+            "study",
+            "--labelset",
+            "ran21",
+            "--format",
+            "json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     assert [r["label"] for r in data["rows"]] == labels
@@ -161,9 +193,16 @@ def test_agree_command_with_a_label_set(tmp_path):
 
 
 def test_agree_runs_in_a_subprocess(files):
-    code = ("import typer, sys; from cxreval.cli.agree import agree; a = typer.Typer(); "
-            "a.command('agree')(agree); a.command('noop')(lambda: None); sys.exit(a())")
-    proc = subprocess.run([sys.executable, "-c", code, "agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]),
-                           "--format", "csv"], capture_output=True, text=True, check=False, timeout=600)
+    code = (
+        "import typer, sys; from cxreval.cli.agree import agree; a = typer.Typer(); "
+        "a.command('agree')(agree); a.command('noop')(lambda: None); sys.exit(a())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "agree", str(files["pred.csv"]), "-g", str(files["g1.csv"]), "--format", "csv"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1].startswith("A,4,1,1,0,2")

@@ -145,14 +145,20 @@ def _bench_dir(data_dir: Path) -> Path:
 def test_bench_runs_the_baselines(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CXREVAL_DATA_DIR", raising=False)
     root = _bench_dir(data_dir)
-    raw = {"name": "tiny", "data_dir": "../data", "bootstrap": {"resamples": 20},
-           "engine": {"name": "rules", "workers": 1},
-           "metrics": ["spec-errors", "bleu2"],
-           "datasets": [{"name": "d", "references": {"path": "refs.csv", "text_col": "report"}}],
-           "systems": [{"name": "oracle", "baseline": "retrieval-oracle", "seed": 0},
-                       {"name": "noisy", "baseline": "retrieval-oracle", "noise": 0.3, "seed": 0},
-                       {"name": "random", "baseline": "random-train", "seed": 0},
-                       {"name": "normal", "baseline": "normal-template"}]}
+    raw = {
+        "name": "tiny",
+        "data_dir": "../data",
+        "bootstrap": {"resamples": 20},
+        "engine": {"name": "rules", "workers": 1},
+        "metrics": ["spec-errors", "bleu2"],
+        "datasets": [{"name": "d", "references": {"path": "refs.csv", "text_col": "report"}}],
+        "systems": [
+            {"name": "oracle", "baseline": "retrieval-oracle", "seed": 0},
+            {"name": "noisy", "baseline": "retrieval-oracle", "noise": 0.3, "seed": 0},
+            {"name": "random", "baseline": "random-train", "seed": 0},
+            {"name": "normal", "baseline": "normal-template"},
+        ],
+    }
     cfg = resolve_paths(BenchConfig.model_validate(raw), root)
     result, stats = run_benchmark(cfg, root / "out")
     assert stats.pairs == 4 * len(IDS)
@@ -197,17 +203,18 @@ def test_a_rerun_takes_each_baseline_from_the_bench_cache(data_dir: Path, monkey
     assert key != baseline_key("retrieval-oracle", IDS, seed=1, noise=0.0, section="findings", data=data)
     with (data_dir / "iu-xray" / "indiana_reports.csv").open("a", newline="") as fh:
         csv.writer(fh).writerow(["999", "normal", "Lungs are clear.", ""])
-    assert key != baseline_key("retrieval-oracle", IDS, seed=0, noise=0.0, section="findings",
-                               data=RetrievalData.load(data_dir))
+    assert key != baseline_key("retrieval-oracle", IDS, seed=0, noise=0.0, section="findings", data=RetrievalData.load(data_dir))
 
 
 def test_config_checks(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CXREVAL_DATA_DIR", raising=False)
     root = _bench_dir(data_dir)
     base = "name: x\ndatasets: [{name: d, references: {path: refs.csv, text_col: report}}]\nsystems:\n"
-    bad = {"noise on random": "  - {name: r, baseline: random-train, noise: 0.1}\n",
-           "seed on a file": "  - {name: f, path: refs.csv, seed: 1}\n",
-           "noise above 1": "  - {name: o, baseline: retrieval-oracle, noise: 1.5}\n"}
+    bad = {
+        "noise on random": "  - {name: r, baseline: random-train, noise: 0.1}\n",
+        "seed on a file": "  - {name: f, path: refs.csv, seed: 1}\n",
+        "noise above 1": "  - {name: o, baseline: retrieval-oracle, noise: 1.5}\n",
+    }
     for why, system in bad.items():
         (root / "bad.yaml").write_text(base + system)
         with pytest.raises(InputError):

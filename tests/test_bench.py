@@ -72,9 +72,14 @@ def bench_dir(tmp_path: Path) -> Path:
         "metrics": ["spec-errors", "bleu2", "rouge-l", "bleu4-corpus"],
         "rank_by": "spec-errors",
         "bootstrap": {"resamples": 200, "seed": 3},
-        "datasets": [{"name": "tiny-set", "references": {"path": "refs.csv"},
-                      "metadata": {"path": "meta.csv", "site_col": "site", "normal_col": "normal"},
-                      "normal_from": "metadata"}],
+        "datasets": [
+            {
+                "name": "tiny-set",
+                "references": {"path": "refs.csv"},
+                "metadata": {"path": "meta.csv", "site_col": "site", "normal_col": "normal"},
+                "normal_from": "metadata",
+            }
+        ],
         "systems": [
             {"name": "good", "path": "good.csv", "id_col": "study", "text_col": "text"},
             {"name": "bad", "path": "bad.csv", "id_col": "study", "text_col": "text"},
@@ -253,8 +258,7 @@ def test_cli_writes_outputs(bench_dir: Path, tmp_path: Path) -> None:
     app.command("bench")(bench)
     app.command("other")(lambda: None)
     out = tmp_path / "cli-out"
-    res = CliRunner().invoke(app, ["bench", str(bench_dir / "bench.yaml"), "--out", str(out), "--resamples", "50",
-                                   "--no-html"])
+    res = CliRunner().invoke(app, ["bench", str(bench_dir / "bench.yaml"), "--out", str(out), "--resamples", "50", "--no-html"])
     assert res.exit_code == 0, res.output
     assert "oracle" in res.output and "judged now" in res.output
     data = json.loads((out / "result.json").read_text())
@@ -271,9 +275,9 @@ def test_normal_template_default_text_has_no_finding() -> None:
     assert all(r.presence == "TN" for r in rows)
 
 
-
-@pytest.mark.skipif(not (shared_data_path() / "rexrank-iu" / "ReXRank_IUXray_test.json").exists(),
-                    reason="../shared/data not available")
+@pytest.mark.skipif(
+    not (shared_data_path() / "rexrank-iu" / "ReXRank_IUXray_test.json").exists(), reason="../shared/data not available"
+)
 def test_rexrank_iu_config(tmp_path: Path) -> None:
     cfg = load_config(Path(__file__).resolve().parents[1] / "benchmarks" / "configs" / "rexrank_iu_test.yaml")
     cfg = cfg.model_copy(update={"bootstrap": cfg.bootstrap.model_copy(update={"resamples": 100})})

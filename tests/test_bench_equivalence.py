@@ -22,8 +22,11 @@ from cxreval.scores import ran_score
 from tests.conftest import shared_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
-LEADERBOARD = {"spec-errors": "errors_per_report_mean", "spec-presence-macro-f1": "presence_macro_f1",
-               "spec-presence-micro-f1": "presence_micro_f1"}
+LEADERBOARD = {
+    "spec-errors": "errors_per_report_mean",
+    "spec-presence-macro-f1": "presence_macro_f1",
+    "spec-presence-micro-f1": "presence_micro_f1",
+}
 
 
 def _same(a: float | None, b: float | None) -> bool:
@@ -44,8 +47,11 @@ def _check(config_path: Path, out: Path) -> int:
             pairs = [ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in zip(ids, refs, cands)]
             full = cxreval.evaluate(pairs)
             positive = {j.pair_id for j in full.judgements if j.presence in ("TP", "FN")}
-            strata = {"all": pairs, "normal": [p for p in pairs if p.pair_id not in positive],
-                      "abnormal": [p for p in pairs if p.pair_id in positive]}
+            strata = {
+                "all": pairs,
+                "normal": [p for p in pairs if p.pair_id not in positive],
+                "abnormal": [p for p in pairs if p.pair_id in positive],
+            }
             for stratum, subset in strata.items():
                 if not subset:
                     continue
@@ -89,8 +95,11 @@ def test_synthetic_benchmark_numbers_equal_evaluate(tmp_path: Path) -> None:
         w.writerow(["id", "report"])
         w.writerows((p.pair_id, p.reference) for p in pairs)
     shuffled = [pairs[(i * 7 + 3) % len(pairs)].candidate for i in range(len(pairs))]
-    for name, texts in (("A", [p.candidate for p in pairs]), ("B", shuffled),
-                        ("C", [p.reference if i % 3 == 0 else p.candidate for i, p in enumerate(pairs)])):
+    for name, texts in (
+        ("A", [p.candidate for p in pairs]),
+        ("B", shuffled),
+        ("C", [p.reference if i % 3 == 0 else p.candidate for i, p in enumerate(pairs)]),
+    ):
         with (tmp_path / f"{name}.csv").open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["id", "report"])
@@ -98,16 +107,21 @@ def test_synthetic_benchmark_numbers_equal_evaluate(tmp_path: Path) -> None:
     (tmp_path / "bench.yaml").write_text(
         "name: synthetic\nmetrics: [spec-errors, ran-score]\n"
         "datasets: [{name: example, references: {path: refs.csv, text_col: report}}]\n"
-        "systems:\n" + "".join(f"  - {{name: {n}, path: {n}.csv}}\n" for n in "ABC")
-        + "  - {name: normal-template, baseline: normal-template}\n")
+        "systems:\n"
+        + "".join(f"  - {{name: {n}, path: {n}.csv}}\n" for n in "ABC")
+        + "  - {name: normal-template, baseline: normal-template}\n"
+    )
     assert _check(tmp_path / "bench.yaml", tmp_path / "out") == 4 * 3
 
 
 def test_old_names_of_derived_metrics_are_still_read(tmp_path: Path) -> None:
     from cxreval.bench.config import BenchConfig
 
-    base = {"name": "x", "datasets": [{"name": "d", "references": {"path": "r.csv"}}],
-            "systems": [{"name": "s", "baseline": "normal-template"}]}
+    base = {
+        "name": "x",
+        "datasets": [{"name": "d", "references": {"path": "r.csv"}}],
+        "systems": [{"name": "s", "baseline": "normal-template"}],
+    }
     assert BenchConfig.model_validate({**base, "rank_by": "presence-macro-f1"}).rank_by == "spec-presence-macro-f1"
     with pytest.raises(ValueError, match="computed from the judgements"):
         BenchConfig.model_validate({**base, "metrics": ["spec-errors", "spec-presence-micro-f1"]})

@@ -20,16 +20,20 @@ from tests.test_bench import bench_dir  # noqa: F401  (bench_dir is a fixture)
 DATA = shared_data_path()
 IU_TEST = DATA / "rexrank-iu" / "ReXRank_IUXray_test.json"
 MOERAD = DATA / "iu-gen-moerad"
-needs_data = pytest.mark.skipif(not (IU_TEST.exists() and (MOERAD / "MoERad.json").exists()),
-                                reason="../shared/data not available")
+needs_data = pytest.mark.skipif(
+    not (IU_TEST.exists() and (MOERAD / "MoERad.json").exists()), reason="../shared/data not available"
+)
 
 
 def _config(tmp_path: Path, systems: list[dict], **extra: object) -> Path:
     cfg = {
-        "name": "moerad", "out": str(tmp_path / "out"), "metrics": ["spec-errors"],
+        "name": "moerad",
+        "out": str(tmp_path / "out"),
+        "metrics": ["spec-errors"],
         "bootstrap": {"resamples": 0},
         "datasets": [{"name": "iu-test", "references": {"path": str(IU_TEST), "section": "findings"}}],
-        "systems": systems, **extra,
+        "systems": systems,
+        **extra,
     }
     p = tmp_path / "bench.yaml"
     p.write_text(yaml.safe_dump(cfg))
@@ -38,12 +42,15 @@ def _config(tmp_path: Path, systems: list[dict], **extra: object) -> Path:
 
 @needs_data
 def test_rexrank_layout_system_reads_the_named_column(tmp_path: Path) -> None:
-    cfg = _config(tmp_path, [
-        {"name": "json-named", "path": str(MOERAD / "MoERad.json"), "text_col": "model_prediction"},
-        {"name": "json-default", "path": str(MOERAD / "MoERad.json")},
-        {"name": "csv", "path": str(MOERAD / "preds.csv"), "id_col": "study_id", "text_col": "report"},
-        {"name": "copy-reference", "baseline": "copy-reference"},
-    ])
+    cfg = _config(
+        tmp_path,
+        [
+            {"name": "json-named", "path": str(MOERAD / "MoERad.json"), "text_col": "model_prediction"},
+            {"name": "json-default", "path": str(MOERAD / "MoERad.json")},
+            {"name": "csv", "path": str(MOERAD / "preds.csv"), "id_col": "study_id", "text_col": "report"},
+            {"name": "copy-reference", "baseline": "copy-reference"},
+        ],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", CopiedCandidatesWarning)  # none of these copies its reference
         result, stats = run_benchmark(load_config(cfg))
@@ -136,12 +143,17 @@ def test_unknown_metric_and_rank_by_are_named_with_a_hint(bench_dir: Path) -> No
 
 
 def test_metric_options_are_checked(bench_dir: Path) -> None:  # noqa: F811
-    code, output = _invoke(bench_dir, bench_dir / "o", metrics=["spec-errors", "rouge-l"],
-                           metric_options={"rouge-l": {"stemmer": "porter"}, "bleu2": {}})
+    code, output = _invoke(
+        bench_dir,
+        bench_dir / "o",
+        metrics=["spec-errors", "rouge-l"],
+        metric_options={"rouge-l": {"stemmer": "porter"}, "bleu2": {}},
+    )
     assert code == 2
     assert "metric_options names 'bleu2', which is not among metrics" in output
-    code, output = _invoke(bench_dir, bench_dir / "o", metrics=["spec-errors", "rouge-l"],
-                           metric_options={"rouge-l": {"stemmer": "porter"}})
+    code, output = _invoke(
+        bench_dir, bench_dir / "o", metrics=["spec-errors", "rouge-l"], metric_options={"rouge-l": {"stemmer": "porter"}}
+    )
     assert code == 2
     assert "error: metric 'rouge-l' does not take the metric_options given" in output
 

@@ -34,8 +34,7 @@ def _cmd(*args: str) -> list[str]:
 
 def test_progress_bar_on_a_terminal_only(bench_dir: Path) -> None:  # noqa: F811
     cfg = str(bench_dir / "bench.yaml")
-    screen = run_in_terminal(_cmd(cfg, "--out", str(bench_dir / "tty"), "--no-html", "--resamples", "0"), bench_dir,
-                             columns=160)
+    screen = run_in_terminal(_cmd(cfg, "--out", str(bench_dir / "tty"), "--no-html", "--resamples", "0"), bench_dir, columns=160)
     new = re.search(r"judging (\d+) new pairs", screen)
     assert new and int(new.group(1)) > 8  # the distinct pairs of 4 systems x 8 studies
     bars = BAR.findall(screen)
@@ -43,13 +42,17 @@ def test_progress_bar_on_a_terminal_only(bench_dir: Path) -> None:  # noqa: F811
     assert re.search(r"metric bleu2\s+━+\s+\d+/\d+", screen)
 
     # the same on pipes: no bar (and none with --no-progress on a terminal)
-    piped = subprocess.run(_cmd(cfg, "--out", str(bench_dir / "pipe"), "--no-html", "--resamples", "0"),
-                           capture_output=True, text=True, cwd=bench_dir, timeout=60)
+    piped = subprocess.run(
+        _cmd(cfg, "--out", str(bench_dir / "pipe"), "--no-html", "--resamples", "0"),
+        capture_output=True,
+        text=True,
+        cwd=bench_dir,
+        timeout=60,
+    )
     assert piped.returncode == 0, piped.stderr
     assert f"judging {new.group(1)} new pairs" in piped.stderr
     assert not BAR.search(piped.stderr) and "━" not in piped.stderr
-    screen = run_in_terminal(_cmd(cfg, "--out", str(bench_dir / "off"), "--no-html", "--no-progress"), bench_dir,
-                             columns=160)
+    screen = run_in_terminal(_cmd(cfg, "--out", str(bench_dir / "off"), "--no-html", "--no-progress"), bench_dir, columns=160)
     assert f"judging {new.group(1)} new pairs" in screen and not BAR.search(screen)
 
 
@@ -59,8 +62,10 @@ def _synthetic(folder: Path, n: int) -> Path:
     findings = ["pleural effusion", "pneumothorax", "atelectasis", "consolidation", "cardiomegaly", "nodule"]
 
     def report(i: int) -> str:
-        parts = [f"{rng.choice(['small', 'moderate', 'large'])} {rng.choice(['left', 'right', 'bilateral'])} "
-                 f"{rng.choice(findings)}." for _ in range(rng.randint(1, 3))]
+        parts = [
+            f"{rng.choice(['small', 'moderate', 'large'])} {rng.choice(['left', 'right', 'bilateral'])} {rng.choice(findings)}."
+            for _ in range(rng.randint(1, 3))
+        ]
         return " ".join(parts).capitalize() + f" No pneumothorax. Study {i}."
 
     for name in ("refs", "sys"):
@@ -68,9 +73,15 @@ def _synthetic(folder: Path, n: int) -> Path:
             w = csv.writer(fh)
             w.writerow(["id", "report"])
             w.writerows([f"s{i}", report(i)] for i in range(n))
-    cfg = {"name": "big", "out": "out", "metrics": ["spec-errors"], "bootstrap": {"resamples": 0},
-           "engine": {"workers": 2}, "datasets": [{"name": "syn", "references": {"path": "refs.csv"}}],
-           "systems": [{"name": "sys", "path": "sys.csv"}]}
+    cfg = {
+        "name": "big",
+        "out": "out",
+        "metrics": ["spec-errors"],
+        "bootstrap": {"resamples": 0},
+        "engine": {"workers": 2},
+        "datasets": [{"name": "syn", "references": {"path": "refs.csv"}}],
+        "systems": [{"name": "sys", "path": "sys.csv"}],
+    }
     (folder / "big.yaml").write_text(yaml.safe_dump(cfg))
     return folder / "big.yaml"
 
@@ -87,8 +98,14 @@ def test_ctrl_c_keeps_judged_pairs_and_a_rerun_resumes(tmp_path: Path) -> None:
     n = 8_000
     cfg = _synthetic(tmp_path, n)
     db = tmp_path / "out" / "cache.sqlite"
-    proc = subprocess.Popen(_cmd(str(cfg), "--no-html"), cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        _cmd(str(cfg), "--no-html"),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while _cached(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -100,8 +117,9 @@ def test_ctrl_c_keeps_judged_pairs_and_a_rerun_resumes(tmp_path: Path) -> None:
     kept = _cached(db)
     assert 0 < kept < n
     said = [line for line in err.splitlines() if line.startswith("interrupted")]
-    assert said == [f"interrupted: {kept} judged pairs are cached in {Path('out', 'cache.sqlite')}; "
-                    "rerun the same command to resume"]
+    assert said == [
+        f"interrupted: {kept} judged pairs are cached in {Path('out', 'cache.sqlite')}; rerun the same command to resume"
+    ]
     assert not (tmp_path / "out" / "result.json").exists()
 
     again = subprocess.run(_cmd(str(cfg), "--no-html"), cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -119,8 +137,7 @@ def test_outputs_are_replaced_whole(bench_dir: Path) -> None:  # noqa: F811
     assert first.exit_code == 0, first.output
     files = sorted(p for p in out.rglob("*") if p.is_file() and not p.name.startswith("cache.sqlite"))
     names = {p.relative_to(out).as_posix() for p in files}
-    assert {"result.json", "leaderboards.csv", "leaderboards.md", "report.html",
-            "latex/leaderboard_tiny-set_all.tex"} <= names
+    assert {"result.json", "leaderboards.csv", "leaderboards.md", "report.html", "latex/leaderboard_tiny-set_all.tex"} <= names
     before = {p: p.stat().st_ino for p in files}
     second = CliRunner().invoke(_app(), args)
     assert second.exit_code == 0, second.output
@@ -129,9 +146,13 @@ def test_outputs_are_replaced_whole(bench_dir: Path) -> None:  # noqa: F811
 
 
 def test_progress_flag_forces_the_bar_onto_a_pipe(bench_dir: Path) -> None:  # noqa: F811
-    res = subprocess.run(_cmd(str(bench_dir / "bench.yaml"), "--out", str(bench_dir / "forced"), "--no-html",
-                              "--progress", "--resamples", "0"), capture_output=True, text=True, cwd=bench_dir,
-                         timeout=60)
+    res = subprocess.run(
+        _cmd(str(bench_dir / "bench.yaml"), "--out", str(bench_dir / "forced"), "--no-html", "--progress", "--resamples", "0"),
+        capture_output=True,
+        text=True,
+        cwd=bench_dir,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert BAR.search(ANSI.sub("", res.stderr))
 

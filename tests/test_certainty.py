@@ -69,8 +69,10 @@ def test_grades(ex, text, entity, expected):
 
 
 def test_every_mention_grade_agrees_with_its_status(ex):
-    text = ("Findings: Likely atelectasis. Possible effusion. Scarring versus pneumonia. No pneumothorax. "
-            "Cardiomegaly. Impression: No acute cardiopulmonary process.")
+    text = (
+        "Findings: Likely atelectasis. Possible effusion. Scarring versus pneumonia. No pneumothorax. "
+        "Cardiomegaly. Impression: No acute cardiopulmonary process."
+    )
     implied = {"present": {"definite"}, "absent": {"negated"}, "uncertain": set(HEDGE_GRADES)}
     mentions = ex.extract(text).mentions
     assert mentions
@@ -230,12 +232,10 @@ def test_llm_engines_refuse_graded_policies() -> None:
 # value per grade of a hedged mention, definite and negated aside, by label set and policy
 PROJECTED = {
     # CheXpert-14 keeps what the policy does not affirm as its "u" label, -1
-    "chexpert14": {"negative": (-1, -1, -1), "probable": (1, -1, -1), "probable-alternative": (1, -1, 1),
-                   "positive": (1, 1, 1)},
+    "chexpert14": {"negative": (-1, -1, -1), "probable": (1, -1, -1), "probable-alternative": (1, -1, 1), "positive": (1, 1, 1)},
     # ChestX-ray14 rules hedges out by definition (hedged: negative): 0; but NegBio does not call
     # alternatives uncertain (affirms: [alternative], ontology 1.8.0): 1 under every policy
-    "chestxray14": {"negative": (0, 0, 1), "probable": (1, 0, 1), "probable-alternative": (1, 0, 1),
-                    "positive": (1, 1, 1)},
+    "chestxray14": {"negative": (0, 0, 1), "probable": (1, 0, 1), "probable-alternative": (1, 0, 1), "positive": (1, 1, 1)},
 }
 SENTENCES = {  # hand-written, one per hedge grade: probable, possible, alternative
     "probable": "Likely left basilar atelectasis.",

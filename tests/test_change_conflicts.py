@@ -72,8 +72,10 @@ def test_same_direction_agrees(default):
 
 
 def test_new_vs_decreased_conflicts_both_ways(default):
-    for ref, cand in (("New right pneumothorax.", "Right pneumothorax, decreased."),
-                      ("Right pneumothorax, decreased.", "New right pneumothorax.")):
+    for ref, cand in (
+        ("New right pneumothorax.", "Right pneumothorax, decreased."),
+        ("Right pneumothorax, decreased.", "New right pneumothorax."),
+    ):
         assert _row(default, ref, cand, "pneumothorax").comparison == "conflicting-comparison"
 
 
@@ -86,8 +88,13 @@ def test_one_sided_change_is_unchanged_behaviour(default, spec):
 
 def test_cli_spec_compat_in_signature(tmp_path):
     pairs = tmp_path / "pairs.csv"
-    pd.DataFrame({"id": ["a"], "reference": ["Stable small left pleural effusion."],
-                  "candidate": ["Increased small left pleural effusion."]}).to_csv(pairs, index=False)
+    pd.DataFrame(
+        {
+            "id": ["a"],
+            "reference": ["Stable small left pleural effusion."],
+            "candidate": ["Increased small left pleural effusion."],
+        }
+    ).to_csv(pairs, index=False)
     runner = CliRunner()
     for flag, comparison, errors in (([], "conflicts", 1), (["--spec-compat"], "spec", 0)):
         out = tmp_path / comparison
@@ -102,10 +109,12 @@ def test_cli_spec_compat_in_signature(tmp_path):
 
 def test_cli_meta_col_cannot_shadow_the_new_column(tmp_path):
     pairs = tmp_path / "pairs.csv"
-    pd.DataFrame({"id": ["a"], "reference": ["x"], "candidate": ["y"],
-                  "conflicting_comparison": ["z"]}).to_csv(pairs, index=False)
-    res = CliRunner().invoke(app, ["evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "o"),
-                                   "--meta-col", "conflicting_comparison"])
+    pd.DataFrame({"id": ["a"], "reference": ["x"], "candidate": ["y"], "conflicting_comparison": ["z"]}).to_csv(
+        pairs, index=False
+    )
+    res = CliRunner().invoke(
+        app, ["evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "o"), "--meta-col", "conflicting_comparison"]
+    )
     assert res.exit_code == 2
 
 

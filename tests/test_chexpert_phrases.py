@@ -104,7 +104,8 @@ SENTENCES: dict[str, str] = {
 EXCEPTIONS: dict[str, str] = {
     "support": (
         "a modifier ('support devices / lines / tubes', all read as Support Devices); alone it is usually the "
-        "verb ('findings support pneumonia') or not a device at all"),
+        "verb ('findings support pneumonia') or not a device at all"
+    ),
 }
 
 _EXTRA_LABELS = {"no_finding": "No Finding"}
@@ -171,8 +172,17 @@ def read_rows(path: Path) -> list[Row]:
                 extraction = extractor.extract(text)
                 labels = project_extraction(extraction, ontology, "chexpert14")
                 present = tuple(sorted(e for e, s in extraction.states().items() if s.status == "present"))
-                rows.append(Row(kind, label, phrase, text, labels.get(label, float("nan")),
-                                tuple(k for k, v in labels.items() if v == 1.0 and k != "No Finding"), present))
+                rows.append(
+                    Row(
+                        kind,
+                        label,
+                        phrase,
+                        text,
+                        labels.get(label, float("nan")),
+                        tuple(k for k, v in labels.items() if v == 1.0 and k != "No Finding"),
+                        present,
+                    )
+                )
     return rows
 
 
@@ -198,17 +208,30 @@ def coverage_report(rows: list[Row]) -> str:
     for name, group in _groups(rows).items():
         kept = [r for r in group if r.phrase not in EXCEPTIONS or name == "no finding"]
         ok = sum(r.ok for r in kept)
-        out.append(f"{name}: {ok}/{len(kept)} = {ok / len(kept):.1%} without exceptions; "
-                   f"{sum(r.ok for r in group)}/{len(group)} = {sum(r.ok for r in group) / len(group):.1%} with them")
+        out.append(
+            f"{name}: {ok}/{len(kept)} = {ok / len(kept):.1%} without exceptions; "
+            f"{sum(r.ok for r in group)}/{len(group)} = {sum(r.ok for r in group) / len(group):.1%} with them"
+        )
     return "\n".join(out)
 
 
 def test_lists_are_all_read(rows):
     groups = _groups(rows)
     assert {r.label for r in groups["mention"]} == {
-        "Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Enlarged Cardiomediastinum", "Fracture",
-        "Lung Lesion", "Lung Opacity", "Pleural Effusion", "Pleural Other", "Pneumonia", "Pneumothorax",
-        "Support Devices"}
+        "Atelectasis",
+        "Cardiomegaly",
+        "Consolidation",
+        "Edema",
+        "Enlarged Cardiomediastinum",
+        "Fracture",
+        "Lung Lesion",
+        "Lung Opacity",
+        "Pleural Effusion",
+        "Pleural Other",
+        "Pneumonia",
+        "Pneumothorax",
+        "Support Devices",
+    }
     assert len(groups["mention"]) >= 90 and len(groups["unmention"]) >= 4 and len(groups["no finding"]) >= 50
 
 

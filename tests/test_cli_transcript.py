@@ -46,8 +46,7 @@ def run_in_terminal(args: list[str], cwd: Path, columns: int = 80) -> str:
 
 
 def test_example_at_80_columns_matches_the_docs(tmp_path: Path) -> None:
-    shown = run_in_terminal([sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", "cxreval-out"],
-                            tmp_path)
+    shown = run_in_terminal([sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", "cxreval-out"], tmp_path)
     lines = shown.splitlines()
     sig = [i for i, line in enumerate(lines) if line == "signature:"]
     assert sig, shown
@@ -64,12 +63,18 @@ def test_example_at_80_columns_matches_the_docs(tmp_path: Path) -> None:
         DOC.write_text(f"{head}{FENCE}$ cxreval evaluate --example --out cxreval-out\n{shown}```\n", encoding="utf-8")
     documented = DOC.read_text(encoding="utf-8").split(FENCE, 1)[1].rsplit("```", 1)[0]
     assert documented == "$ cxreval evaluate --example --out cxreval-out\n" + shown, (
-        "docs/cli-transcript.md is out of date: rerun with CXREVAL_UPDATE_TRANSCRIPT=1")
+        "docs/cli-transcript.md is out of date: rerun with CXREVAL_UPDATE_TRANSCRIPT=1"
+    )
 
 
 def test_signature_is_whole_on_a_pipe(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path)],
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "60"}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "60"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     signature = lines[lines.index("signature:") + 1]

@@ -26,10 +26,21 @@ from cxreval.testing.loopback import LoopbackServer
 from tests.conftest import shared_data_dir
 
 
-def run_cli(*args: str, cwd: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], capture_output=True, text=True, cwd=cwd,
-                          input=stdin, env={**os.environ, **(env or {})}, timeout=300)
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        input=stdin,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def example_rows() -> list[dict[str, str]]:
@@ -60,8 +71,7 @@ def test_rexrank_candidates_read_the_named_field_not_the_reference(tmp_path: Pat
     moerad = data / "iu-gen-moerad"
     named = read_pair_files(refs, moerad / "MoERad.json", section="findings", candidate_col="model_prediction")
     default = read_pair_files(refs, moerad / "MoERad.json", section="findings")
-    csv_pairs = read_pair_files(refs, moerad / "preds.csv", section="findings", cand_id_col="study_id",
-                                candidate_col="report")
+    csv_pairs = read_pair_files(refs, moerad / "preds.csv", section="findings", cand_id_col="study_id", candidate_col="report")
     assert named == default  # ReXrank prediction files hold the generated text in model_prediction
     assert sum(p.reference == p.candidate for p in named) <= 1  # one model output happens to match its reference
     by_id = {p.pair_id: p.candidate for p in csv_pairs}
@@ -69,8 +79,19 @@ def test_rexrank_candidates_read_the_named_field_not_the_reference(tmp_path: Pat
     a, b = cxreval.evaluate(named), cxreval.evaluate(csv_pairs)
     assert a.error_summary.mean == b.error_summary.mean and a.error_summary.mean > 0.9
     # a field that is not there stops the run, naming the file and the field
-    proc = run_cli("evaluate", "--refs", str(refs), "--section", "findings", "--cands", str(moerad / "MoERad.json"),
-                   "--candidate-col", "prediction", "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "evaluate",
+        "--refs",
+        str(refs),
+        "--section",
+        "findings",
+        "--cands",
+        str(moerad / "MoERad.json"),
+        "--candidate-col",
+        "prediction",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert proc.returncode == 2
     assert "MoERad.json" in proc.stderr and "'prediction'" in proc.stderr and "model_prediction" in proc.stderr
     assert not (tmp_path / "o").exists()
@@ -84,8 +105,20 @@ def test_copied_reference_text_earns_a_loud_warning(tmp_path: Path) -> None:
     cands = data / "iu-gen-moerad" / "MoERad.json"
     with pytest.warns(CopiedCandidatesWarning, match="590 of 590"):
         read_pair_files(refs, cands, section="findings", candidate_col="section_findings")
-    proc = run_cli("evaluate", "--refs", str(refs), "--section", "findings", "--cands", str(cands),
-                   "--candidate-col", "section_findings", "--out", str(tmp_path / "o"), "--json")
+    proc = run_cli(
+        "evaluate",
+        "--refs",
+        str(refs),
+        "--section",
+        "findings",
+        "--cands",
+        str(cands),
+        "--candidate-col",
+        "section_findings",
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+    )
     assert proc.returncode == 0
     assert "WARNING" in proc.stderr and "identical to their reference" in proc.stderr
 
@@ -113,8 +146,19 @@ def test_section_for_a_tabular_references_file_is_refused(tmp_path: Path) -> Non
 
 
 def _llm_args(srv: LoopbackServer, cache: Path) -> list[str]:
-    return ["--engine", "llm-pairwise", "--base-url", srv.base_url, "--model", "loopback", "--local-only",
-            "--cache", str(cache), "--retries", "0"]
+    return [
+        "--engine",
+        "llm-pairwise",
+        "--base-url",
+        srv.base_url,
+        "--model",
+        "loopback",
+        "--local-only",
+        "--cache",
+        str(cache),
+        "--retries",
+        "0",
+    ]
 
 
 def test_unscored_pairs_exit_4_unless_allowed(tmp_path: Path) -> None:
@@ -124,15 +168,35 @@ def test_unscored_pairs_exit_4_unless_allowed(tmp_path: Path) -> None:
     every = write_csv(tmp_path / "all.csv", [{**r, "candidate": r["candidate"] + " FAULT:schema-always"} for r in rows])
     env = {"OPENAI_API_KEY": ""}
     with LoopbackServer() as srv:
-        one = run_cli("evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "a"), *_llm_args(srv, tmp_path / "c.sqlite"), env=env)
+        one = run_cli(
+            "evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "a"), *_llm_args(srv, tmp_path / "c.sqlite"), env=env
+        )
         assert one.returncode == 4, one.stderr
         assert "1 of 4 pairs were not scored" in one.stderr
         assert len((tmp_path / "a" / "failures.jsonl").read_text().splitlines()) == 1
-        allowed = run_cli("evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "a"), "--allow-failures", "0.25",
-                          *_llm_args(srv, tmp_path / "c.sqlite"), env=env)
+        allowed = run_cli(
+            "evaluate",
+            "--pairs",
+            str(pairs),
+            "--out",
+            str(tmp_path / "a"),
+            "--allow-failures",
+            "0.25",
+            *_llm_args(srv, tmp_path / "c.sqlite"),
+            env=env,
+        )
         assert allowed.returncode == 0, allowed.stderr
-        none = run_cli("evaluate", "--pairs", str(every), "--out", str(tmp_path / "b"), "--allow-failures", "1",
-                       *_llm_args(srv, tmp_path / "c.sqlite"), env=env)
+        none = run_cli(
+            "evaluate",
+            "--pairs",
+            str(every),
+            "--out",
+            str(tmp_path / "b"),
+            "--allow-failures",
+            "1",
+            *_llm_args(srv, tmp_path / "c.sqlite"),
+            env=env,
+        )
         assert none.returncode == 4 and "4 of 4 pairs were not scored" in none.stderr
 
 
@@ -160,7 +224,11 @@ def test_stale_failures_of_another_engine_are_removed(tmp_path: Path) -> None:
     assert run_cli("evaluate", "--example", "--out", str(out), "--json").returncode == 0
     assert not (out / "failures.jsonl").exists()
     assert {p.name for p in out.iterdir() if p.name != ".cxreval-outputs.json"} == {
-        "judgements.jsonl.gz", "judgements.parquet", "errors.csv", "scores.json"}
+        "judgements.jsonl.gz",
+        "judgements.parquet",
+        "errors.csv",
+        "scores.json",
+    }
 
 
 class _Boom(list):  # a judgement table that breaks half-way through being written
@@ -188,12 +256,18 @@ def test_a_crash_while_saving_never_leaves_a_mixed_folder(tmp_path: Path, monkey
 
 def test_sigint_prints_one_line_and_exits_130(tmp_path: Path) -> None:
     base = example_rows()
-    rows = [{**r, "id": f"{r['id']}-{i}", "reference": f"{r['reference']} Study {i}.",
-             "candidate": f"{r['candidate']} Exam {i}."} for i in range(2500) for r in base]
+    rows = [
+        {**r, "id": f"{r['id']}-{i}", "reference": f"{r['reference']} Study {i}.", "candidate": f"{r['candidate']} Exam {i}."}
+        for i in range(2500)
+        for r in base
+    ]
     pairs = write_csv(tmp_path / "big.csv", rows)
-    proc = subprocess.Popen([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out",
-                             str(tmp_path / "o"), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "o"), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(4.0)
     assert proc.poll() is None, "finished before it could be interrupted; make the input bigger"
     proc.send_signal(signal.SIGINT)
@@ -218,13 +292,26 @@ def test_meta_columns_are_written_to_errors_csv(tmp_path: Path) -> None:
 
 def test_long_format_scores_every_system_like_separate_files(tmp_path: Path) -> None:
     rows = example_rows()
-    long = write_csv(tmp_path / "long.csv", [
-        *({"study": r["id"], "model": "A", "reference": r["reference"], "candidate": r["candidate"]} for r in rows),
-        *({"study": r["id"], "model": "B", "reference": r["reference"], "candidate": r["reference"]} for r in rows[:10]),
-        *({"study": r["id"], "model": "B", "reference": r["reference"], "candidate": r["candidate"]} for r in rows[10:]),
-    ])
-    proc = run_cli("evaluate", "--pairs", str(long), "--id-col", "study", "--system-col", "model", "--out",
-                   str(tmp_path / "o"), env={"COLUMNS": "80"})
+    long = write_csv(
+        tmp_path / "long.csv",
+        [
+            *({"study": r["id"], "model": "A", "reference": r["reference"], "candidate": r["candidate"]} for r in rows),
+            *({"study": r["id"], "model": "B", "reference": r["reference"], "candidate": r["reference"]} for r in rows[:10]),
+            *({"study": r["id"], "model": "B", "reference": r["reference"], "candidate": r["candidate"]} for r in rows[10:]),
+        ],
+    )
+    proc = run_cli(
+        "evaluate",
+        "--pairs",
+        str(long),
+        "--id-col",
+        "study",
+        "--system-col",
+        "model",
+        "--out",
+        str(tmp_path / "o"),
+        env={"COLUMNS": "80"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "2 systems" in proc.stdout
     a = json.loads((tmp_path / "o" / "systems" / "A" / "scores.json").read_text())
@@ -243,8 +330,20 @@ def test_two_files_with_different_id_columns(tmp_path: Path) -> None:
     rows = example_rows()
     refs = write_csv(tmp_path / "r.csv", [{"study_id": r["id"], "reference": r["reference"]} for r in rows])
     cands = write_csv(tmp_path / "c.csv", [{"uid": r["id"], "candidate": r["candidate"]} for r in rows])
-    proc = run_cli("evaluate", "--refs", str(refs), "--cands", str(cands), "--ref-id-col", "study_id",
-                   "--cand-id-col", "uid", "--out", str(tmp_path / "o"), "--json")
+    proc = run_cli(
+        "evaluate",
+        "--refs",
+        str(refs),
+        "--cands",
+        str(cands),
+        "--ref-id-col",
+        "study_id",
+        "--cand-id-col",
+        "uid",
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "o" / "scores.json").read_text())["n_pairs"] == 20
 
@@ -254,8 +353,7 @@ def test_compare_two_result_folders(tmp_path: Path) -> None:
     better = write_csv(tmp_path / "b.csv", [{**r, "candidate": r["reference"]} if i % 2 else r for i, r in enumerate(rows)])
     assert run_cli("evaluate", "--example", "--out", str(tmp_path / "A"), "--json").returncode == 0
     assert run_cli("evaluate", "--pairs", str(better), "--out", str(tmp_path / "B"), "--json").returncode == 0
-    proc = run_cli("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--resamples", "200", "--permutations", "200",
-                   "--json")
+    proc = run_cli("compare", str(tmp_path / "A"), str(tmp_path / "B"), "--resamples", "200", "--permutations", "200", "--json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     errors = next(t for t in got["tests"] if t["name"] == "errors_per_report_mean")
@@ -348,9 +446,21 @@ def test_cache_refuses_foreign_files(tmp_path: Path) -> None:
     assert other.returncode == 2 and "not an SQLite file" in other.stderr
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        refused = run_cli("evaluate", "--example", "--out", str(tmp_path / "o"), "--engine", "llm-extract",
-                          "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--cache", str(bench),
-                          env={"OPENAI_API_KEY": "x"})
+        refused = run_cli(
+            "evaluate",
+            "--example",
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "llm-extract",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--cache",
+            str(bench),
+            env={"OPENAI_API_KEY": "x"},
+        )
     assert refused.returncode == 2 and "not a cxreval LLM answer store" in refused.stderr
 
 
@@ -374,8 +484,18 @@ def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
     cache = tmp_path / "c.sqlite"
     env = {**os.environ, "OPENAI_API_KEY": ""}
     with LoopbackServer(latency=0.4) as srv:
-        args = [sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path / "o"),
-                *_llm_args(srv, cache), "--concurrency", "1"]
+        args = [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--example",
+            "--out",
+            str(tmp_path / "o"),
+            *_llm_args(srv, cache),
+            "--concurrency",
+            "1",
+        ]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 60
         while srv.answered < 3 and time.monotonic() < deadline:
@@ -408,15 +528,22 @@ def test_rexrank_candidates_without_shared_data(tmp_path: Path) -> None:
     refs = tmp_path / "refs.json"
     refs.write_text(json.dumps({r["id"]: {"report": r["reference"], "section_findings": r["reference"]} for r in base}))
     cands = tmp_path / "preds.json"
-    cands.write_text(json.dumps({r["id"]: {"report": r["reference"], "section_findings": r["reference"],
-                                           "model_prediction": r["candidate"]} for r in base}))
+    cands.write_text(
+        json.dumps(
+            {
+                r["id"]: {"report": r["reference"], "section_findings": r["reference"], "model_prediction": r["candidate"]}
+                for r in base
+            }
+        )
+    )
     pairs = read_pair_files(refs, cands, section="findings")
     assert [p.candidate for p in pairs] == [r["candidate"] for r in base]
     assert read_pair_files(refs, cands, section="findings", candidate_col="model_prediction") == pairs
     with pytest.warns(CopiedCandidatesWarning):
         read_pair_files(refs, cands, section="findings", candidate_col="section_findings")
-    proc = run_cli("evaluate", "--refs", str(refs), "--section", "findings", "--cands", str(cands), "--out",
-                   str(tmp_path / "o"), "--json")
+    proc = run_cli(
+        "evaluate", "--refs", str(refs), "--section", "findings", "--cands", str(cands), "--out", str(tmp_path / "o"), "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     scored = json.loads((tmp_path / "o" / "scores.json").read_text())
     alone = cxreval.evaluate(read_pairs(example_path()))

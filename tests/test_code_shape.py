@@ -19,8 +19,22 @@ def test_no_function_of_the_engine_is_above_the_complexity_limit() -> None:
     if ruff is None:
         pytest.skip("ruff is not installed (pip install -e '.[test]' brings it)")
     done = subprocess.run(
-        [ruff, "check", "--no-cache", "--isolated", "--select", "C901", "--config",
-         f"lint.mccabe.max-complexity={MAX_COMPLEXITY}", "--output-format", "concise",
-         str(ROOT / "src" / "cxreval" / "extract")],
-        capture_output=True, text=True, check=False, timeout=600)
+        [
+            ruff,
+            "check",
+            "--no-cache",
+            "--isolated",
+            "--select",
+            "C901",
+            "--config",
+            f"lint.mccabe.max-complexity={MAX_COMPLEXITY}",
+            "--output-format",
+            "concise",
+            str(ROOT / "src" / "cxreval" / "extract"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, f"functions above complexity {MAX_COMPLEXITY}:\n{done.stdout}{done.stderr}"

@@ -27,7 +27,11 @@ def test_presence_quadrants(tiny):
     assert rows["pneumonia"].presence == "FP"
     assert rows["consolidation"].presence == "TN"
     assert [r.entity for r in compare_extractions("p", ref, cand, tiny)] == [
-        "effusion", "pneumothorax", "consolidation", "pneumonia"]  # ontology order
+        "effusion",
+        "pneumothorax",
+        "consolidation",
+        "pneumonia",
+    ]  # ontology order
 
 
 def test_unmentioned_entities_have_no_row(tiny):
@@ -78,8 +82,7 @@ def test_attributes_only_on_tp(tiny):
 
 def test_aggregation_across_mentions(tiny):
     # Denied in findings but affirmed in impression: affirmed wins; two sides make it bilateral.
-    ref = X(M("effusion", "absent"), M("effusion", side="left", sentence="Left effusion."),
-            M("effusion", side="right"))
+    ref = X(M("effusion", "absent"), M("effusion", side="left", sentence="Left effusion."), M("effusion", side="right"))
     state = ref.states()["effusion"]
     assert state.status == "present" and state.side == "bilateral"
     assert state.evidence == "Left effusion."

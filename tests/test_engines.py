@@ -30,14 +30,22 @@ from .llm_support import loop_config, with_fault
 
 ENGINES = ("rules", "llm-extract", "llm-pairwise", "llm-pairwise-2pass")
 PAIRS = [
-    ReportPair(pair_id="a", reference="Small left pleural effusion. No pneumothorax.",
-               candidate="Large right pleural effusion. No pneumothorax."),
-    ReportPair(pair_id="b", reference="Mild cardiomegaly, increased since the prior study.",
-               candidate="Mild cardiomegaly."),
-    ReportPair(pair_id="c", reference="The lungs are clear. Heart size is normal.",
-               candidate="Right upper lobe consolidation concerning for pneumonia."),
-    ReportPair(pair_id="d", reference="Small left pleural effusion. No pneumothorax.",
-               candidate="No focal consolidation, pleural effusion or pneumothorax."),
+    ReportPair(
+        pair_id="a",
+        reference="Small left pleural effusion. No pneumothorax.",
+        candidate="Large right pleural effusion. No pneumothorax.",
+    ),
+    ReportPair(pair_id="b", reference="Mild cardiomegaly, increased since the prior study.", candidate="Mild cardiomegaly."),
+    ReportPair(
+        pair_id="c",
+        reference="The lungs are clear. Heart size is normal.",
+        candidate="Right upper lobe consolidation concerning for pneumonia.",
+    ),
+    ReportPair(
+        pair_id="d",
+        reference="Small left pleural effusion. No pneumothorax.",
+        candidate="No focal consolidation, pleural effusion or pneumothorax.",
+    ),
 ]
 
 
@@ -59,8 +67,9 @@ def _engine(name: str, onto, server, tmp_path: Path) -> Engine:
 
 def test_registry_lists_the_engines_and_refuses_an_unknown_one_with_the_list(onto):
     assert engine_names() == ENGINES
-    with pytest.raises(UnknownEngine, match="unknown engine 'llm-magic'; choose one of rules, llm-extract, "
-                                            "llm-pairwise, llm-pairwise-2pass"):
+    with pytest.raises(
+        UnknownEngine, match="unknown engine 'llm-magic'; choose one of rules, llm-extract, llm-pairwise, llm-pairwise-2pass"
+    ):
         get_engine("llm-magic", onto)
     with pytest.raises(ValueError, match="choose one of rules, llm-extract"):
         Evaluator(engine="llm-magic")  # type: ignore[arg-type]
@@ -87,16 +96,24 @@ def test_every_engine_implements_the_protocol(name, onto, server, tmp_path):
         assert isinstance(read, ExtractOutput) and read.extractions == out.extractions and not read.failures
     else:
         assert out.extractions is None
-        with pytest.raises(NoExtraction, match=f"engine '{name}' judges pairs and makes no extraction of a report; "
-                                               "label metrics .* need the 'rules' or 'llm-extract' engine"):
+        with pytest.raises(
+            NoExtraction,
+            match=f"engine '{name}' judges pairs and makes no extraction of a report; "
+            "label metrics .* need the 'rules' or 'llm-extract' engine",
+        ):
             asyncio.run(engine.extract(sorted(texts)))
     assert (out.usage is None) == engine.offline
     if not engine.offline:
         assert out.usage.tasks >= len(PAIRS)
     # the loopback server answers with the rule engine's reading: the same judgements (TN rows aside)
     rules = asyncio.run(get_engine("rules", onto).judge(PAIRS))
-    non_tn = lambda t: {tuple(r) for r in t.frame.drop(columns=["reference", "candidate", "reference_rules", "candidate_rules"])
-                        .itertuples(index=False, name=None) if r[2] != "TN"}
+    non_tn = lambda t: {
+        tuple(r)
+        for r in t.frame.drop(columns=["reference", "candidate", "reference_rules", "candidate_rules"]).itertuples(
+            index=False, name=None
+        )
+        if r[2] != "TN"
+    }
     assert non_tn(out.table) == non_tn(rules.table)
 
 

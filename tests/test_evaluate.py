@@ -75,8 +75,10 @@ def test_known_errors_in_the_example(example_result):
 
 
 def test_identical_reports_have_no_errors(example_result):
-    pairs = [ReportPair(pair_id=str(i), reference=t, candidate=t)
-             for i, t in enumerate({j.reference for j in example_result.judgements if j.reference})]
+    pairs = [
+        ReportPair(pair_id=str(i), reference=t, candidate=t)
+        for i, t in enumerate({j.reference for j in example_result.judgements if j.reference})
+    ]
     result = Evaluator().evaluate(pairs)
     assert result.error_summary.max == 0
     assert all(e.presence.f1 in (None, 1.0) for e in result.entities)
@@ -93,9 +95,7 @@ def test_reference_shared_by_many_candidates_is_read_once():
 def test_user_ontology_works_end_to_end(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(TINY))
-    result = Evaluator(path).evaluate(
-        [ReportPair(pair_id="a", reference="Left effusion.", candidate="Right effusion.")]
-    )
+    result = Evaluator(path).evaluate([ReportPair(pair_id="a", reference="Left effusion.", candidate="Right effusion.")])
     assert result.signature.ontology == "tiny@0.1"
     assert [(j.entity, j.presence, j.location) for j in result.judgements] == [("effusion", "TP", "not-aligned")]
 
@@ -121,7 +121,11 @@ def test_cli_example(tmp_path):
     for needle in ("presence_macro_f1", "By group", "Report level", "signature:", "engine:rules@"):
         assert needle in proc.stdout
     assert {p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")} == {
-        "judgements.jsonl.gz", "judgements.parquet", "errors.csv", "scores.json"}
+        "judgements.jsonl.gz",
+        "judgements.parquet",
+        "errors.csv",
+        "scores.json",
+    }
 
 
 def test_cli_json_summary(tmp_path):
@@ -165,8 +169,9 @@ def test_cli_rexrank_references_against_themselves(tmp_path):
     with cands.open("w") as fh:
         for sid, study in studies.items():
             fh.write(json.dumps({"id": sid, "candidate": study["section_findings"]}) + "\n")
-    proc = run_cli("evaluate", "--refs", str(refs), "--cands", str(cands), "--section", "findings",
-                   "--out", str(tmp_path / "o"), "--json")
+    proc = run_cli(
+        "evaluate", "--refs", str(refs), "--cands", str(cands), "--section", "findings", "--out", str(tmp_path / "o"), "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     scores = json.loads((tmp_path / "o" / "scores.json").read_text())
     assert scores["n_pairs"] == 590

@@ -44,18 +44,20 @@ def test_long_format_writes_one_folder_per_system_and_the_whole_list_path_agrees
     # two runs take the whole-list path: each run's files match the streamed ones
     runs = evaluate_files(FilesInput(pairs=long, system_col="system"), tmp_path / "r", Evaluator(), runs=2)
     assert [len(results) for _, results in runs.systems] == [2, 2]
-    assert differing(tmp_path / "s" / "systems" / "a", tmp_path / "r" / "systems" / "a" / "run-1",
-                     RESULT_FILES[1:]) == []
+    assert differing(tmp_path / "s" / "systems" / "a", tmp_path / "r" / "systems" / "a" / "run-1", RESULT_FILES[1:]) == []
 
 
-@pytest.mark.parametrize(("given", "message"), [
-    ({}, "give exactly one input"),
-    ({"pairs": Path("x.csv"), "example": True}, "give exactly one input"),
-    ({"refs": Path("r.csv")}, "--refs and --cands go together"),
-    ({"pairs": Path("x.csv"), "section": "findings"}, "apply to two-file input"),
-    ({"refs": Path("-"), "cands": Path("-")}, "only one of --refs and --cands"),
-    ({"example": True, "meta_cols": ["errors"]}, "errors.csv already has a column"),
-])
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({}, "give exactly one input"),
+        ({"pairs": Path("x.csv"), "example": True}, "give exactly one input"),
+        ({"refs": Path("r.csv")}, "--refs and --cands go together"),
+        ({"pairs": Path("x.csv"), "section": "findings"}, "apply to two-file input"),
+        ({"refs": Path("-"), "cands": Path("-")}, "only one of --refs and --cands"),
+        ({"example": True, "meta_cols": ["errors"]}, "errors.csv already has a column"),
+    ],
+)
 def test_inputs_that_do_not_go_together_are_refused(given: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         FilesInput(**given)  # type: ignore[arg-type]

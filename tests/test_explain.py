@@ -57,15 +57,22 @@ rules:
 """
 BAD_LINE = 7
 PAIRS = [
-    ("1", "Small left pneumothorax.", "No PNX."),           # FN: the candidate denies it in local words
-    ("2", "Nil effusion.", "Small pleural effusion."),      # FP: the reference denies it with the local cue
+    ("1", "Small left pneumothorax.", "No PNX."),  # FN: the candidate denies it in local words
+    ("2", "Nil effusion.", "Small pleural effusion."),  # FP: the reference denies it with the local cue
     ("3", "Large right PNX.", "Large right pneumothorax."),  # TP: read only through the local name
 ]
 
 
 def run_cli(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *map(str, args)], capture_output=True, text=True,
-                          input=stdin, env=dict(os.environ), timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *map(str, args)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=dict(os.environ),
+        timeout=300,
+        check=False,
+    )
 
 
 def digest(path: Path) -> str:
@@ -95,6 +102,7 @@ def pairs_csv(tmp_path: Path) -> Path:
 
 
 # -- cxreval extract -------------------------------------------------------------------------------
+
 
 def test_extract_explain_names_the_rule_its_cue_and_its_doc() -> None:
     done = run_cli("extract", "--explain", "No pleural effusion.")
@@ -171,6 +179,7 @@ def test_explain_helpers_give_one_line_and_the_per_reading_lines(rule_file: Path
 
 # -- user rules in a run ---------------------------------------------------------------------------
 
+
 def test_evaluate_with_user_rules(tmp_path: Path, rule_file: Path, pairs_csv: Path) -> None:
     out = tmp_path / "out"
     done = run_cli("evaluate", "--pairs", pairs_csv, "--rules", rule_file, "--out", out)
@@ -187,20 +196,19 @@ def test_evaluate_with_user_rules(tmp_path: Path, rule_file: Path, pairs_csv: Pa
     assert fp["reference_rules"] == "finding.name; local.nil 'nil'"
     assert tp["reference_rules"].startswith("local.pnx; finding.stated") and tp["location"] == "aligned"
     # the API reads the same file to the same signature and the same rows
-    result = Evaluator(rules=rule_file).evaluate(
-        [ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in PAIRS])
+    result = Evaluator(rules=rule_file).evaluate([ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in PAIRS])
     assert str(result.signature) == scores["signature"]
     # and the results folder reads back with its rule ids, and with its evidence given the input
     pairs = [ReportPair(pair_id=i, reference=r, candidate=c) for i, r, c in PAIRS]
     loaded = load_result(out, pairs=pairs)
     spans = {"reference_span", "candidate_span"}
     assert str(loaded.signature) == scores["signature"]
-    assert [j.model_dump(exclude=spans) for j in loaded.judgements] == \
-        [j.model_dump(exclude=spans) for j in result.judgements if not j.implied]
+    assert [j.model_dump(exclude=spans) for j in loaded.judgements] == [
+        j.model_dump(exclude=spans) for j in result.judgements if not j.implied
+    ]
 
 
-def test_a_bad_rule_file_stops_the_run_naming_file_and_line(tmp_path: Path, bad_rule_file: Path,
-                                                            pairs_csv: Path) -> None:
+def test_a_bad_rule_file_stops_the_run_naming_file_and_line(tmp_path: Path, bad_rule_file: Path, pairs_csv: Path) -> None:
     where = f"{bad_rule_file}:{BAD_LINE}"
     out = tmp_path / "out"
     done = run_cli("evaluate", "--pairs", pairs_csv, "--rules", bad_rule_file, "--out", out)
@@ -215,16 +223,32 @@ def test_a_bad_rule_file_stops_the_run_naming_file_and_line(tmp_path: Path, bad_
 
 
 def test_rules_apply_to_the_rule_engine_only(tmp_path: Path, rule_file: Path, pairs_csv: Path) -> None:
-    done = run_cli("evaluate", "--pairs", pairs_csv, "--rules", rule_file, "--engine", "llm-pairwise",
-                   "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", tmp_path / "out")
+    done = run_cli(
+        "evaluate",
+        "--pairs",
+        pairs_csv,
+        "--rules",
+        rule_file,
+        "--engine",
+        "llm-pairwise",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        tmp_path / "out",
+    )
     assert done.returncode == 2 and "--rules applies to the rule engine" in done.stderr
     with pytest.raises(ValueError, match="applies to the rules engine"):
         get_engine("llm-pairwise", load_ontology(), rules=rule_file)
 
 
 def test_worker_processes_read_with_the_user_rules(rule_file: Path) -> None:
-    base = [ReportPair(pair_id=f"{n}-{i}", reference=r, candidate=c) for i, r, c in PAIRS
-            for n in range(PARALLEL_MIN_PAIRS // len(PAIRS) + 4)]
+    base = [
+        ReportPair(pair_id=f"{n}-{i}", reference=r, candidate=c)
+        for i, r, c in PAIRS
+        for n in range(PARALLEL_MIN_PAIRS // len(PAIRS) + 4)
+    ]
     one = Evaluator(rules=rule_file, workers=1).evaluate(base)
     two = Evaluator(rules=rule_file, workers=2).evaluate(base)  # judged in two worker processes
     assert len(base) >= PARALLEL_MIN_PAIRS and str(one.signature) == str(two.signature)
@@ -241,14 +265,19 @@ def test_the_reward_reads_with_the_user_rules(rule_file: Path) -> None:
 
 # -- bench -----------------------------------------------------------------------------------------
 
+
 def _bench_config(folder: Path, rules: str | None) -> Path:
     (folder / "refs.csv").write_text("id,report\n" + "".join(f"{i},{r}\n" for i, r, _ in PAIRS), encoding="utf-8")
     (folder / "cands.csv").write_text("id,report\n" + "".join(f"{i},{c}\n" for i, _, c in PAIRS), encoding="utf-8")
-    cfg = {"name": "local", "out": str(folder / "out"), "metrics": ["spec-errors"],
-           "bootstrap": {"resamples": 20, "seed": 0},
-           "engine": {"name": "rules", "workers": 1, **({"rules": rules} if rules else {})},
-           "datasets": [{"name": "d", "references": {"path": "refs.csv"}}],
-           "systems": [{"name": "s", "path": "cands.csv"}]}
+    cfg = {
+        "name": "local",
+        "out": str(folder / "out"),
+        "metrics": ["spec-errors"],
+        "bootstrap": {"resamples": 20, "seed": 0},
+        "engine": {"name": "rules", "workers": 1, **({"rules": rules} if rules else {})},
+        "datasets": [{"name": "d", "references": {"path": "refs.csv"}}],
+        "systems": [{"name": "s", "path": "cands.csv"}],
+    }
     path = folder / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
@@ -284,9 +313,11 @@ def test_bench_config_rules_errors(tmp_path: Path, bad_rule_file: Path) -> None:
 
 # -- older files -------------------------------------------------------------------------------------
 
+
 def test_files_written_before_the_rule_ids_still_read(tmp_path: Path) -> None:
-    result = cxreval.evaluate([ReportPair(pair_id="1", reference="Small left pleural effusion.",
-                                          candidate="No pleural effusion.")])
+    result = cxreval.evaluate(
+        [ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No pleural effusion.")]
+    )
     result.save(tmp_path, rows="full")
     lines = judgement_lines(tmp_path)
     assert lines[0]["candidate_rules"] == "finding.name; negation.pre 'no'"
@@ -297,13 +328,13 @@ def test_files_written_before_the_rule_ids_still_read(tmp_path: Path) -> None:
     loaded = load_result(tmp_path)
     assert loaded.judgements[0].candidate_rules == "" and loaded.errors.loc["1", "errors"] == 1
     # a bench cache row of seven fields (no rules) is read with empty rules
-    table = JudgementTable.from_compact(["p"], [[["pneumothorax", "FN", "not-available", "not-available",
-                                                  "other", "ref", "cand"]]])
+    table = JudgementTable.from_compact(
+        ["p"], [[["pneumothorax", "FN", "not-available", "not-available", "other", "ref", "cand"]]]
+    )
     assert table.rows()[0].reference == "ref" and table.rows()[0].reference_rules == ""
 
 
-def test_the_review_page_gets_the_rules_and_old_databases_still_open(tmp_path: Path, rule_file: Path,
-                                                                      pairs_csv: Path) -> None:
+def test_the_review_page_gets_the_rules_and_old_databases_still_open(tmp_path: Path, rule_file: Path, pairs_csv: Path) -> None:
     results = tmp_path / "results"
     assert run_cli("evaluate", "--pairs", pairs_csv, "--rules", rule_file, "--out", results).returncode == 0
     db = tmp_path / "review.db"
@@ -314,8 +345,7 @@ def test_the_review_page_gets_the_rules_and_old_databases_still_open(tmp_path: P
     assert rows["1", "pneumothorax"].candidate_rules == "local.pnx; negation.pre 'no'"
     with server(db) as (_, url):
         base, query = url.split("?")[0].rstrip("/"), url.split("?")[1] if "?" in url else ""
-        position = next(p["position"] for p in call(f"{base}/api/state?reviewer=ann&{query}")[2]["pairs"]
-                        if p["pair_id"] == "1")
+        position = next(p["position"] for p in call(f"{base}/api/state?reviewer=ann&{query}")[2]["pairs"] if p["pair_id"] == "1")
         pair = call(f"{base}/api/pair/{position}?reviewer=ann&{query}")[2]
     (row,) = [r for r in pair["rows"] if r["entity"] == "pneumothorax"]
     assert row["candidate_rules"] == "local.pnx; negation.pre 'no'" and row["reference_rules"].startswith("finding.name")

@@ -17,8 +17,23 @@ from cxreval.io import InputError, PairStream
 from cxreval.streaming import FILES, evaluate_file, evaluate_stream
 from cxreval.testing.results import differing
 
-WORDS = ["Small", "left", "pleural", "effusion", "no", "pneumothorax", 'the "heart"', "size, normal", "é",
-         "line\nbreak", "cr\r\nlf", "lone\rcr", "", "5 mm", "‘quote’"]
+WORDS = [
+    "Small",
+    "left",
+    "pleural",
+    "effusion",
+    "no",
+    "pneumothorax",
+    'the "heart"',
+    "size, normal",
+    "é",
+    "line\nbreak",
+    "cr\r\nlf",
+    "lone\rcr",
+    "",
+    "5 mm",
+    "‘quote’",
+]
 
 
 def _text(rng: random.Random) -> str:
@@ -30,8 +45,7 @@ def _field(value: str) -> str:
     return '"' + value.replace('"', '""') + '"' if any(c in value for c in ',"\r\n') else value
 
 
-def _write_csv(path: Path, n: int, rng: random.Random, *, crlf: bool = False, bom: bool = False,
-               systems: bool = False) -> None:
+def _write_csv(path: Path, n: int, rng: random.Random, *, crlf: bool = False, bom: bool = False, systems: bool = False) -> None:
     end = "\r\n" if crlf else "\n"
     rows = [["id", "reference", "candidate", *(["model"] if systems else [])]]
     rows += [[f"p{i}", _text(rng), _text(rng), *([rng.choice(["a", "b, c"])] if systems else [])] for i in range(n)]
@@ -72,8 +86,9 @@ def test_csv_chunks_read_the_pairs_of_the_file_in_order(tmp_path: Path, seed: in
 def test_jsonl_chunks_read_the_pairs_of_the_file_in_order(tmp_path: Path, size: int) -> None:
     rng = random.Random(7)
     path = tmp_path / "pairs.jsonl"
-    lines = [json.dumps({"id": f"p{i}", "reference": _text(rng), "candidate": _text(rng)}, ensure_ascii=i % 2 == 0)
-             for i in range(50)]
+    lines = [
+        json.dumps({"id": f"p{i}", "reference": _text(rng), "candidate": _text(rng)}, ensure_ascii=i % 2 == 0) for i in range(50)
+    ]
     path.write_text("\n".join(lines[:25]) + "\n\n" + "\n".join(lines[25:]), encoding="utf-8")  # no final newline
     stream = PairStream(path)
     got, clean = _by_chunks(stream, size)
@@ -85,8 +100,13 @@ def test_a_stray_quote_never_gives_wrong_pairs(tmp_path: Path) -> None:
     a quoted field later on; the reading of that chunk is then not clean (the caller reads the
     file in order), never clean and wrong."""
     path = tmp_path / "pairs.csv"
-    rows = ['id,reference,candidate', 'a,5" nodule,"two\nlines"', 'b,x,y', 'c,"multi\nline\nfield",z',
-            *[f"d{i},ref {i},cand {i}" for i in range(20)]]
+    rows = [
+        "id,reference,candidate",
+        'a,5" nodule,"two\nlines"',
+        "b,x,y",
+        'c,"multi\nline\nfield",z',
+        *[f"d{i},ref {i},cand {i}" for i in range(20)],
+    ]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     stream = PairStream(path)
     want = _in_order(stream)
@@ -98,14 +118,27 @@ def test_a_stray_quote_never_gives_wrong_pairs(tmp_path: Path) -> None:
 def _pairs_file(tmp_path: Path, n: int, *, systems: bool = False) -> Path:
     path = tmp_path / "pairs.csv"
     rng = random.Random(3)
-    texts = ["Small left pleural effusion.", "No pneumothorax. Heart size is normal.", "Right lower lobe opacity.",
-             "Moderate cardiomegaly, increased since prior.", "Lungs are clear.", "Large right pneumothorax."]
+    texts = [
+        "Small left pleural effusion.",
+        "No pneumothorax. Heart size is normal.",
+        "Right lower lobe opacity.",
+        "Moderate cardiomegaly, increased since prior.",
+        "Lungs are clear.",
+        "Large right pneumothorax.",
+    ]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["id", "reference", "candidate", "site", *(["model"] if systems else [])])
         for i in range(n):
-            w.writerow([f"p{i}", rng.choice(texts), rng.choice(texts), rng.choice("xyz"),
-                        *([rng.choice(["m1", "m2"])] if systems else [])])
+            w.writerow(
+                [
+                    f"p{i}",
+                    rng.choice(texts),
+                    rng.choice(texts),
+                    rng.choice("xyz"),
+                    *([rng.choice(["m1", "m2"])] if systems else []),
+                ]
+            )
     return path
 
 
@@ -125,28 +158,35 @@ def test_evaluate_file_by_system(tmp_path: Path) -> None:
 
     path = _pairs_file(tmp_path, 300, systems=True)
     engine = Evaluator().judge_engine
-    got = evaluate_file(engine, PairStream(path, system_col="model"), SystemFolders(tmp_path / "a"), workers=2,
-                        chunk_bytes=1_500)
+    got = evaluate_file(engine, PairStream(path, system_col="model"), SystemFolders(tmp_path / "a"), workers=2, chunk_bytes=1_500)
     stream = PairStream(path, system_col="model")
     stream.check()
-    want = evaluate_stream(engine, stream, SystemFolders(tmp_path / "b", stream.systems),  # type: ignore[arg-type]
-                           total=stream.n_pairs)
+    want = evaluate_stream(
+        engine,
+        stream,
+        SystemFolders(tmp_path / "b", stream.systems),  # type: ignore[arg-type]
+        total=stream.n_pairs,
+    )
     assert list(got) == list(want) == ["m1", "m2"] or list(got) == list(want) == ["m2", "m1"]
     for system in ("m1", "m2"):
         a, b = tmp_path / "a" / "systems" / system, tmp_path / "b" / "systems" / system
         assert not differing(a, b, (*FILES, "judgements.parquet")), system
 
 
-@pytest.mark.parametrize(("row", "message"), [
-    ("p5,Small effusion.,No effusion.,x", "duplicate"),  # an id given twice
-    ("p9999,,No effusion.,x", "reference"),  # an empty text
-])
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("p5,Small effusion.,No effusion.,x", "duplicate"),  # an id given twice
+        ("p9999,,No effusion.,x", "reference"),  # an empty text
+    ],
+)
 def test_a_problem_is_named_by_the_reading_in_order(tmp_path: Path, row: str, message: str) -> None:
     path = _pairs_file(tmp_path, 200)
     path.write_text(path.read_text(encoding="utf-8") + row + "\n", encoding="utf-8")
     with pytest.raises(InputError) as planned:
-        evaluate_file(Evaluator().judge_engine, PairStream(path, meta_cols=["site"]), tmp_path / "a", workers=2,
-                      chunk_bytes=1_000)
+        evaluate_file(
+            Evaluator().judge_engine, PairStream(path, meta_cols=["site"]), tmp_path / "a", workers=2, chunk_bytes=1_000
+        )
     with pytest.raises(InputError) as in_order:
         PairStream(path, meta_cols=["site"]).check()
     assert str(planned.value) == str(in_order.value) and message in str(planned.value)
@@ -158,8 +198,12 @@ def test_a_stray_quote_before_a_quoted_last_column_is_never_read_clean_and_wrong
     """The review's case: an inch mark in an unquoted field, then a quoted multi-line field as the
     last column; a cut inside it leaves a chunk ending in an unclosed quote, caught strictly."""
     path = tmp_path / "pairs.csv"
-    rows = ["id,reference,candidate", 'a,x,5" nodule', 'b,y,"Findings: one.\nImpression: cardiomegaly, two."',
-            *[f"c{i},ref {i},cand {i}" for i in range(10)]]
+    rows = [
+        "id,reference,candidate",
+        'a,x,5" nodule',
+        'b,y,"Findings: one.\nImpression: cardiomegaly, two."',
+        *[f"c{i},ref {i},cand {i}" for i in range(10)],
+    ]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     stream = PairStream(path)
     want = _in_order(stream)
@@ -167,13 +211,18 @@ def test_a_stray_quote_before_a_quoted_last_column_is_never_read_clean_and_wrong
     assert not clean or got == want
 
 
-@pytest.mark.parametrize(("name", "content", "fmt"), [
-    ("bom.jsonl", b'{"id":"a","reference":"x","candidate":"y"}\n\xef\xbb\xbf{"id":"b","reference":"x","candidate":"y"}\n',
-     "jsonl"),  # a BOM inside the file is text: not valid JSON there
-    ("ws.csv", b"id,reference,candidate\na,x,y\n   \nb,x,y\n", "csv"),  # a line of spaces is a record
-])
-def test_what_the_reading_in_order_refuses_is_never_a_clean_chunk(tmp_path: Path, name: str, content: bytes,
-                                                                   fmt: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "content", "fmt"),
+    [
+        (
+            "bom.jsonl",
+            b'{"id":"a","reference":"x","candidate":"y"}\n\xef\xbb\xbf{"id":"b","reference":"x","candidate":"y"}\n',
+            "jsonl",
+        ),  # a BOM inside the file is text: not valid JSON there
+        ("ws.csv", b"id,reference,candidate\na,x,y\n   \nb,x,y\n", "csv"),  # a line of spaces is a record
+    ],
+)
+def test_what_the_reading_in_order_refuses_is_never_a_clean_chunk(tmp_path: Path, name: str, content: bytes, fmt: str) -> None:
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(InputError):
@@ -188,8 +237,9 @@ def test_a_killed_runs_parts_folder_is_removed_by_the_next_run(tmp_path: Path) -
     import subprocess
     import sys
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True, timeout=600)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True, timeout=600
+    )
     out = tmp_path / "out"
     dead = out / f".cxreval-parts-{gone.stdout.strip()}-abc"
     live = out / f".cxreval-parts-{os.getpid()}-xyz"

@@ -25,23 +25,33 @@ from .llm_support import loop_config
 ZERO = dict.fromkeys(CATEGORIES, 0)
 # Three pairs we wrote; per pair the scripted GREEN counts and FineRadScore corrections.
 PAIRS = [
-    ("p1", "Small left pleural effusion. Mild cardiomegaly. No pneumothorax.",
-     "Large right pleural effusion. Right upper lobe pneumonia. No pneumothorax."),
+    (
+        "p1",
+        "Small left pleural effusion. Mild cardiomegaly. No pneumothorax.",
+        "Large right pleural effusion. Right upper lobe pneumonia. No pneumothorax.",
+    ),
     ("p2", "Mild cardiomegaly. The lungs are clear.", "Mild cardiomegaly. Lungs are clear."),
     ("p3", "The lungs are clear.", "Lungs clear. Stable appearance since the prior study."),
 ]
 GREEN = {
     # p1: pneumonia invented (a), cardiomegaly missed (b), wrong side (c), wrong size (d); an
     # insignificant missed detail; effusion and "no pneumothorax" matched.
-    "p1": {"significant": {**ZERO, "false_finding": 1, "missing_finding": 1, "location": 1, "severity": 1},
-           "insignificant": {**ZERO, "missing_finding": 1}, "matched_findings": 2},
+    "p1": {
+        "significant": {**ZERO, "false_finding": 1, "missing_finding": 1, "location": 1, "severity": 1},
+        "insignificant": {**ZERO, "missing_finding": 1},
+        "matched_findings": 2,
+    },
     "p2": {"significant": ZERO, "insignificant": ZERO, "matched_findings": 2},
     "p3": {"significant": ZERO, "insignificant": {**ZERO, "false_comparison": 1}, "matched_findings": 0},
 }
 FINERAD = {
-    "p1": {"corrections": [{"type": "replace", "line": 1, "text": "Small left pleural effusion.", "severity": 2},
-                           {"type": "delete", "line": 2, "text": "", "severity": 3},
-                           {"type": "insert", "line": 0, "text": "Mild cardiomegaly.", "severity": 2}]},
+    "p1": {
+        "corrections": [
+            {"type": "replace", "line": 1, "text": "Small left pleural effusion.", "severity": 2},
+            {"type": "delete", "line": 2, "text": "", "severity": 3},
+            {"type": "insert", "line": 0, "text": "Mild cardiomegaly.", "severity": 2},
+        ]
+    },
     "p2": {"corrections": []},
     "p3": {"corrections": [{"type": "delete", "line": 2, "text": "", "severity": 1}]},
 }
@@ -54,12 +64,27 @@ FINERAD = {
 #   abnormal: GREEN (1/3 + 1) / 2 = 2/3, no significant error 1/2; FineRadScore 7/2, no actionable 1/2.
 #   normal:   GREEN 0, no significant error 1; FineRadScore 1, no actionable 1.
 EXPECTED = {
-    "all": {"green": 4 / 9, "green-no-significant-error-rate": 2 / 3, "fineradscore": 8 / 3,
-            "fineradscore-no-actionable-error-rate": 2 / 3, "fineradscore-no-significant-error-rate": 2 / 3},
-    "abnormal": {"green": 2 / 3, "green-no-significant-error-rate": 1 / 2, "fineradscore": 7 / 2,
-                 "fineradscore-no-actionable-error-rate": 1 / 2, "fineradscore-no-significant-error-rate": 1 / 2},
-    "normal": {"green": 0.0, "green-no-significant-error-rate": 1.0, "fineradscore": 1.0,
-               "fineradscore-no-actionable-error-rate": 1.0, "fineradscore-no-significant-error-rate": 1.0},
+    "all": {
+        "green": 4 / 9,
+        "green-no-significant-error-rate": 2 / 3,
+        "fineradscore": 8 / 3,
+        "fineradscore-no-actionable-error-rate": 2 / 3,
+        "fineradscore-no-significant-error-rate": 2 / 3,
+    },
+    "abnormal": {
+        "green": 2 / 3,
+        "green-no-significant-error-rate": 1 / 2,
+        "fineradscore": 7 / 2,
+        "fineradscore-no-actionable-error-rate": 1 / 2,
+        "fineradscore-no-significant-error-rate": 1 / 2,
+    },
+    "normal": {
+        "green": 0.0,
+        "green-no-significant-error-rate": 1.0,
+        "fineradscore": 1.0,
+        "fineradscore-no-actionable-error-rate": 1.0,
+        "fineradscore-no-significant-error-rate": 1.0,
+    },
 }
 METRICS = list(EXPECTED["all"])
 
@@ -127,10 +152,15 @@ def _bench(tmp_path: Path, llm: dict[str, Any]) -> BenchConfig:
         w = csv.writer(fh)
         w.writerow(["id", "report"])
         w.writerows((p, c) for p, _, c in PAIRS)
-    raw = {"name": "llm-metrics", "bootstrap": {"resamples": 10}, "engine": {"name": "rules", "workers": 1},
-           "metrics": ["spec-errors", *METRICS], "metric_options": {m: {"llm": llm} for m in METRICS},
-           "datasets": [{"name": "d", "references": {"path": "refs.csv", "text_col": "report"}}],
-           "systems": [{"name": "S", "path": "sys.csv", "text_col": "report"}]}
+    raw = {
+        "name": "llm-metrics",
+        "bootstrap": {"resamples": 10},
+        "engine": {"name": "rules", "workers": 1},
+        "metrics": ["spec-errors", *METRICS],
+        "metric_options": {m: {"llm": llm} for m in METRICS},
+        "datasets": [{"name": "d", "references": {"path": "refs.csv", "text_col": "report"}}],
+        "systems": [{"name": "S", "path": "sys.csv", "text_col": "report"}],
+    }
     return resolve_paths(BenchConfig.model_validate(raw), tmp_path)
 
 
@@ -186,11 +216,18 @@ def test_faults_retry_reask_and_unusable_answers(tmp_path: Path) -> None:
 def test_fineradscore_lines_keep_their_list_numbers() -> None:
     """Issue 28, item 3: a list number is no line of its own (FineRadScore numbers sentences)."""
     assert candidate_lines("1. Small effusion. 2. Large left pleural effusion.") == [
-        "1. Small effusion.", "2. Large left pleural effusion."]
+        "1. Small effusion.",
+        "2. Large left pleural effusion.",
+    ]
     assert candidate_lines("Findings:\n10) Nodule at T10.\n11) No effusion.") == [
-        "Findings:", "10) Nodule at T10.", "11) No effusion."]
+        "Findings:",
+        "10) Nodule at T10.",
+        "11) No effusion.",
+    ]
     assert candidate_lines("The ETT tip is 4.5 cm above the carina. No pneumothorax.") == [
-        "The ETT tip is 4.5 cm above the carina.", "No pneumothorax."]
+        "The ETT tip is 4.5 cm above the carina.",
+        "No pneumothorax.",
+    ]
 
 
 def test_no_corrections_for_reports_that_differ_is_asked_again_then_a_failure(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ from cxreval.reward import SHAPES, ClinicalReward
 from cxreval.yaml_files import safe_load
 
 #: Every pair case file: hierarchy.yaml (issue 31), positions.yaml (device tips, sizes, sides; issue 32).
-CASES = [safe_load(path.read_text(encoding="utf-8"))
-         for path in sorted((Path(__file__).parent / "pair_cases").glob("*.yaml"))]
+CASES = [safe_load(path.read_text(encoding="utf-8")) for path in sorted((Path(__file__).parent / "pair_cases").glob("*.yaml"))]
 PAIRS = [(g["why"], p) for doc in CASES for g in doc["groups"] for p in g["pairs"]]
 
 
@@ -64,8 +63,7 @@ def test_specificity_errors_are_their_own_kind_counted_shown_and_resampled(evalu
     result = evaluators["is-a"].evaluate(pairs)
     assert {"less_specific", "more_specific"} <= set(result.errors.columns)
     n_specific = int(result.errors[["less_specific", "more_specific"]].to_numpy().sum())
-    assert n_specific == sum(spec in ("less-specific", "more-specific")
-                             for _, p in PAIRS for _, spec in p["rows"].values())
+    assert n_specific == sum(spec in ("less-specific", "more-specific") for _, p in PAIRS for _, spec in p["rows"].values())
     boot = bootstrap_evaluation(result, resamples=20)
     assert boot.get("specificity_errors_per_report_mean").estimate == pytest.approx(n_specific / len(pairs))
 
@@ -74,23 +72,47 @@ def test_specificity_errors_are_their_own_kind_counted_shown_and_resampled(evalu
 #: leaving it out, denying it, adding a critical finding in its place (issue 31's example classes).
 CHAINS = {
     "tension pneumothorax named as its parent": (
-        "Left tension pneumothorax.", "Left pneumothorax.", "The heart is normal in size.",
-        "No tension pneumothorax.", "Pneumomediastinum."),
+        "Left tension pneumothorax.",
+        "Left pneumothorax.",
+        "The heart is normal in size.",
+        "No tension pneumothorax.",
+        "Pneumomediastinum.",
+    ),
     "pneumonia named as consolidation": (
-        "Right upper lobe pneumonia.", "Right upper lobe consolidation.", "The heart is normal in size.",
-        "No pneumonia.", "Large right pneumothorax."),
+        "Right upper lobe pneumonia.",
+        "Right upper lobe consolidation.",
+        "The heart is normal in size.",
+        "No pneumonia.",
+        "Large right pneumothorax.",
+    ),
     "a moderate effusion called small": (
-        "Moderate left pleural effusion.", "Small left pleural effusion.", "The heart is normal in size.",
-        "No pleural effusion.", "Large right pneumothorax."),
+        "Moderate left pleural effusion.",
+        "Small left pleural effusion.",
+        "The heart is normal in size.",
+        "No pleural effusion.",
+        "Large right pneumothorax.",
+    ),
     "a new pneumothorax without its change": (
-        "New small right pneumothorax.", "Small right pneumothorax.", "The heart is normal in size.",
-        "No pneumothorax.", "Pneumomediastinum."),
+        "New small right pneumothorax.",
+        "Small right pneumothorax.",
+        "The heart is normal in size.",
+        "No pneumothorax.",
+        "Pneumomediastinum.",
+    ),
     "a mass called a nodule": (
-        "Right upper lobe mass.", "Right upper lobe nodule.", "The heart is normal in size.",
-        "No mass.", "Large right pneumothorax."),
+        "Right upper lobe mass.",
+        "Right upper lobe nodule.",
+        "The heart is normal in size.",
+        "No mass.",
+        "Large right pneumothorax.",
+    ),
     "consolidation over-specified as pneumonia": (
-        "Right lower lobe consolidation.", "Right lower lobe pneumonia.", "The heart is normal in size.",
-        "No consolidation.", "Large right pneumothorax."),
+        "Right lower lobe consolidation.",
+        "Right lower lobe pneumonia.",
+        "The heart is normal in size.",
+        "No consolidation.",
+        "Large right pneumothorax.",
+    ),
 }
 STEPS = ("reading", "specificity or attribute", "omission", "denial", "added critical")
 
@@ -114,5 +136,6 @@ def test_flat_is_refused_for_the_pairwise_engines() -> None:
     from cxreval.llm import LLMConfig
 
     with pytest.raises(ValueError, match="flat already"):
-        check_engine_options("llm-pairwise", "positive", llm=LLMConfig(model="m", base_url="http://127.0.0.1:1/v1"),
-                             hierarchy=False)
+        check_engine_options(
+            "llm-pairwise", "positive", llm=LLMConfig(model="m", base_url="http://127.0.0.1:1/v1"), hierarchy=False
+        )

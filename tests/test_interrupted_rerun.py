@@ -46,8 +46,15 @@ def pairs_file(path: Path, copies: int, tag: str) -> tuple[Path, list[str]]:
 
 
 def run_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False, cwd=cwd, env={**os.environ, "COLUMNS": "120"})
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "120"},
+    )
 
 
 def files(folder: Path) -> dict[str, bytes]:
@@ -57,13 +64,15 @@ def files(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[str]]]:
     root = tmp_path_factory.mktemp("inputs")
-    return {"earlier": pairs_file(root / "earlier.csv", 1, "a"), "later": pairs_file(root / "later.csv", 1, "c"),
-            "big": pairs_file(root / "big.csv", 3_000, "b")}
+    return {
+        "earlier": pairs_file(root / "earlier.csv", 1, "a"),
+        "later": pairs_file(root / "later.csv", 1, "c"),
+        "big": pairs_file(root / "big.csv", 3_000, "b"),
+    }
 
 
 @pytest.mark.parametrize(("signame", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_during_a_rerun_leaves_the_earlier_run_whole(tmp_path: Path, inputs: dict, signame: str,
-                                                               code: int) -> None:
+def test_a_signal_during_a_rerun_leaves_the_earlier_run_whole(tmp_path: Path, inputs: dict, signame: str, code: int) -> None:
     out = tmp_path / "work"
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")  # the user's own file beside the results
@@ -73,13 +82,30 @@ def test_a_signal_during_a_rerun_leaves_the_earlier_run_whole(tmp_path: Path, in
     before = files(out)
     assert {"errors.csv", "judgements.jsonl.gz", "scores.json", "notes.txt"} <= set(before)
 
-    proc = subprocess.Popen([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(inputs["big"][0]),
-                             "--out", ".", "--no-progress", "--workers", "1"], cwd=out, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(inputs["big"][0]),
+            "--out",
+            ".",
+            "--no-progress",
+            "--workers",
+            "1",
+        ],
+        cwd=out,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(2400):  # until the rerun has written part of its results (bounded; no timing assert)
-            if proc.poll() is not None or any(p.stat().st_size for p in out.iterdir()
-                                              if p.name.endswith(".partial") and p.is_file()):
+            if proc.poll() is not None or any(
+                p.stat().st_size for p in out.iterdir() if p.name.endswith(".partial") and p.is_file()
+            ):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the rerun ended before it could be interrupted; make the input bigger"
@@ -149,9 +175,15 @@ def test_the_next_run_removes_what_an_interrupted_one_left(tmp_path: Path, monke
         patch.setattr(streaming.ResultWriter, "add", add)
         res = CliRunner().invoke(app, ["evaluate", "--pairs", str(long), "--system-col", "model", "--out", str(out)])
     assert res.exit_code == 130, res.output
-    assert {n: d for n, d in files(out).items() if n in before and n != MANIFEST} == \
-        {n: d for n, d in before.items() if n != MANIFEST}
+    assert {n: d for n, d in files(out).items() if n in before and n != MANIFEST} == {
+        n: d for n, d in before.items() if n != MANIFEST
+    }
     assert (out / "systems" / "sys-a" / "scores.json.partial").is_file()
     assert CliRunner().invoke(app, ["evaluate", "--example", "--out", str(out), "--json"]).exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "errors.csv", "judgements.jsonl.gz", "judgements.parquet",
-                                                     "scores.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        MANIFEST,
+        "errors.csv",
+        "judgements.jsonl.gz",
+        "judgements.parquet",
+        "scores.json",
+    ]

@@ -98,9 +98,7 @@ def test_format_argument_overrides_suffix(tmp_path: Path) -> None:
 def test_text_is_stripped_but_otherwise_kept_and_na_strings_survive(tmp_path: Path) -> None:
     path = write(
         tmp_path / "pairs.csv",
-        'id,reference,candidate\n'
-        ' NA ,"  Line one.\nLine two,  with comma.  ",null\n'
-        '7,N/A,None\n',
+        'id,reference,candidate\n NA ,"  Line one.\nLine two,  with comma.  ",null\n7,N/A,None\n',
     )
     pairs = read_pairs(path)
     assert [p.pair_id for p in pairs] == ["NA", "7"]
@@ -112,13 +110,9 @@ def test_text_is_stripped_but_otherwise_kept_and_na_strings_survive(tmp_path: Pa
 def test_custom_columns_and_meta(tmp_path: Path) -> None:
     path = write(
         tmp_path / "preds.csv",
-        "study,gold,generated,model,site,unused\n"
-        f"a,{REF1},{CAND1.replace(',', '')},m1, north ,x\n"
-        f"b,{REF2},{CAND2},m2,,y\n",
+        f"study,gold,generated,model,site,unused\na,{REF1},{CAND1.replace(',', '')},m1, north ,x\nb,{REF2},{CAND2},m2,,y\n",
     )
-    pairs = read_pairs(
-        path, id_col="study", reference_col="gold", candidate_col="generated", meta_cols=["model", "site"]
-    )
+    pairs = read_pairs(path, id_col="study", reference_col="gold", candidate_col="generated", meta_cols=["model", "site"])
     assert [p.pair_id for p in pairs] == ["a", "b"]
     assert pairs[0].reference == REF1
     assert pairs[0].meta == {"model": "m1", "site": "north"}
@@ -403,9 +397,7 @@ def test_non_text_reports_in_jsonl(tmp_path: Path) -> None:
 
 def test_parquet_non_string_and_null_values(tmp_path: Path) -> None:
     path = tmp_path / "p.parquet"
-    pd.DataFrame(
-        {"id": ["a", "b", "c"], "reference": [REF1, None, REF2], "candidate": [1, 2, 3]}
-    ).to_parquet(path, index=False)
+    pd.DataFrame({"id": ["a", "b", "c"], "reference": [REF1, None, REF2], "candidate": [1, 2, 3]}).to_parquet(path, index=False)
     with pytest.raises(InputError) as exc:
         read_pairs(path)
     probs = problems_of(exc)
@@ -430,8 +422,7 @@ def test_jsonl_bad_json_and_non_object_lines(tmp_path: Path) -> None:
         "\n"
         '{"id": "x", "reference": \n'  # line 3
         '["not", "an", "object"]\n'  # line 4
-        + json.dumps(PAIRS[1])
-        + "\n",
+         + json.dumps(PAIRS[1]) + "\n",
     )
     with pytest.raises(InputError) as exc:
         read_pairs(path)

@@ -27,8 +27,12 @@ ROWS = [
     ("3", "Opacity/lung/base/right;Pneumonia", "Right basilar opacity.", "May represent pneumonia."),
     ("4", "No Indexing", "Something.", ""),
     ("5", "Catheters, Indwelling/right", "Right PICC tip in the SVC.", ""),
-    ("6", "Calcinosis/aorta;Fractures, Bone/ribs/left;Technical Quality of Image Unsatisfactory",
-     "Calcified aorta. Old left rib fracture. Patient is rotated.", ""),
+    (
+        "6",
+        "Calcinosis/aorta;Fractures, Bone/ribs/left;Technical Quality of Image Unsatisfactory",
+        "Calcified aorta. Old left rib fracture. Patient is rotated.",
+        "",
+    ),
     ("7", "Pleural Effusion/right;Pleural Effusion/left", "", "Bilateral effusions."),
     ("8", "Cardiomegaly", "", ""),
     ("9", "normal", "Lungs are clear.", ""),
@@ -112,14 +116,17 @@ def test_coders_policy_reads_the_engine_grades():
     assert counts_as_positive(hedge("possible"), frozenset({"possible"}))
 
 
-@pytest.mark.parametrize("text, entity, counted", [
-    ("Opacities most suggestive of pulmonary edema.", "pulmonary_edema", True),
-    ("Findings suggestive of emphysema.", "emphysema", False),
-    ("Atelectasis versus scarring.", "scarring", True),
-    ("Streaky opacities, differential diagnosis includes pneumonia.", "pneumonia", False),
-    ("May represent pneumonia.", "pneumonia", False),
-    ("Probable pneumonia.", "pneumonia", True),
-])
+@pytest.mark.parametrize(
+    "text, entity, counted",
+    [
+        ("Opacities most suggestive of pulmonary edema.", "pulmonary_edema", True),
+        ("Findings suggestive of emphysema.", "emphysema", False),
+        ("Atelectasis versus scarring.", "scarring", True),
+        ("Streaky opacities, differential diagnosis includes pneumonia.", "pneumonia", False),
+        ("May represent pneumonia.", "pneumonia", False),
+        ("Probable pneumonia.", "pneumonia", True),
+    ],
+)
 def test_hedged_sentences_under_the_coders_policy(text, entity, counted):
     state = default_extractor().extract(text).states()[entity]
     assert state.status == "uncertain"
@@ -163,8 +170,14 @@ def test_joined_codes_merge_in_the_gold_standard(tmp_path):
     with (iu / "indiana_reports.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["uid", "MeSH", "findings", "impression"])
-        w.writerow(["1", "Nodule/lung/upper lobe/left/small;Calcinosis/lung/upper lobe/left/small",
-                    "A small calcified nodule in the left upper lobe.", ""])
+        w.writerow(
+            [
+                "1",
+                "Nodule/lung/upper lobe/left/small;Calcinosis/lung/upper lobe/left/small",
+                "A small calcified nodule in the left upper lobe.",
+                "",
+            ]
+        )
     gold = load_iu_gold(tmp_path)[0]
     assert set(gold.entities) == {"calcified_granuloma"}
     entity = gold.entities["calcified_granuloma"]

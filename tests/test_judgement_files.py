@@ -110,8 +110,9 @@ def test_the_parquet_twin_holds_the_same_rows(written) -> None:
     for folder in (compact, full):
         table = pq.read_table(folder / JUDGEMENTS_PARQUET).to_pylist()
         lines = judgement_lines(folder)
-        assert [(r["pair_id"], r["entity"], r["presence"]) for r in table] == \
-            [(r["pair_id"], r["entity"], r["presence"]) for r in lines]
+        assert [(r["pair_id"], r["entity"], r["presence"]) for r in table] == [
+            (r["pair_id"], r["entity"], r["presence"]) for r in lines
+        ]
         for row, line in zip(table, lines, strict=True):
             for side in ("reference", "candidate"):
                 value = line.get(side, "")
@@ -154,13 +155,13 @@ def test_a_quote_that_is_not_in_the_text_is_kept_as_text(tmp_path: Path) -> None
 
 def test_members_join_into_one_file(tmp_path: Path, written) -> None:
     _, _, pairs, result = written
-    members = list(encode_members(result.judgements, {p.pair_id: (p.reference, p.candidate) for p in pairs},
-                                  pairs=7))
+    members = list(encode_members(result.judgements, {p.pair_id: (p.reference, p.candidate) for p in pairs}, pairs=7))
     assert len(members) > 10
     path = tmp_path / JUDGEMENTS
     path.write_bytes(b"".join(members))
-    assert _dump(read_rows(path, {p.pair_id: (p.reference, p.candidate) for p in pairs})) == \
-        _dump([r for r in result.judgements if not r.implied])
+    assert _dump(read_rows(path, {p.pair_id: (p.reference, p.candidate) for p in pairs})) == _dump(
+        [r for r in result.judgements if not r.implied]
+    )
 
 
 def test_a_folder_of_cxreval_0_7_still_reads(tmp_path: Path, written) -> None:
@@ -179,8 +180,13 @@ def test_a_folder_of_cxreval_0_7_still_reads(tmp_path: Path, written) -> None:
 
 def test_the_cli_writes_the_style_asked_and_refuses_parquet_without_pyarrow(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "cxreval", "evaluate", "--example", "--json"]
-    done = subprocess.run([*run, "--out", str(tmp_path / "full"), "--rows", "full", "--no-parquet"],
-                          capture_output=True, text=True, check=False, timeout=600)
+    done = subprocess.run(
+        [*run, "--out", str(tmp_path / "full"), "--rows", "full", "--no-parquet"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert any(r["presence"] == "TN" for r in judgement_lines(tmp_path / "full"))
     assert not (tmp_path / "full" / JUDGEMENTS_PARQUET).exists()
@@ -188,11 +194,15 @@ def test_the_cli_writes_the_style_asked_and_refuses_parquet_without_pyarrow(tmp_
     # a Python where pyarrow cannot be imported: --parquet is an error, the default writes none
     no_pyarrow = "import sys; sys.modules['pyarrow'] = None; from cxreval.cli import app; app()"
     base = [sys.executable, "-c", no_pyarrow, "evaluate", "--example", "--json"]
-    refused = subprocess.run([*base, "--out", str(tmp_path / "p"), "--parquet"], capture_output=True, text=True,
-                             check=False, timeout=600)
+    refused = subprocess.run(
+        [*base, "--out", str(tmp_path / "p"), "--parquet"], capture_output=True, text=True, check=False, timeout=600
+    )
     assert refused.returncode == 2 and "pip install 'cxreval[parquet]'" in refused.stderr
     assert not (tmp_path / "p").exists()
     done = subprocess.run([*base, "--out", str(tmp_path / "core")], capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "core").iterdir() if not p.name.startswith(".")) == [
-        "errors.csv", JUDGEMENTS, "scores.json"]
+        "errors.csv",
+        JUDGEMENTS,
+        "scores.json",
+    ]

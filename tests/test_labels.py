@@ -36,8 +36,16 @@ def onto():
     """TINY plus a device entity and a label set with No Finding and Support Devices."""
     data = copy.deepcopy(TINY)
     data["labelsets"]["mine"] = {"name": "Mine", "labels": ["No Finding", "Fluid", "Air", "Support Devices"]}
-    data["entities"].append({"id": "tube", "name": "Tube", "kind": "finding", "category": "lung",
-                             "group": "parenchyma", "mappings": {"mine": ["Support Devices"]}})
+    data["entities"].append(
+        {
+            "id": "tube",
+            "name": "Tube",
+            "kind": "finding",
+            "category": "lung",
+            "group": "parenchyma",
+            "mappings": {"mine": ["Support Devices"]},
+        }
+    )
     maps = {"effusion": ["Fluid"], "pneumothorax": ["Air"], "consolidation": ["Fluid"]}
     for e in data["entities"]:
         if e["id"] in maps:
@@ -62,20 +70,24 @@ def same(a: dict, b: dict) -> bool:
 
 def test_label_entities_follows_mappings(onto):
     idx = label_entities(onto, "mine")
-    assert idx == {"No Finding": [], "Fluid": ["effusion", "consolidation"], "Air": ["pneumothorax"],
-                   "Support Devices": ["tube"]}
+    assert idx == {"No Finding": [], "Fluid": ["effusion", "consolidation"], "Air": ["pneumothorax"], "Support Devices": ["tube"]}
     with pytest.raises(KeyError, match="no label set"):
         label_entities(onto, "nope")
 
 
 def test_projection_precedence_present_uncertain_absent_blank(onto):
-    assert same(proj(onto, ("effusion", "absent"), ("consolidation", "uncertain")),
-                {"No Finding": NAN, "Fluid": -1.0, "Air": NAN, "Support Devices": NAN})
-    assert same(proj(onto, ("effusion", "present"), ("consolidation", "uncertain"), ("pneumothorax", "absent")),
-                {"No Finding": NAN, "Fluid": 1.0, "Air": 0.0, "Support Devices": NAN})
+    assert same(
+        proj(onto, ("effusion", "absent"), ("consolidation", "uncertain")),
+        {"No Finding": NAN, "Fluid": -1.0, "Air": NAN, "Support Devices": NAN},
+    )
+    assert same(
+        proj(onto, ("effusion", "present"), ("consolidation", "uncertain"), ("pneumothorax", "absent")),
+        {"No Finding": NAN, "Fluid": 1.0, "Air": 0.0, "Support Devices": NAN},
+    )
     # an absence implied by a normal statement is an absence
-    assert same(proj(onto, ("pneumothorax", "absent", True)),
-                {"No Finding": 1.0, "Fluid": NAN, "Air": 0.0, "Support Devices": NAN})
+    assert same(
+        proj(onto, ("pneumothorax", "absent", True)), {"No Finding": 1.0, "Fluid": NAN, "Air": 0.0, "Support Devices": NAN}
+    )
 
 
 def test_no_finding_follows_the_chexpert_rule(onto):
@@ -260,22 +272,25 @@ def _cx14(text: str) -> dict[str, float]:
     return project_extraction(RuleExtractor(onto).extract(text), onto, "chestxray14")
 
 
-@pytest.mark.parametrize("text,label,value", [
-    ("Patchy right basilar infiltrate.", "Infiltration", 1.0),
-    ("Patchy right basilar airspace disease.", "Infiltration", None),  # airspace disease is not the word
-    ("No infiltrate.", "Infiltration", 0.0),
-    ("Right lower lobe pneumonia.", "Pneumonia", 1.0),
-    ("Findings compatible with infection.", "Pneumonia", None),  # infection is not pneumonia
-    ("Small hiatal hernia.", "Hernia", 1.0),
-    ("Bochdalek hernia on the left.", "Hernia", None),  # Hernia is hiatal hernia
-    ("Right pleural effusion.", "Effusion", 1.0),
-    ("Right empyema.", "Effusion", None),
-    ("Nodular densities over the ribs.", "Nodule", None),  # "nodular density" is not a nodule
-    ("Right upper lobe nodule.", "Nodule", 1.0),
-    ("Apical pleural thickening.", "Pleural_Thickening", 1.0),
-    ("Right apical cap.", "Pleural_Thickening", None),
-    ("Left basilar opacity may represent pneumonia.", "Pneumonia", 0.0),  # hedged: ruled out (Wang et al.)
-])
+@pytest.mark.parametrize(
+    "text,label,value",
+    [
+        ("Patchy right basilar infiltrate.", "Infiltration", 1.0),
+        ("Patchy right basilar airspace disease.", "Infiltration", None),  # airspace disease is not the word
+        ("No infiltrate.", "Infiltration", 0.0),
+        ("Right lower lobe pneumonia.", "Pneumonia", 1.0),
+        ("Findings compatible with infection.", "Pneumonia", None),  # infection is not pneumonia
+        ("Small hiatal hernia.", "Hernia", 1.0),
+        ("Bochdalek hernia on the left.", "Hernia", None),  # Hernia is hiatal hernia
+        ("Right pleural effusion.", "Effusion", 1.0),
+        ("Right empyema.", "Effusion", None),
+        ("Nodular densities over the ribs.", "Nodule", None),  # "nodular density" is not a nodule
+        ("Right upper lobe nodule.", "Nodule", 1.0),
+        ("Apical pleural thickening.", "Pleural_Thickening", 1.0),
+        ("Right apical cap.", "Pleural_Thickening", None),
+        ("Left basilar opacity may represent pneumonia.", "Pneumonia", 0.0),  # hedged: ruled out (Wang et al.)
+    ],
+)
 def test_chestxray14_labels_are_their_words(text: str, label: str, value: float | None) -> None:
     got = _cx14(text)[label]
     if value is None:
@@ -337,17 +352,19 @@ def test_word_mappings_follow_the_label_sets_own_lists() -> None:
     hedged = project_extraction(ex.extract("Possible lump in the left axilla."), onto, "chexpert14")
     assert hedged["Lung Lesion"] == -1.0  # a word-mapped mention follows the label set's hedge rule
     assert np.isnan(project_extraction(ex.extract("There is a lump."), onto, "ran21")["Lung Lesion"])
-    stock = project_extraction(ex.extract("The cardiac silhouette and vascularity are within normal limits."),
-                               onto, "chexpert14")
+    stock = project_extraction(ex.extract("The cardiac silhouette and vascularity are within normal limits."), onto, "chexpert14")
     assert stock["Enlarged Cardiomediastinum"] == 0.0 and stock["Cardiomegaly"] == 0.0
     assert np.isnan(project_extraction(ex.extract("Heart size is normal."), onto, "chexpert14")["Enlarged Cardiomediastinum"])
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"Hernia": {"soft_tissue_mass": ["lump"]}}, "maps words onto 'Hernia'"),
-    ({"Lung Lesion": {"no_such_entity": ["lump"]}}, "unknown entity 'no_such_entity'"),
-    ({"Lung Lesion": {"soft_tissue_mass": ["lump("]}}, "not a regular expression"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"Hernia": {"soft_tissue_mass": ["lump"]}}, "maps words onto 'Hernia'"),
+        ({"Lung Lesion": {"no_such_entity": ["lump"]}}, "unknown entity 'no_such_entity'"),
+        ({"Lung Lesion": {"soft_tissue_mass": ["lump("]}}, "not a regular expression"),
+    ],
+)
 def test_bad_word_mappings_are_refused(change, match) -> None:
     from cxreval.ontology import OntologyError
 
@@ -370,11 +387,17 @@ def test_projection_certainty_policy_per_grade_and_label_set():
     }
     assert {k: x.states()["pneumonia"].certainty for k, x in xs.items()} == {k: k for k in xs}
     # ChestX-ray14 affirms alternatives under every policy: NegBio's uncertainty patterns name no "or"
-    for labelset, label, held, own in (("chexpert14", "Pneumonia", -1.0, set()), ("ran21", "Pneumonia", -1.0, set()),
-                                       ("chestxray14", "Pneumonia", 0.0, {"alternative"})):
-        for policy, affirmed in (("negative", set()), ("probable", {"probable"}),
-                                 ("probable-alternative", {"probable", "alternative"}),
-                                 ("positive", {"probable", "possible", "alternative"})):
+    for labelset, label, held, own in (
+        ("chexpert14", "Pneumonia", -1.0, set()),
+        ("ran21", "Pneumonia", -1.0, set()),
+        ("chestxray14", "Pneumonia", 0.0, {"alternative"}),
+    ):
+        for policy, affirmed in (
+            ("negative", set()),
+            ("probable", {"probable"}),
+            ("probable-alternative", {"probable", "alternative"}),
+            ("positive", {"probable", "possible", "alternative"}),
+        ):
             table = project_extractions(xs, onto, labelset, certainty=policy)
             assert table.attrs["certainty"] == policy
             got = table[label].to_dict()
@@ -391,8 +414,11 @@ def test_chestxray14_reads_alternatives_as_findings_as_negbio_does():
     assert onto.labelsets["chestxray14"].affirms == ["alternative"]
     assert onto.labelsets["chexpert14"].affirms == [] and onto.labelsets["ran21"].affirms == []
     ex = RuleExtractor(onto)
-    for text in ("Scarring or atelectasis at the left base.", "Left basilar atelectasis versus infiltrate.",
-                 "Right basilar airspace disease and/or atelectasis."):
+    for text in (
+        "Scarring or atelectasis at the left base.",
+        "Left basilar atelectasis versus infiltrate.",
+        "Right basilar airspace disease and/or atelectasis.",
+    ):
         states = ex.extract(text).states()
         assert states["atelectasis"].certainty == "alternative", text
         assert project_states(states, onto, "chestxray14")["Atelectasis"] == 1.0, text

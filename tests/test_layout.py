@@ -38,8 +38,12 @@ def _import_graph() -> dict[str, set[str]]:
         module = ".".join(parts).removesuffix(".__init__")
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         for node in ast.walk(tree):
             if id(node) in typing_only:
                 continue

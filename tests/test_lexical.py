@@ -114,7 +114,8 @@ def test_corpus_bleu4_equals_sacrebleu() -> None:
     # sums over any subset give that subset's corpus BLEU (what the bootstrap relies on)
     sub = slice(10, 35)
     assert m.compute(stats[sub].sum(axis=0, keepdims=True))[0] == pytest.approx(
-        sacrebleu.corpus_bleu(cands[sub], [refs[sub]], lowercase=True).score / 100, abs=1e-12)
+        sacrebleu.corpus_bleu(cands[sub], [refs[sub]], lowercase=True).score / 100, abs=1e-12
+    )
     # per pair: sentence-level values in [0, 1]
     per = m.score_pairs(refs, cands)
     assert per.shape == (60,) and np.all((per >= 0) & (per <= 1))
@@ -128,8 +129,7 @@ def test_bertscore_unavailable_or_sane() -> None:
     except MetricUnavailable as exc:
         assert "pip install" in str(exc)
         return
-    s = m.score_pairs(["No pleural effusion.", "Large left pleural effusion."],
-                      ["No pleural effusion.", "The heart is normal."])
+    s = m.score_pairs(["No pleural effusion.", "Large left pleural effusion."], ["No pleural effusion.", "The heart is normal."])
     assert s[0] == pytest.approx(1.0, abs=1e-5)
     assert 0 <= s[1] < s[0]
     assert "model:all-MiniLM-L6-v2" in str(m.signature)

@@ -12,8 +12,9 @@ from cxreval.testing.loopback import LoopbackServer
 
 def _cli(*args: str, key: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENAI_API_KEY": key, "CXREVAL_CACHE_DIR": ""}
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], check=False, capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *args], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
@@ -25,8 +26,22 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         assert bad.returncode == 2 and "--price-input" in bad.stderr and not srv.log
         # a small budget: stops early with exit code 3, saves what it has, lists the rest; a hard cap
         out = tmp_path / "budget"
-        stopped = _cli("evaluate", "--out", str(out), "--engine", "llm-pairwise", *common, "--concurrency", "1",
-                       "--price-input", "0.25", "--price-output", "1", "--max-cost", "0.02")
+        stopped = _cli(
+            "evaluate",
+            "--out",
+            str(out),
+            "--engine",
+            "llm-pairwise",
+            *common,
+            "--concurrency",
+            "1",
+            "--price-input",
+            "0.25",
+            "--price-output",
+            "1",
+            "--max-cost",
+            "0.02",
+        )
         assert stopped.returncode == 3, stopped.stderr
         assert "--max-cost" in stopped.stderr and "rerunning the same command resumes" in stopped.stderr
         scores = json.loads((out / "scores.json").read_text())
@@ -35,8 +50,20 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         assert {f["reason"] for f in failures} == {"budget"}
         assert 0 < scores["usage"]["cost"] <= 0.02 and "engine:llm-pairwise@" in scores["signature"]
         # --runs 2 with the extract engine: per-run outputs and a mean +- sd summary
-        runs = _cli("evaluate", "--out", str(tmp_path / "runs"), "--engine", "llm-extract", *common, "--runs", "2",
-                    "--temperature", "0.5", "--schema", "dense")
+        runs = _cli(
+            "evaluate",
+            "--out",
+            str(tmp_path / "runs"),
+            "--engine",
+            "llm-extract",
+            *common,
+            "--runs",
+            "2",
+            "--temperature",
+            "0.5",
+            "--schema",
+            "dense",
+        )
         assert runs.returncode == 0, runs.stderr
         summary = json.loads((tmp_path / "runs" / "runs.json").read_text())
         assert summary["runs"] == 2 and summary["n_failed"] == [0, 0]

@@ -41,9 +41,15 @@ def test_invalid_values_are_listed():
 @pytest.mark.parametrize(
     ("url", "local"),
     [
-        ("http://127.0.0.1:8000/v1", True), ("http://127.5.6.7/v1", True), ("http://localhost:11434/v1", True),
-        ("http://[::1]:8080/v1", True), ("https://api.openai.com/v1", False), ("http://10.0.0.5:8000/v1", False),
-        ("http://192.168.1.2/v1", False), ("http://127.0.0.1.nip.io/v1", False), ("http://localhost.example.com", False),
+        ("http://127.0.0.1:8000/v1", True),
+        ("http://127.5.6.7/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://[::1]:8080/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("http://10.0.0.5:8000/v1", False),
+        ("http://192.168.1.2/v1", False),
+        ("http://127.0.0.1.nip.io/v1", False),
+        ("http://localhost.example.com", False),
     ],
 )
 def test_loopback_detection(url, local):
@@ -64,11 +70,33 @@ def test_default_endpoint_is_not_local():
 def test_cache_round_trip_wal_stats_and_clear(tmp_path):
     path = tmp_path / "c.sqlite"
     with AnswerCache(path) as c:
-        c.put(CachedAnswer(key="k1", kind="pairwise", engine="llm-pairwise@1", model="m", status="ok",
-                           value={"items": [{"entity": "x"}], "notes": []}, raw=["{}"], input_tokens=10,
-                           output_tokens=2, calls=1, cost=0.5))
-        c.put(CachedAnswer(key="k2", kind="extract", engine="llm-extract@1", model="m2", status="failed",
-                           raw=["{", "{"], error="bad", calls=2))
+        c.put(
+            CachedAnswer(
+                key="k1",
+                kind="pairwise",
+                engine="llm-pairwise@1",
+                model="m",
+                status="ok",
+                value={"items": [{"entity": "x"}], "notes": []},
+                raw=["{}"],
+                input_tokens=10,
+                output_tokens=2,
+                calls=1,
+                cost=0.5,
+            )
+        )
+        c.put(
+            CachedAnswer(
+                key="k2",
+                kind="extract",
+                engine="llm-extract@1",
+                model="m2",
+                status="failed",
+                raw=["{", "{"],
+                error="bad",
+                calls=2,
+            )
+        )
         assert c.get("k1").value == {"items": [{"entity": "x"}], "notes": []}
         assert c.get("nope") is None
     # a second connection (another process) sees committed rows; the journal is WAL

@@ -107,8 +107,17 @@ def test_a_dripping_server_ends_at_the_deadline_as_a_listed_failure(tmp_path, pr
     pairs = written_pairs(1)
     with _DripServer() as srv:
         url = srv.base_url if provider == "openai" else srv.anthropic_url
-        cfg = loop_config(url, cache, provider=provider, timeout=TIMEOUT, retries=1, concurrency=1,
-                          price_input=1.0, price_output=1.0, max_cost=10.0)
+        cfg = loop_config(
+            url,
+            cache,
+            provider=provider,
+            timeout=TIMEOUT,
+            retries=1,
+            concurrency=1,
+            price_input=1.0,
+            price_output=1.0,
+            max_cost=10.0,
+        )
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
         outcomes = srv.settled()
     [failure] = result.failures
@@ -127,15 +136,41 @@ def test_a_dripping_server_ends_at_the_deadline_as_a_listed_failure(tmp_path, pr
 def test_a_deadline_failure_is_listed_by_the_cli_and_the_exit_code_says_so(tmp_path):
     pairs = written_pairs(1)
     data = tmp_path / "p.jsonl"
-    data.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
-                            for p in pairs))
+    data.write_text(
+        "".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n" for p in pairs)
+    )
     out = tmp_path / "o"
     with _DripServer() as srv:
         proc = subprocess.run(
-            [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--out", str(out), "--engine",
-             "llm-pairwise", "--base-url", srv.base_url, "--model", "loopback", "--local-only", "--cache",
-             str(tmp_path / "c.sqlite"), "--timeout", str(TIMEOUT), "--retries", "0"],
-            capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": ""}, timeout=300, check=False)
+            [
+                sys.executable,
+                "-m",
+                "cxreval",
+                "evaluate",
+                "--pairs",
+                str(data),
+                "--out",
+                str(out),
+                "--engine",
+                "llm-pairwise",
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "loopback",
+                "--local-only",
+                "--cache",
+                str(tmp_path / "c.sqlite"),
+                "--timeout",
+                str(TIMEOUT),
+                "--retries",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPENAI_API_KEY": ""},
+            timeout=300,
+            check=False,
+        )
         outcomes = srv.settled()
     assert proc.returncode == 4, proc.stderr  # an unscored pair
     [line] = (out / "failures.jsonl").read_text().splitlines()

@@ -22,8 +22,12 @@ KEY = "sk-test-0123456789abcdef"
 
 RECOVERS = ["timeout", "429", "500", "drop", "truncate", "schema", "unknown", "duplicate", "duplicate-tie"]
 FAILS = {  # fault -> reason it must be listed with
-    "timeout-always": "deadline", "500-always": "transport", "truncate-always": "answer",
-    "schema-always": "answer", "unknown-always": "answer", "echo-key-always": "transport",
+    "timeout-always": "deadline",
+    "500-always": "transport",
+    "truncate-always": "answer",
+    "schema-always": "answer",
+    "unknown-always": "answer",
+    "echo-key-always": "transport",
 }
 
 
@@ -47,8 +51,9 @@ def _check_partition(result, pairs):
 def test_pairwise_faults_end_scored_or_failed(server, tmp_path, monkeypatch, style):
     monkeypatch.setenv("LOOPBACK_KEY", KEY)
     pairs = written_pairs(6, prefix="ok") + [with_fault(f"f-{f}", f) for f in [*RECOVERS, *FAILS]]
-    cfg = loop_config(server.base_url, tmp_path / "c.sqlite", timeout=1.0, retries=2, api_key_env="LOOPBACK_KEY",
-                      schema_style=style)
+    cfg = loop_config(
+        server.base_url, tmp_path / "c.sqlite", timeout=1.0, retries=2, api_key_env="LOOPBACK_KEY", schema_style=style
+    )
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     scored, failed = _check_partition(result, pairs)
     assert failed == {f"f-{f}" for f in FAILS}
@@ -156,8 +161,11 @@ def test_auto_response_format_steps_down_like_llama_cpp_python(tmp_path):
         none_cfg = loop_config(srv.base_url, tmp_path / "c2.sqlite", response_format="none")
         result2 = Evaluator(engine="llm-pairwise", llm=none_cfg).evaluate(pairs)
         assert result2.n_failed == 0
-        assert llm_rows(result2.judgements) == llm_rows(result.judgements) == {
-            k: v for k, v in rule_rows(pairs, flat=True).items() if v}
+        assert (
+            llm_rows(result2.judgements)
+            == llm_rows(result.judgements)
+            == {k: v for k, v in rule_rows(pairs, flat=True).items() if v}
+        )
 
 
 def test_max_cost_stops_cleanly_and_a_rerun_continues(server, tmp_path):
@@ -165,19 +173,17 @@ def test_max_cost_stops_cleanly_and_a_rerun_continues(server, tmp_path):
     cache = tmp_path / "c.sqlite"
     # the loopback server counts a token per 4 characters: each call here costs about 0.0018 USD, and
     # may cost up to ~0.0027 (prompt at 3 bytes a token + max_tokens): the cap is never passed
-    cfg = loop_config(server.base_url, cache, concurrency=1, price_input=0.25, price_output=1.0, max_cost=0.008,
-                      max_tokens=1024)
+    cfg = loop_config(server.base_url, cache, concurrency=1, price_input=0.25, price_output=1.0, max_cost=0.008, max_tokens=1024)
     first = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     assert first.usage.stopped and first.usage.stopped.startswith("--max-cost")
     done = first.pair_ids
     assert 0 < len(done) < 10 and 0.005 <= first.usage.cost <= 0.008
     assert {f.reason for f in first.failures} == {"budget"} and len(first.failures) == 10 - len(done)
     asked = {e["request"] for e in server.log}
-    more = loop_config(server.base_url, cache, concurrency=1, price_input=0.25, price_output=1.0, max_cost=1.0,
-                       max_tokens=1024)
+    more = loop_config(server.base_url, cache, concurrency=1, price_input=0.25, price_output=1.0, max_cost=1.0, max_tokens=1024)
     second = Evaluator(engine="llm-pairwise", llm=more).evaluate(pairs)
     assert second.n_failed == 0 and second.n_pairs == 10
-    again = [e["request"] for e in server.log[len(asked):]]
+    again = [e["request"] for e in server.log[len(asked) :]]
     assert len(again) == 10 - len(done) and not set(again) & asked
 
 

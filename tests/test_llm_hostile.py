@@ -82,13 +82,36 @@ def test_every_malformed_200_ends_scored_or_listed(server, tmp_path, provider, m
 def test_cli_exit_code_with_malformed_answers(server, tmp_path):
     pairs = tmp_path / "p.jsonl"
     rows = [with_fault("a", "cut-body-always"), *written_pairs(2)]
-    pairs.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
-                             for p in rows))
+    pairs.write_text(
+        "".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n" for p in rows)
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs), "--out", str(tmp_path / "o"),
-         "--engine", "llm-pairwise", "--base-url", server.base_url, "--model", "loopback", "--local-only",
-         "--cache", str(tmp_path / "c.sqlite"), "--retries", "1"],
-        capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": ""}, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(pairs),
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "llm-pairwise",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "loopback",
+            "--local-only",
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+            "--retries",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": ""},
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stderr  # one pair unscored: listed, and the exit code says so
     assert "Traceback" not in proc.stderr
     [failure] = [json.loads(x) for x in (tmp_path / "o" / "failures.jsonl").read_text().splitlines()]
@@ -151,8 +174,7 @@ def test_local_only_ignores_proxies_from_the_environment(server, tmp_path, monke
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         url = dict(_urls(server))[provider]
         pairs = written_pairs(3)
-        result = Evaluator(engine="llm-pairwise", llm=loop_config(url, tmp_path / "c.sqlite", provider=provider)
-                           ).evaluate(pairs)
+        result = Evaluator(engine="llm-pairwise", llm=loop_config(url, tmp_path / "c.sqlite", provider=provider)).evaluate(pairs)
         assert result.n_failed == 0 and result.n_pairs == 3
         assert proxy.seen == []  # not one byte (report text, key) went to the proxy
         assert len(server.log) == 3
@@ -180,8 +202,9 @@ def test_a_redirect_is_never_followed(tmp_path, monkeypatch):
 @pytest.mark.parametrize("fault", sorted(USAGE_FAULTS))
 def test_cap_holds_when_the_server_hides_its_usage(server, tmp_path, fault):
     pairs = written_pairs(12, marker=f"FAULT:{fault}-always")
-    cfg = loop_config(server.base_url, tmp_path / "c.sqlite", concurrency=4, price_input=1.0, price_output=4.0,
-                      max_cost=0.02, max_tokens=512)
+    cfg = loop_config(
+        server.base_url, tmp_path / "c.sqlite", concurrency=4, price_input=1.0, price_output=4.0, max_cost=0.02, max_tokens=512
+    )
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     _partition(result, pairs)
     assert result.usage.estimated == result.usage.answers > 0
@@ -192,8 +215,7 @@ def test_cap_holds_when_the_server_hides_its_usage(server, tmp_path, fault):
 
 def test_budget_is_per_store_across_reruns_until_reset(server, tmp_path):
     cache = tmp_path / "c.sqlite"
-    cfg = loop_config(server.base_url, cache, concurrency=2, price_input=1.0, price_output=4.0, max_cost=0.03,
-                      max_tokens=512)
+    cfg = loop_config(server.base_url, cache, concurrency=2, price_input=1.0, price_output=4.0, max_cost=0.03, max_tokens=512)
     first = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(written_pairs(20, prefix="a"))
     assert first.usage.stopped and 0 < first.usage.cost <= 0.03
     # a rerun on other pairs does not get a fresh budget: both runs together stay within the cap
@@ -212,8 +234,9 @@ def test_budget_is_per_store_across_reruns_until_reset(server, tmp_path):
 
 def test_reasks_stay_within_the_cap(server, tmp_path):
     pairs = written_pairs(10, marker="FAULT:schema")  # every first answer is invalid: one re-ask each
-    cfg = loop_config(server.base_url, tmp_path / "c.sqlite", concurrency=4, price_input=1.0, price_output=4.0,
-                      max_cost=0.05, max_tokens=512)
+    cfg = loop_config(
+        server.base_url, tmp_path / "c.sqlite", concurrency=4, price_input=1.0, price_output=4.0, max_cost=0.05, max_tokens=512
+    )
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     _partition(result, pairs)
     assert result.usage.reasks > 0 and result.usage.cost <= 0.05
@@ -230,17 +253,40 @@ def test_worst_case_estimate_covers_a_request():
 
 
 def test_an_echoed_key_is_redacted_everywhere(server, tmp_path):
-    pairs = [with_fault("echo", "echo-key-answer-always"), with_fault("echo500", "echo-key-always"),
-             *written_pairs(2)]
+    pairs = [with_fault("echo", "echo-key-answer-always"), with_fault("echo500", "echo-key-always"), *written_pairs(2)]
     data = tmp_path / "p.jsonl"
-    data.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
-                            for p in pairs))
+    data.write_text(
+        "".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n" for p in pairs)
+    )
     out, cache = tmp_path / "o", tmp_path / "c.sqlite"
     proc = subprocess.run(
-        [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--out", str(out), "--engine",
-         "llm-pairwise", "--base-url", server.base_url, "--model", "loopback", "--cache", str(cache),
-         "--retries", "0", "--allow-failures", "1"],
-        capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": KEY}, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(data),
+            "--out",
+            str(out),
+            "--engine",
+            "llm-pairwise",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "loopback",
+            "--cache",
+            str(cache),
+            "--retries",
+            "0",
+            "--allow-failures",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": KEY},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     scores = json.loads((out / "scores.json").read_text())
     assert scores["n_pairs"] == 3 and scores["n_failed"] == 1  # the echoed 200 is scored, the echoed 500 listed
@@ -278,8 +324,9 @@ def test_a_failure_never_replaces_a_valid_answer(server, tmp_path):
     with AnswerCache(cache) as store:
         keys = [r[0] for r in store._db.execute("SELECT key FROM answers")]  # noqa: SLF001 - test reads the table
         for key in keys:
-            stored = store.put(CachedAnswer(key=key, kind="pairwise", engine="x", model="m", status="failed",
-                                            error="late failure"))
+            stored = store.put(
+                CachedAnswer(key=key, kind="pairwise", engine="x", model="m", status="failed", error="late failure")
+            )
             assert stored is False
             assert store.get(key).status == "ok"
 
@@ -288,15 +335,37 @@ def test_concurrent_processes_share_answers_without_duplicate_calls(tmp_path):
     cache = tmp_path / "c.sqlite"
     data = tmp_path / "p.jsonl"
     pairs = written_pairs(24)
-    data.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
-                            for p in pairs))
+    data.write_text(
+        "".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n" for p in pairs)
+    )
     with LoopbackServer(latency=0.1) as srv:
-        args = [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--engine", "llm-pairwise",
-                "--base-url", srv.base_url, "--model", "loopback", "--local-only", "--cache", str(cache),
-                "--concurrency", "4", "--json"]
+        args = [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(data),
+            "--engine",
+            "llm-pairwise",
+            "--base-url",
+            srv.base_url,
+            "--model",
+            "loopback",
+            "--local-only",
+            "--cache",
+            str(cache),
+            "--concurrency",
+            "4",
+            "--json",
+        ]
         env = {**os.environ, "OPENAI_API_KEY": ""}
-        procs = [subprocess.Popen([*args, "--out", str(tmp_path / f"o{i}")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+        procs = [
+            subprocess.Popen(
+                [*args, "--out", str(tmp_path / f"o{i}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            )
+            for i in range(2)
+        ]
         for p in procs:
             _, err = p.communicate(timeout=300)
             assert p.returncode == 0, err
@@ -334,6 +403,7 @@ def test_runner_release_leaves_no_lease(server, tmp_path):
 
         judge = LLMPairwiseJudge(Evaluator().ontology, cfg, "positive")
         task = judge.task(ReportPair(pair_id="x", reference="Small effusion.", candidate="No effusion."), 0)
+
         async def go():
             try:
                 return await runner.run([task])
@@ -352,9 +422,15 @@ def test_bench_settings_never_echo_a_password(tmp_path):
         "engine: {name: llm-pairwise, llm: {model: m, base_url: 'http://user:Secr3tPW@127.0.0.1:9/v1'}}\n"
         "metrics: [spec-errors]\n"
         "datasets: [{name: d, references: {path: refs.csv}}]\n"
-        "systems: [{name: n, baseline: normal-template}]\n")
-    proc = subprocess.run([sys.executable, "-m", "cxreval", "bench", str(tmp_path / "bench.yaml")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+        "systems: [{name: n, baseline: normal-template}]\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "cxreval", "bench", str(tmp_path / "bench.yaml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "credentials" in proc.stderr
     assert "Secr3tPW" not in proc.stdout + proc.stderr
 
@@ -376,8 +452,9 @@ def test_unreadable_answers_and_bodies_end_scored_or_listed(server, tmp_path, pr
     always = [with_fault(f"always-{name}", f"{name}-always") for name in names]
     pairs = [*once, *always, *written_pairs(2)]
     url = dict(_urls(server))[provider]
-    result = Evaluator(engine="llm-pairwise", llm=loop_config(url, tmp_path / "c.sqlite", provider=provider,
-                                                                retries=1)).evaluate(pairs)
+    result = Evaluator(engine="llm-pairwise", llm=loop_config(url, tmp_path / "c.sqlite", provider=provider, retries=1)).evaluate(
+        pairs
+    )
     _partition(result, pairs)
     expected, got = rule_rows(pairs, flat=True), llm_rows(result.judgements)
     for p in [*once, *written_pairs(2)]:  # the re-ask / the retry got a proper answer
@@ -433,7 +510,7 @@ SLASH_KEY = "sk-hostile/KQZJWXVBNM/0123456789/abcdefghij"
 
 
 def _key_pieces(text: str, key: str = SLASH_KEY, width: int = 8) -> list[str]:
-    return [key[i:i + width] for i in range(len(key) - width + 1) if key[i:i + width] in text]
+    return [key[i : i + width] for i in range(len(key) - width + 1) if key[i : i + width] in text]
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -461,8 +538,13 @@ def test_redact_replaces_every_escaped_form_before_cutting(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SLASH_KEY)
     backend = OpenAIBackend(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1"))
     try:
-        texts = [SLASH_KEY, json.dumps(SLASH_KEY), json.dumps(SLASH_KEY).replace("/", "\\/"),
-                 json.dumps(json.dumps(SLASH_KEY)), json.dumps({"k": SLASH_KEY})]
+        texts = [
+            SLASH_KEY,
+            json.dumps(SLASH_KEY),
+            json.dumps(SLASH_KEY).replace("/", "\\/"),
+            json.dumps(json.dumps(SLASH_KEY)),
+            json.dumps({"k": SLASH_KEY}),
+        ]
         for text in texts:
             assert _key_pieces(backend.redact(f"{'.' * 480} {text} tail", limit=None)) == [], text
             assert _key_pieces(backend.redact(f"{'.' * 480} {text} tail")) == [], text  # cut at 500
@@ -474,8 +556,7 @@ def test_redact_replaces_every_escaped_form_before_cutting(monkeypatch):
 # 9. A key pasted as --api-key-env is never printed, even when it could be a variable name
 # ------------------------------------------------------------------------------------------
 
-KEY_LIKE_NAMES = ("gsk_3xAmPlEsEcReTkEy1234567890abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
-                  "SK_" + "A" * 70)
+KEY_LIKE_NAMES = ("gsk_3xAmPlEsEcReTkEy1234567890abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "SK_" + "A" * 70)
 
 
 @pytest.mark.parametrize("name", KEY_LIKE_NAMES)
@@ -499,18 +580,43 @@ def test_a_conventional_variable_name_is_still_named(monkeypatch):
 def test_cli_never_prints_a_key_like_api_key_env_value(tmp_path):
     name = KEY_LIKE_NAMES[0]
     data = tmp_path / "p.jsonl"
-    data.write_text("".join(json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n"
-                            for p in written_pairs(1)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": p.pair_id, "reference": p.reference, "candidate": p.candidate}) + "\n" for p in written_pairs(1)
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k != name}
     proc = subprocess.run(
-        [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--out", str(tmp_path / "o"),
-         "--engine", "llm-pairwise", "--base-url", "http://0.0.0.0:9/v1", "--model", "m",
-         "--api-key-env", name, "--cache", str(tmp_path / "c.sqlite")],
-        capture_output=True, text=True, env=env, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(data),
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "llm-pairwise",
+            "--base-url",
+            "http://0.0.0.0:9/v1",
+            "--model",
+            "m",
+            "--api-key-env",
+            name,
+            "--cache",
+            str(tmp_path / "c.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "does not look like a variable name" in proc.stdout + proc.stderr
-    everything = proc.stdout + proc.stderr + "".join(
-        p.read_text(errors="replace") for p in (tmp_path / "o").glob("*") if p.is_file())
+    everything = (
+        proc.stdout + proc.stderr + "".join(p.read_text(errors="replace") for p in (tmp_path / "o").glob("*") if p.is_file())
+    )
     assert name not in everything
 
 
@@ -524,8 +630,9 @@ def test_cap_waits_for_requests_in_flight_instead_of_stopping(tmp_path):
     cap = 5.5 * worst  # room for 5 worst cases, with concurrency 8
     pairs = written_pairs(20)
     with LoopbackServer(latency=0.05) as srv:
-        cfg = loop_config(srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=10.0,
-                          max_tokens=4096, max_cost=cap)
+        cfg = loop_config(
+            srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=10.0, max_tokens=4096, max_cost=cap
+        )
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     assert result.usage.stopped is None, result.usage.stopped
     assert result.n_pairs == 20 and result.n_failed == 0  # all of them, in one go
@@ -537,8 +644,9 @@ def test_cap_waits_for_requests_in_flight_instead_of_stopping(tmp_path):
 def test_cap_still_stops_when_real_spending_leaves_no_room(tmp_path):
     pairs = written_pairs(20)
     with LoopbackServer(latency=0.02) as srv:
-        cfg = loop_config(srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=1000.0,
-                          max_tokens=256, max_cost=2.0)
+        cfg = loop_config(
+            srv.base_url, tmp_path / "c.sqlite", concurrency=8, price_input=0.0, price_output=1000.0, max_tokens=256, max_cost=2.0
+        )
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     _partition(result, pairs)
     assert result.usage.stopped and result.usage.stopped.startswith("--max-cost")
@@ -557,8 +665,7 @@ def test_zero_usage_is_estimated_not_believed(server, tmp_path, provider, monkey
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     pairs = written_pairs(4, marker="FAULT:zero-usage-always")
     url = dict(_urls(server))[provider]
-    cfg = loop_config(url, tmp_path / "c.sqlite", provider=provider, price_input=1.0, price_output=4.0,
-                      max_tokens=512)
+    cfg = loop_config(url, tmp_path / "c.sqlite", provider=provider, price_input=1.0, price_output=4.0, max_tokens=512)
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     assert result.n_pairs == 4
     assert result.usage.estimated == result.usage.answers == 4
@@ -574,8 +681,11 @@ def test_zero_usage_is_estimated_not_believed(server, tmp_path, provider, monkey
 def test_malformed_200s_are_charged_in_the_ledger(server, tmp_path, provider, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    pairs = [with_fault("cut", "cut-body-always"), with_fault("nomsg", "no-message-always"),
-             with_fault("deep", "deep-body-always")]
+    pairs = [
+        with_fault("cut", "cut-body-always"),
+        with_fault("nomsg", "no-message-always"),
+        with_fault("deep", "deep-body-always"),
+    ]
     url = dict(_urls(server))[provider]
     cache = tmp_path / "c.sqlite"
     cfg = loop_config(url, cache, provider=provider, retries=1, price_input=1.0, price_output=4.0, max_tokens=512)
@@ -593,8 +703,16 @@ def test_malformed_200s_are_charged_in_the_ledger(server, tmp_path, provider, mo
 
 def test_malformed_200s_count_against_the_cap(server, tmp_path):
     pairs = written_pairs(12, marker="FAULT:cut-body-always")
-    cfg = loop_config(server.base_url, tmp_path / "c.sqlite", concurrency=4, retries=1, price_input=1.0,
-                      price_output=4.0, max_tokens=512, max_cost=0.03)
+    cfg = loop_config(
+        server.base_url,
+        tmp_path / "c.sqlite",
+        concurrency=4,
+        retries=1,
+        price_input=1.0,
+        price_output=4.0,
+        max_tokens=512,
+        max_cost=0.03,
+    )
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     _partition(result, pairs)
     assert result.usage.stopped and result.usage.stopped.startswith("--max-cost")
@@ -675,8 +793,10 @@ def test_a_stale_lease_of_another_host_is_taken_over_after_expiry(tmp_path):
         judge = LLMPairwiseJudge(Evaluator().ontology, cfg, "positive")
         with AnswerCache(cache) as store:  # a process on another host took the lease, then died
             for p in pairs:
-                store._db.execute("INSERT INTO leases VALUES (?,?,?)",  # noqa: SLF001
-                                  (judge.task(p).key, "otherhost:1:deadbeef", time.time() + 1.5))
+                store._db.execute(
+                    "INSERT INTO leases VALUES (?,?,?)",  # noqa: SLF001
+                    (judge.task(p).key, "otherhost:1:deadbeef", time.time() + 1.5),
+                )
         t0 = time.monotonic()
         result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
         took = time.monotonic() - t0

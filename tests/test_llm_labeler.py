@@ -93,8 +93,7 @@ def test_labels_from_a_real_server_match_the_rule_projection(onto, tmp_path):
 
 def test_pair_metrics_leave_failed_pairs_out(onto, tmp_path):
     pairs = [ReportPair(pair_id=k, reference=v, candidate=REPORTS["a"]) for k, v in REPORTS.items()]
-    pairs.append(ReportPair(pair_id="bad", reference="Mild cardiomegaly. FAULT:schema-always",
-                            candidate=REPORTS["b"]))
+    pairs.append(ReportPair(pair_id="bad", reference="Mild cardiomegaly. FAULT:schema-always", candidate=REPORTS["b"]))
     with LoopbackServer() as srv:
         out = llm_label_metrics(pairs, onto, loop_config(srv.base_url, tmp_path / "c.sqlite"))
     assert set(out.failed_pairs) == {"bad"}

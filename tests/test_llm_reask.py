@@ -19,8 +19,9 @@ CAND = "Large left pleural effusion. FAULT:schema"
 
 def _answers(reports: dict[str, str], instructions: str) -> dict[str, Any] | None:
     if "ERROR COUNT TASK" in instructions:
-        zero = dict.fromkeys(("false_finding", "missing_finding", "location", "severity", "false_comparison",
-                              "missing_comparison"), 0)
+        zero = dict.fromkeys(
+            ("false_finding", "missing_finding", "location", "severity", "false_comparison", "missing_comparison"), 0
+        )
         return {"significant": {**zero, "severity": 1}, "insignificant": zero, "matched_findings": 0}
     if "CORRECTION TASK" in instructions:
         return {"corrections": [{"type": "replace", "line": 1, "text": "Small left pleural effusion.", "severity": 2}]}

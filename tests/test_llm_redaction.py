@@ -33,7 +33,7 @@ BODY = KEY[3:]  # the key's distinctive body, without its prefix
 
 def _key_pieces(text: str, key: str = KEY, width: int = 8) -> list[str]:
     """Every piece of ``width`` characters of the key that ``text`` holds as it is."""
-    return [key[i:i + width] for i in range(len(key) - width + 1) if key[i:i + width] in text]
+    return [key[i : i + width] for i in range(len(key) - width + 1) if key[i : i + width] in text]
 
 
 def _decoded(text: str) -> str:
@@ -45,7 +45,7 @@ def _decoded(text: str) -> str:
 
 def _u(text: str, at: int) -> str:
     """``text`` with its character ``at`` written as a JSON ``\\u`` escape."""
-    return text[:at] + f"\\u{ord(text[at]):04x}" + text[at + 1:]
+    return text[:at] + f"\\u{ord(text[at]):04x}" + text[at + 1 :]
 
 
 # ------------------------------------------------------------------------------------------
@@ -95,8 +95,9 @@ def test_redacted_json_stays_json_and_short_pieces_stay(monkeypatch):
         redacted = json.loads(backend.redact(answer.replace(KEY, _u(KEY, 5)), None))
         assert redacted["entities"][0] == {"entity": "pleural_effusion", "evidence": "key [redacted]"}
         # fewer than 8 characters of the key are not a key: a masked key and report text stay as they are
-        assert backend.redact("key sk-...ghij; Small left pleural effusion.", None) == \
-            "key sk-...ghij; Small left pleural effusion."
+        assert (
+            backend.redact("key sk-...ghij; Small left pleural effusion.", None) == "key sk-...ghij; Small left pleural effusion."
+        )
     finally:
         asyncio.run(backend.aclose())
 
@@ -153,34 +154,76 @@ class _EchoHandler(BaseHTTPRequestHandler):
             self._send(500, {"error": {"message": inner}})
             return
         evidence = f"key {key}" if "ECHO:answer" in prompt else "effusion"
-        mention = {"entity": "pleural_effusion", "status": "present", "side": "left", "zones": [],
-                   "severity": "none", "comparison": "none", "evidence": evidence}
+        mention = {
+            "entity": "pleural_effusion",
+            "status": "present",
+            "side": "left",
+            "zones": [],
+            "severity": "none",
+            "comparison": "none",
+            "evidence": evidence,
+        }
         # the answer's JSON text as a model may write it: one character of the key as a \u escape
         content = json.dumps({"entities": [mention]}).replace(key, _u(key, 5))
-        self._send(200, {"id": "x", "object": "chat.completion", "model": "echo",
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                      "finish_reason": "stop"}],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": 10}})
+        self._send(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": "echo",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10},
+            },
+        )
 
 
 def test_the_key_in_any_encoding_reaches_no_output_store_or_terminal(tmp_path):
-    rows = [("answer", "Small left pleural effusion. ECHO:answer"), ("bare", "Small left pleural effusion. ECHO:bare"),
-            ("double", "Small left pleural effusion. ECHO:double"), ("plain", "Small left pleural effusion.")]
+    rows = [
+        ("answer", "Small left pleural effusion. ECHO:answer"),
+        ("bare", "Small left pleural effusion. ECHO:bare"),
+        ("double", "Small left pleural effusion. ECHO:double"),
+        ("plain", "Small left pleural effusion."),
+    ]
     data = tmp_path / "p.jsonl"
-    data.write_text("".join(json.dumps({"id": i, "reference": "Left pleural effusion.", "candidate": c}) + "\n"
-                            for i, c in rows))
+    data.write_text("".join(json.dumps({"id": i, "reference": "Left pleural effusion.", "candidate": c}) + "\n" for i, c in rows))
     out, cache = tmp_path / "o", tmp_path / "c.sqlite"
     with _KeyEcho() as server:
         proc = subprocess.run(
-            [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(data), "--out", str(out), "--engine",
-             "llm-extract", "--base-url", server.base_url, "--model", "echo", "--cache", str(cache),
-             "--retries", "0", "--allow-failures", "1"],
-            check=False, capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": KEY},
-            timeout=300)
+            [
+                sys.executable,
+                "-m",
+                "cxreval",
+                "evaluate",
+                "--pairs",
+                str(data),
+                "--out",
+                str(out),
+                "--engine",
+                "llm-extract",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "echo",
+                "--cache",
+                str(cache),
+                "--retries",
+                "0",
+                "--allow-failures",
+                "1",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPENAI_API_KEY": KEY},
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr
     shown = {p.name: _readable(p) for p in out.iterdir() if p.is_file()}
-    shown |= {"stdout": proc.stdout, "stderr": proc.stderr,
-              "store": b"".join(p.read_bytes() for p in tmp_path.glob("c.sqlite*")).decode("latin-1")}
+    shown |= {
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+        "store": b"".join(p.read_bytes() for p in tmp_path.glob("c.sqlite*")).decode("latin-1"),
+    }
     for where, text in shown.items():
         assert _key_pieces(text) == [] and _key_pieces(_decoded(text)) == [], where
     failures = {json.loads(x)["pair_id"]: json.loads(x) for x in shown["failures.jsonl"].splitlines()}
@@ -220,8 +263,24 @@ def test_cli_never_prints_a_line_of_a_malformed_config(tmp_path):
     path = tmp_path / "llm.yaml"
     path.write_text(BAD_YAML["unterminated quote"])
     proc = subprocess.run(
-        [sys.executable, "-m", "cxreval", "evaluate", "--example", "--out", str(tmp_path / "o"), "--engine",
-         "llm-pairwise", "--llm-config", str(path)], check=False, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--example",
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "llm-pairwise",
+            "--llm-config",
+            str(path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     shown = " ".join((proc.stdout + proc.stderr).split())
     assert "line 4, column 1" in shown and "started at line 2, column 10" in shown

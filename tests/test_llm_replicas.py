@@ -68,8 +68,11 @@ def test_balanced_backend_rests_a_failing_endpoint() -> None:
             out = []
             for _ in range(4):
                 try:
-                    await backend.complete([{"role": "user", "content": "Reference report:\nNo effusion.\n"
-                                             "Candidate report:\nNo effusion."}], {"type": "object"}, "x")
+                    await backend.complete(
+                        [{"role": "user", "content": "Reference report:\nNo effusion.\nCandidate report:\nNo effusion."}],
+                        {"type": "object"},
+                        "x",
+                    )
                     out.append("ok")
                 except Exception as exc:  # noqa: BLE001 - the dead endpoint's transport error
                     out.append(type(exc).__name__)

@@ -19,8 +19,13 @@ from cxreval.scores import Signature
 from cxreval.testing.loopback import LoopbackServer
 from tests.llm_support import loop_config
 
-PAIRS = [ReportPair(pair_id="p", reference="Small left pleural effusion. Mild cardiomegaly.",
-                    candidate="No pleural effusion. Mild cardiomegaly.")]
+PAIRS = [
+    ReportPair(
+        pair_id="p",
+        reference="Small left pleural effusion. Mild cardiomegaly.",
+        candidate="No pleural effusion. Mild cardiomegaly.",
+    )
+]
 
 
 def test_the_bound_holds_the_longest_answer_of_each_schema() -> None:

@@ -50,9 +50,28 @@ def test_sigkill_half_way_then_rerun_repeats_no_finished_call(tmp_path):
     # a small delay per call; after HALF answers the server holds further requests, so that the
     # kill lands while no answer is on its way (a finished call is one whose answer was sent)
     with LoopbackServer(latency=0.1, hold_after=HALF) as srv:
-        cmd = [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(pairs_file), "--out", str(out),
-               "--engine", "llm-pairwise", "--base-url", srv.base_url, "--model", "loopback", "--local-only",
-               "--cache", str(cache), "--concurrency", "4", "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "cxreval",
+            "evaluate",
+            "--pairs",
+            str(pairs_file),
+            "--out",
+            str(out),
+            "--engine",
+            "llm-pairwise",
+            "--base-url",
+            srv.base_url,
+            "--model",
+            "loopback",
+            "--local-only",
+            "--cache",
+            str(cache),
+            "--concurrency",
+            "4",
+            "--no-progress",
+        ]
         env = {**os.environ, "OPENAI_API_KEY": ""}
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:

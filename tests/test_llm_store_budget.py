@@ -63,13 +63,22 @@ class _BillingServer(ThreadingHTTPServer):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 server.hold()
-                data = json.dumps({
-                    "id": "chatcmpl-budget", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": '{"entities": []}'}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": int(body["max_tokens"]),
-                              "total_tokens": 1 + int(body["max_tokens"])},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-budget",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": '{"entities": []}'}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": 1,
+                            "completion_tokens": int(body["max_tokens"]),
+                            "total_tokens": 1 + int(body["max_tokens"]),
+                        },
+                    }
+                ).encode()
                 with server.cond:
                     server.answered += 1
                 self.send_response(200)
@@ -115,8 +124,14 @@ class _BillingServer(ThreadingHTTPServer):
 
 
 def _pairs_file(path: Path, tag: str) -> Path:
-    rows = [{"id": f"{tag}{i}", "reference": f"Study {tag}{i}. The lungs are clear.",
-             "candidate": "The lungs are clear. Heart size is normal."} for i in range(PAIRS_PER_PROCESS)]
+    rows = [
+        {
+            "id": f"{tag}{i}",
+            "reference": f"Study {tag}{i}. The lungs are clear.",
+            "candidate": "The lungs are clear. Heart size is normal.",
+        }
+        for i in range(PAIRS_PER_PROCESS)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -132,11 +147,40 @@ def test_one_cap_holds_across_processes_sharing_a_store(tmp_path, processes):
         procs = []
         for i in range(processes):
             tag = "abcd"[i]
-            cmd = [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(_pairs_file(tmp_path / f"{tag}.jsonl", tag)),
-                   "--out", str(tmp_path / f"out-{tag}"), "--engine", "llm-pairwise", "--base-url", server.base_url,
-                   "--model", "loopback", "--local-only", "--cache", str(cache), "--concurrency", "4",
-                   "--retries", "0", "--timeout", "120", "--max-tokens", str(MAX_TOKENS), "--price-input", "0",
-                   "--price-output", str(PRICE_OUTPUT), "--max-cost", str(CAP), "--json"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "cxreval",
+                "evaluate",
+                "--pairs",
+                str(_pairs_file(tmp_path / f"{tag}.jsonl", tag)),
+                "--out",
+                str(tmp_path / f"out-{tag}"),
+                "--engine",
+                "llm-pairwise",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "loopback",
+                "--local-only",
+                "--cache",
+                str(cache),
+                "--concurrency",
+                "4",
+                "--retries",
+                "0",
+                "--timeout",
+                "120",
+                "--max-tokens",
+                str(MAX_TOKENS),
+                "--price-input",
+                "0",
+                "--price-output",
+                str(PRICE_OUTPUT),
+                "--max-cost",
+                str(CAP),
+                "--json",
+            ]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
         results = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -188,8 +232,10 @@ def test_reservations_of_a_dead_or_expired_owner_are_dropped(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with AnswerCache(cache) as store:
-        rows = [("k1", f"{socket.gethostname()}:{gone.pid}:deadbeef", 3.0, time.time() + 600),  # dead: at once
-                ("k2", "otherhost:1:deadbeef", 3.0, time.time() - 1)]  # another host: at its expiry
+        rows = [
+            ("k1", f"{socket.gethostname()}:{gone.pid}:deadbeef", 3.0, time.time() + 600),  # dead: at once
+            ("k2", "otherhost:1:deadbeef", 3.0, time.time() - 1),
+        ]  # another host: at its expiry
         store._db.executemany("INSERT INTO reservations (key, owner, cost, expires) VALUES (?,?,?,?)", rows)
         budget = store.reserve("k3", 3.0, 4.0, 60)
         assert budget.reservation is not None and budget.in_flight == 1
@@ -209,8 +255,7 @@ def _v1_store(path: Path, version: str = "1") -> None:
         db.execute("""CREATE TABLE ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
             input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
             cost REAL NOT NULL, created REAL NOT NULL)""")
-        db.execute("INSERT INTO answers VALUES ('k', 'pairwise', 'e', 'm', 'ok', '{\"items\": []}', '[]', '', 1, 2, 1, "
-                   "0.25, 0)")
+        db.execute("INSERT INTO answers VALUES ('k', 'pairwise', 'e', 'm', 'ok', '{\"items\": []}', '[]', '', 1, 2, 1, 0.25, 0)")
         db.execute("INSERT INTO ledger VALUES (1, 'k', 'm', 1, 2, 0, 0.25, 0)")
     db.close()
 
@@ -222,7 +267,9 @@ def test_an_older_store_is_migrated_in_place(tmp_path):
     with AnswerCache(path) as store:
         assert store.get("k").status == "ok" and store.spent() == 0.25  # nothing lost
         db = store._db
-        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(answer_store.SCHEMA_VERSION)
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(
+            answer_store.SCHEMA_VERSION
+        )
         assert store.reserve("k2", 1.0, 2.0, 60).reservation is not None  # the new table is there
 
 
@@ -234,8 +281,9 @@ def test_a_newer_store_is_refused_with_a_way_forward(tmp_path):
         check_answer_store(path)
     with pytest.raises(answer_store.NewerAnswerStore):
         AnswerCache(path)
-    proc = subprocess.run([sys.executable, "-m", "cxreval", "cache", "--path", str(path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cxreval", "cache", "--path", str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 2 and "upgrade cxreval" in proc.stderr.replace("\n", " ")
     assert path.read_bytes() == before  # never written to
 

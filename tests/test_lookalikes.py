@@ -29,7 +29,9 @@ def test_counts() -> None:
     assert lookalike_count("Right pneum\u043eth\u043erax.") == 2
     assert lookalike_count("Pneumo\u0301thorax.") == 1  # a combining accent put on a letter
     assert lookalike_count("L\u00f6fgren syndrome; Sj\u00f6gren.") == 0  # precomposed letters people write
-    assert lookalike_count("\u041d\u0435\u0442 \u043f\u043d\u0435\u0432\u043c\u043e\u0442\u043e\u0440\u0430\u043a\u0441\u0430.") == 0  # Russian, not mixed
+    assert (
+        lookalike_count("\u041d\u0435\u0442 \u043f\u043d\u0435\u0432\u043c\u043e\u0442\u043e\u0440\u0430\u043a\u0441\u0430.") == 0
+    )  # Russian, not mixed
 
 
 def test_errors_csv_counts_them_and_one_warning_says_so(tmp_path: Path) -> None:

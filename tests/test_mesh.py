@@ -39,8 +39,14 @@ def small_ontology(extra: list[dict] | None = None) -> Ontology:
     heads = ["Opacity", "Calcinosis", "Pleural Effusion", "Nodule", "normal", "No Indexing"]
 
     def ent(eid: str, patterns: list[str]) -> dict:
-        return {"id": eid, "name": eid.replace("_", " "), "kind": "finding", "category": "c", "group": "g",
-                "mappings": {"mesh": patterns}}
+        return {
+            "id": eid,
+            "name": eid.replace("_", " "),
+            "kind": "finding",
+            "category": "c",
+            "group": "g",
+            "mappings": {"mesh": patterns},
+        }
 
     entities = [
         ent("opacity", ["Opacity"]),
@@ -50,12 +56,16 @@ def small_ontology(extra: list[dict] | None = None) -> Ontology:
         ent("effusion", ["Pleural Effusion"]),
         *(extra or []),
     ]
-    return parse_ontology({
-        "id": "small", "version": "0",
-        "categories": [{"id": "c", "name": "C"}], "groups": [{"id": "g", "name": "G", "category": "c"}],
-        "labelsets": {"mesh": {"name": "mesh", "kind": "mesh", "labels": heads}},
-        "entities": entities,
-    })
+    return parse_ontology(
+        {
+            "id": "small",
+            "version": "0",
+            "categories": [{"id": "c", "name": "C"}],
+            "groups": [{"id": "g", "name": "G", "category": "c"}],
+            "labelsets": {"mesh": {"name": "mesh", "kind": "mesh", "labels": heads}},
+            "entities": entities,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +142,18 @@ def test_matching_ignores_case_and_spacing(mapper: MeshMapper) -> None:
 
 
 def test_tie_between_entities_is_an_error() -> None:
-    onto = small_ontology([{"id": "streaky_thing", "name": "streaky thing", "kind": "finding", "category": "c",
-                            "group": "g", "mappings": {"mesh": ["Opacity/streaky"]}}])
+    onto = small_ontology(
+        [
+            {
+                "id": "streaky_thing",
+                "name": "streaky thing",
+                "kind": "finding",
+                "category": "c",
+                "group": "g",
+                "mappings": {"mesh": ["Opacity/streaky"]},
+            }
+        ]
+    )
     tied = MeshMapper(onto)
     code = MeshCode.parse("Opacity/round/streaky")
     assert tied.resolve(code) == ("nodule", "streaky_thing")
@@ -145,8 +165,18 @@ def test_tie_between_entities_is_an_error() -> None:
 
 
 def test_same_pattern_in_two_entities_is_rejected() -> None:
-    onto = small_ontology([{"id": "copycat", "name": "copycat", "kind": "finding", "category": "c",
-                            "group": "g", "mappings": {"mesh": ["Opacity/ ROUND"]}}])
+    onto = small_ontology(
+        [
+            {
+                "id": "copycat",
+                "name": "copycat",
+                "kind": "finding",
+                "category": "c",
+                "group": "g",
+                "mappings": {"mesh": ["Opacity/ ROUND"]},
+            }
+        ]
+    )
     with pytest.raises(AmbiguousMeshCode, match="mapped by both 'nodule' and 'copycat'"):
         MeshMapper(onto)
 

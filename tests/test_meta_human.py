@@ -109,27 +109,51 @@ def write_rexval(folder: Path, one_based: bool = True) -> tuple[Path, Path]:
     with reports.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["study_id", "gt_report", "radgraph", "bertscore", "s_emb", "bleu"])
-        w.writerow(["s10", "Small left pleural effusion.", "Small left pleural effusion.", "No effusion.",
-                    "Small right pleural effusion.", "Large left pneumothorax."])
-        w.writerow(["s11", "Mild cardiomegaly.", "Mild cardiomegaly.", "Severe cardiomegaly.",
-                    "Normal heart size.", "Mild cardiomegaly. Right lower lobe consolidation."])
+        w.writerow(
+            [
+                "s10",
+                "Small left pleural effusion.",
+                "Small left pleural effusion.",
+                "No effusion.",
+                "Small right pleural effusion.",
+                "Large left pneumothorax.",
+            ]
+        )
+        w.writerow(
+            [
+                "s11",
+                "Mild cardiomegaly.",
+                "Mild cardiomegaly.",
+                "Severe cardiomegaly.",
+                "Normal heart size.",
+                "Mild cardiomegaly. Right lower lobe consolidation.",
+            ]
+        )
     ratings = folder / "6_valid_raters_per_rater_error_categories.csv"
     base = 1 if one_based else 0
     # (study index, candidate, rater, category, significant, count)
     rows = [
-        (0, "bertscore", 1, 2, True, 1), (0, "bertscore", 2, 2, True, 1),
-        (0, "s_emb", 1, 3, True, 1), (0, "s_emb", 2, 3, False, 1),
-        (0, "bleu", 1, 1, True, 1), (0, "bleu", 1, 2, True, 1), (0, "bleu", 2, 1, True, 2),
-        (1, "bertscore", 1, 4, True, 1), (1, "bertscore", 2, 4, False, 1),
-        (1, "s_emb", 1, 2, True, 1), (1, "s_emb", 2, 2, True, 1),
-        (1, "bleu", 1, 1, True, 1), (1, "bleu", 2, 1, False, 1),
-        (0, "radgraph", 1, 1, True, 0), (0, "radgraph", 2, 1, True, 0),
-        (1, "radgraph", 1, 1, True, 0), (1, "radgraph", 2, 1, True, 0),
+        (0, "bertscore", 1, 2, True, 1),
+        (0, "bertscore", 2, 2, True, 1),
+        (0, "s_emb", 1, 3, True, 1),
+        (0, "s_emb", 2, 3, False, 1),
+        (0, "bleu", 1, 1, True, 1),
+        (0, "bleu", 1, 2, True, 1),
+        (0, "bleu", 2, 1, True, 2),
+        (1, "bertscore", 1, 4, True, 1),
+        (1, "bertscore", 2, 4, False, 1),
+        (1, "s_emb", 1, 2, True, 1),
+        (1, "s_emb", 2, 2, True, 1),
+        (1, "bleu", 1, 1, True, 1),
+        (1, "bleu", 2, 1, False, 1),
+        (0, "radgraph", 1, 1, True, 0),
+        (0, "radgraph", 2, 1, True, 0),
+        (1, "radgraph", 1, 1, True, 0),
+        (1, "radgraph", 2, 1, True, 0),
     ]
     with ratings.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(["study_number", "candidate_type", "rater_index", "error_category", "clinically_significant",
-                    "num_errors"])
+        w.writerow(["study_number", "candidate_type", "rater_index", "error_category", "clinically_significant", "num_errors"])
         for s, c, r, cat, sig, n in rows:
             w.writerow([s + base, c, r, cat, sig, n])
     return reports, ratings
@@ -153,13 +177,21 @@ def test_rexval_reader(tmp_path: Path, one_based: bool) -> None:
 
 def test_rexval_reader_configurable_columns_and_long_layout(tmp_path: Path) -> None:
     reports = tmp_path / "long.csv"
-    reports.write_text("sid,gt,kind,text\nA,No effusion.,m1,Small effusion.\nA,No effusion.,m2,No effusion.\n",
-                       encoding="utf-8")
+    reports.write_text("sid,gt,kind,text\nA,No effusion.,m1,Small effusion.\nA,No effusion.,m2,No effusion.\n", encoding="utf-8")
     ratings = tmp_path / "rates.csv"
     ratings.write_text("study,kind,reader,errors\nA,m1,r1,1\nA,m1,r2,2\nA,m2,r1,0\nA,m2,r2,0\n", encoding="utf-8")
-    cols = RexvalColumns(study_id="sid", reference="gt", long_candidate_type="kind", long_report="text",
-                         study_number="study", rating_candidate_type="kind", rater="reader", count="errors",
-                         category="none", significant="none")
+    cols = RexvalColumns(
+        study_id="sid",
+        reference="gt",
+        long_candidate_type="kind",
+        long_report="text",
+        study_number="study",
+        rating_candidate_type="kind",
+        rater="reader",
+        count="errors",
+        category="none",
+        significant="none",
+    )
     r = read_rexval(reports, ratings, columns=cols)
     assert r.ids == ["A:m1", "A:m2"] and r.mean().tolist() == [1.5, 0.0]
     bad = tmp_path / "bad.csv"

@@ -92,18 +92,26 @@ def _jaccard_by_hand(options: Options, refs: Sequence[str], cands: Sequence[str]
     def words(text: str) -> set[str]:
         return set(re.findall(r"\w+", text if options.get("lowercase") is False else text.lower()))
 
-    return np.array([len(words(r) & words(c)) / len(words(r) | words(c)) if words(r) | words(c) else np.nan
-                     for r, c in zip(refs, cands)])
+    return np.array(
+        [len(words(r) & words(c)) / len(words(r) | words(c)) if words(r) | words(c) else np.nan for r, c in zip(refs, cands)]
+    )
 
 
-JACCARD = MetricCase("demo-token-jaccard", "demo-token-jaccard", bounds=(0, 1), perfect=1.0,
-                     variants=(Variant(lambda: {"lowercase": False}, ("case:mixed",)),),
-                     nan="neither report has a word", reference=_jaccard_by_hand)
+JACCARD = MetricCase(
+    "demo-token-jaccard",
+    "demo-token-jaccard",
+    bounds=(0, 1),
+    perfect=1.0,
+    variants=(Variant(lambda: {"lowercase": False}, ("case:mixed",)),),
+    nan="neither report has a word",
+    reference=_jaccard_by_hand,
+)
 
 
 def test_a_plugin_distribution_registers_its_metric_and_passes_the_tester(site: Path) -> None:
-    _distribution(site, "cxreval-demo-jaccard", "[cxreval.metrics]\njaccard = cxreval_demo_jaccard\n",
-                  {"cxreval_demo_jaccard": PLUGIN})
+    _distribution(
+        site, "cxreval-demo-jaccard", "[cxreval.metrics]\njaccard = cxreval_demo_jaccard\n", {"cxreval_demo_jaccard": PLUGIN}
+    )
     assert "cxreval_demo_jaccard" not in sys.modules
     names = available_metrics()
     assert "demo-token-jaccard" in names and "bleu2" in names and "spec-errors" in names
@@ -114,8 +122,12 @@ def test_a_plugin_distribution_registers_its_metric_and_passes_the_tester(site: 
 
 
 def test_a_function_entry_point_is_called(site: Path) -> None:
-    _distribution(site, "cxreval-demo-fn", "[cxreval.metrics]\nlength = cxreval_demo_fn:register\n",
-                  {"cxreval_demo_fn": '''
+    _distribution(
+        site,
+        "cxreval-demo-fn",
+        "[cxreval.metrics]\nlength = cxreval_demo_fn:register\n",
+        {
+            "cxreval_demo_fn": """
                       import numpy as np
                       from cxreval.metrics import register_metric
                       from cxreval.scores.signature import Signature
@@ -130,30 +142,50 @@ def test_a_function_entry_point_is_called(site: Path) -> None:
 
                       def register():
                           register_metric("demo-length-diff", higher_is_better=False)(lambda: Length())
-                  '''})
+                  """
+        },
+    )
     assert "demo-length-diff" in available_metrics()
     assert get_metric("demo-length-diff").score_pairs(["abc"], ["a"]).tolist() == [2.0]
 
 
 def test_a_broken_plugin_is_named_and_the_registry_still_works(site: Path) -> None:
-    _distribution(site, "cxreval-demo-jaccard", "[cxreval.metrics]\njaccard = cxreval_demo_jaccard\n",
-                  {"cxreval_demo_jaccard": PLUGIN})
-    _distribution(site, "cxreval-demo-broken", "[cxreval.metrics]\nbroken = cxreval_demo_broken.metrics\n",
-                  {"cxreval_demo_broken.__init__": "", "cxreval_demo_broken.metrics": '''
+    _distribution(
+        site, "cxreval-demo-jaccard", "[cxreval.metrics]\njaccard = cxreval_demo_jaccard\n", {"cxreval_demo_jaccard": PLUGIN}
+    )
+    _distribution(
+        site,
+        "cxreval-demo-broken",
+        "[cxreval.metrics]\nbroken = cxreval_demo_broken.metrics\n",
+        {
+            "cxreval_demo_broken.__init__": "",
+            "cxreval_demo_broken.metrics": """
                       from cxreval.metrics import register_metric
                       register_metric("demo-half-registered")(lambda: None)
                       import a_module_nobody_installed
-                  '''})
-    _distribution(site, "cxreval-demo-missing", "[cxreval.metrics]\nmissing = cxreval_demo_missing:register\n",
-                  {"cxreval_demo_missing": "X = 1\n"})
+                  """,
+        },
+    )
+    _distribution(
+        site,
+        "cxreval-demo-missing",
+        "[cxreval.metrics]\nmissing = cxreval_demo_missing:register\n",
+        {"cxreval_demo_missing": "X = 1\n"},
+    )
     with pytest.warns(MetricPluginWarning) as caught:
         names = available_metrics()
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 2, messages
-    assert re.search(r"metric plug-in 'broken' \(cxreval_demo_broken\.metrics, from cxreval-demo-broken 0\.1\) "
-                     r"failed to load and is skipped: ModuleNotFoundError: .*a_module_nobody_installed", messages[0])
-    assert re.search(r"metric plug-in 'missing' \(cxreval_demo_missing:register, from cxreval-demo-missing 0\.1\) "
-                     r"failed to load .*AttributeError", messages[1])
+    assert re.search(
+        r"metric plug-in 'broken' \(cxreval_demo_broken\.metrics, from cxreval-demo-broken 0\.1\) "
+        r"failed to load and is skipped: ModuleNotFoundError: .*a_module_nobody_installed",
+        messages[0],
+    )
+    assert re.search(
+        r"metric plug-in 'missing' \(cxreval_demo_missing:register, from cxreval-demo-missing 0\.1\) "
+        r"failed to load .*AttributeError",
+        messages[1],
+    )
     # the other plug-in and every built-in are served; nothing of the broken one stays registered
     assert "demo-token-jaccard" in names and "bleu2" in names and "demo-half-registered" not in names
     assert get_metric("bleu2").score_pairs(["a b c"], ["a b c"]).tolist() == [1.0]
@@ -162,12 +194,18 @@ def test_a_broken_plugin_is_named_and_the_registry_still_works(site: Path) -> No
 
 def test_a_plugin_cannot_replace_a_registered_metric(site: Path) -> None:
     builtin = base._REGISTRY["bleu2"]  # not metric_spec: that would load the (not yet written) plug-ins
-    _distribution(site, "cxreval-demo-clash", "[cxreval.metrics]\nclash = cxreval_demo_clash\n",
-                  {"cxreval_demo_clash": '''
+    _distribution(
+        site,
+        "cxreval-demo-clash",
+        "[cxreval.metrics]\nclash = cxreval_demo_clash\n",
+        {
+            "cxreval_demo_clash": """
                       from cxreval.metrics import register_metric
                       register_metric("bleu2")(lambda: None)
                       register_metric("demo-own")(lambda: None)
-                  '''})
+                  """
+        },
+    )
     with pytest.warns(MetricPluginWarning, match=r"'clash' .* registers bleu2, already registered: the earlier"):
         names = available_metrics()
     assert metric_spec("bleu2") is builtin and "demo-own" in names

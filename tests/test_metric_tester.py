@@ -61,11 +61,22 @@ ENVIRONMENT: dict[str, Callable[[Fixtures], Options]] = {
     "bertscore-distilroberta": lambda f: {"model_path": f("roberta_dir")},
     "sembscore": lambda f: {"model_path": f("chexbert_dirs")["original"]},
     "radgraph-f1": lambda f: {"model_path": f("radgraph_dir")},
-    "radcliq-v1": lambda f: {"radgraph_path": f("radgraph_dir"), "bertscore_path": f("roberta_dir"),
-                             "chexbert_path": f("chexbert_dirs")["original"]},
+    "radcliq-v1": lambda f: {
+        "radgraph_path": f("radgraph_dir"),
+        "bertscore_path": f("roberta_dir"),
+        "chexbert_path": f("chexbert_dirs")["original"],
+    },
     "ratescore": lambda f: {"model_path": f("rate_one_type")["ner"], "embedding_path": f("rate_one_type")["emb"]},
-    **{name: _LLM for name in ("green", "green-no-significant-error-rate", "fineradscore",
-                               "fineradscore-no-actionable-error-rate", "fineradscore-no-significant-error-rate")},
+    **{
+        name: _LLM
+        for name in (
+            "green",
+            "green-no-significant-error-rate",
+            "fineradscore",
+            "fineradscore-no-actionable-error-rate",
+            "fineradscore-no-significant-error-rate",
+        )
+    },
 }
 
 
@@ -253,8 +264,13 @@ def _imported_modules(source: str, package: str) -> set[str]:
                 module = node.module or ""
             out.add(module)
             out.update(f"{module}.{alias.name}" for alias in node.names)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             out.add(node.args[0].value)
     return out
 
@@ -272,14 +288,17 @@ def test_runtime_code_never_imports_cxreval_testing() -> None:
     assert not offenders, offenders
 
 
-@pytest.mark.parametrize("source", [
-    "import cxreval.testing.loopback",
-    "from cxreval import testing",
-    "from cxreval.testing.reference import lcs_length_dp",
-    "def f():\n    from ..testing import loopback",
-    "from .. import testing",
-    "import importlib\nimportlib.import_module('cxreval.testing')",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import cxreval.testing.loopback",
+        "from cxreval import testing",
+        "from cxreval.testing.reference import lcs_length_dp",
+        "def f():\n    from ..testing import loopback",
+        "from .. import testing",
+        "import importlib\nimportlib.import_module('cxreval.testing')",
+    ],
+)
 def test_the_import_walk_sees_every_form(source: str) -> None:
     found = _imported_modules(source, "cxreval.metrics")
     assert any(m == "cxreval.testing" or m.startswith("cxreval.testing.") for m in found), found

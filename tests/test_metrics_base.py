@@ -12,8 +12,10 @@ from cxreval.scores.signature import Signature
 def test_spec_errors_metric_scores_each_pair():
     m = get_metric("spec-errors")
     assert isinstance(m, ReportMetric) and m.higher_is_better is False
-    scores = m.score_pairs(["Small left pleural effusion.", "No pneumothorax.", "Moderate cardiomegaly."],
-                           ["No pleural effusion.", "No pneumothorax.", "Severe cardiomegaly."])
+    scores = m.score_pairs(
+        ["Small left pleural effusion.", "No pneumothorax.", "Moderate cardiomegaly."],
+        ["No pleural effusion.", "No pneumothorax.", "Severe cardiomegaly."],
+    )
     assert scores.tolist() == [1.0, 0.0, 1.0]  # FN; nothing; severity not aligned
     assert "engine:rules@" in str(m.signature) and "metric:spec-report-errors-mean|" in str(m.signature)
     with pytest.raises(ValueError, match="2 references but 1 candidates"):

@@ -35,8 +35,12 @@ def example():
 def _runtime_imports(path: Path) -> set[str]:
     """Modules a file imports when it runs (imports under ``if TYPE_CHECKING:`` left out)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     out = set()
     for node in ast.walk(tree):
         if id(node) in typing_only:
@@ -53,16 +57,20 @@ def _runtime_imports(path: Path) -> set[str]:
 def test_metrics_and_scores_never_import_evaluate(package: str) -> None:
     """Layering: load -> extract -> judge -> table -> metrics -> evaluate / bench; a metric that
     wrapped an Evaluator would make the metrics depend on the layer above them."""
-    bad = {str(p.relative_to(SRC)): sorted(m for m in _runtime_imports(p) if m.startswith("cxreval.evaluate"))
-           for p in sorted((SRC / package).rglob("*.py"))}
+    bad = {
+        str(p.relative_to(SRC)): sorted(m for m in _runtime_imports(p) if m.startswith("cxreval.evaluate"))
+        for p in sorted((SRC / package).rglob("*.py"))
+    }
     assert not {k: v for k, v in bad.items() if v}, bad
 
 
 def test_a_table_metric_scores_text_without_loading_evaluate() -> None:
-    code = ("import sys\nfrom cxreval.metrics import get_metric\n"
-            "m = get_metric('spec-location-accuracy')\n"
-            "print(m.corpus_score(['Small left effusion.'], ['Small right effusion.']).value)\n"
-            "print('cxreval.evaluate' in sys.modules)\n")
+    code = (
+        "import sys\nfrom cxreval.metrics import get_metric\n"
+        "m = get_metric('spec-location-accuracy')\n"
+        "print(m.corpus_score(['Small left effusion.'], ['Small right effusion.']).value)\n"
+        "print('cxreval.evaluate' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600).stdout.split()
     assert out == ["0.0", "False"], out
 
@@ -145,14 +153,23 @@ def test_a_pair_not_judged_counts_in_no_number() -> None:
 def test_bench_ranks_by_any_table_metric_and_refuses_its_options(tmp_path: Path) -> None:
     from cxreval.bench.config import BenchConfig
 
-    base = {"name": "t", "datasets": [{"name": "d", "references": {"path": "r.csv"}}],
-            "systems": [{"name": "s", "path": "s.csv"}]}
-    cfg = BenchConfig.model_validate({**base, "metrics": ["spec-errors", "spec-location-accuracy"],
-                                      "rank_by": "spec-location-accuracy"})
+    base = {
+        "name": "t",
+        "datasets": [{"name": "d", "references": {"path": "r.csv"}}],
+        "systems": [{"name": "s", "path": "s.csv"}],
+    }
+    cfg = BenchConfig.model_validate(
+        {**base, "metrics": ["spec-errors", "spec-location-accuracy"], "rank_by": "spec-location-accuracy"}
+    )
     assert cfg.rank_by == "spec-location-accuracy"
     with pytest.raises(ValueError, match="computed from the judgement table"):
-        BenchConfig.model_validate({**base, "metrics": ["spec-errors", "spec-location-accuracy"],
-                                    "metric_options": {"spec-location-accuracy": {"uncertain": "negative"}}})
+        BenchConfig.model_validate(
+            {
+                **base,
+                "metrics": ["spec-errors", "spec-location-accuracy"],
+                "metric_options": {"spec-location-accuracy": {"uncertain": "negative"}},
+            }
+        )
 
 
 def test_streamed_scores_json_equals_the_whole_list(example, tmp_path: Path) -> None:
@@ -185,8 +202,10 @@ def test_an_unknown_entity_counts_its_errors_but_no_entity_statistic() -> None:
     from cxreval.judge.table import JudgementTable
 
     onto = cxreval.Evaluator().ontology
-    rows = [EntityJudgement(pair_id="a", entity="not_in_the_ontology", presence="FP"),
-            EntityJudgement(pair_id="a", entity="pleural_effusion", presence="TP", location="not-aligned")]
+    rows = [
+        EntityJudgement(pair_id="a", entity="not_in_the_ontology", presence="FP"),
+        EntityJudgement(pair_id="a", entity="pleural_effusion", presence="TP", location="not-aligned"),
+    ]
     stats = TableStatistics(JudgementTable.from_rows(rows, ["a", "b"]), onto, ["a", "b", "c"])
     assert stats.judged.tolist() == [True, True, False]
     assert stats.errors().tolist() == [2, 0, 0]

@@ -14,20 +14,59 @@ from cxreval.ontology import Ontology, OntologyError, load_ontology, normalize_t
 from cxreval.ontology.mesh import SEVERITY_SCALE, SIDE_ALIASES
 
 CHEXPERT14 = [
-    "No Finding", "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema",
-    "Consolidation", "Pneumonia", "Atelectasis", "Pneumothorax", "Pleural Effusion", "Pleural Other",
-    "Fracture", "Support Devices",
+    "No Finding",
+    "Enlarged Cardiomediastinum",
+    "Cardiomegaly",
+    "Lung Opacity",
+    "Lung Lesion",
+    "Edema",
+    "Consolidation",
+    "Pneumonia",
+    "Atelectasis",
+    "Pneumothorax",
+    "Pleural Effusion",
+    "Pleural Other",
+    "Fracture",
+    "Support Devices",
 ]
 RAN21 = [
-    "Atelectasis", "Cardiomegaly", "Consolidation", "Edema", "Enlarged Cardiomediastinum", "Fracture",
-    "Lung Lesion", "No Finding", "Pleural Effusion", "Pleural Other", "Lung Opacity", "Pneumonia",
-    "Pneumothorax", "Support Devices", "Emphysema", "Interstitial Lung Disease",
-    "Calcification (Lung/Mediastinal)", "Trachea and Bronchus", "Cavity and Cyst", "Mediastinal Other",
+    "Atelectasis",
+    "Cardiomegaly",
+    "Consolidation",
+    "Edema",
+    "Enlarged Cardiomediastinum",
+    "Fracture",
+    "Lung Lesion",
+    "No Finding",
+    "Pleural Effusion",
+    "Pleural Other",
+    "Lung Opacity",
+    "Pneumonia",
+    "Pneumothorax",
+    "Support Devices",
+    "Emphysema",
+    "Interstitial Lung Disease",
+    "Calcification (Lung/Mediastinal)",
+    "Trachea and Bronchus",
+    "Cavity and Cyst",
+    "Mediastinal Other",
     "Pulmonary Vascular Abnormal",
 ]
 CHESTXRAY14 = [
-    "Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
-    "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia",
+    "Atelectasis",
+    "Cardiomegaly",
+    "Effusion",
+    "Infiltration",
+    "Mass",
+    "Nodule",
+    "Pneumonia",
+    "Pneumothorax",
+    "Consolidation",
+    "Edema",
+    "Emphysema",
+    "Fibrosis",
+    "Pleural_Thickening",
+    "Hernia",
 ]
 
 
@@ -80,8 +119,20 @@ def test_required_categories_have_entities(onto: Ontology) -> None:
     by_cat = defaultdict(list)
     for e in onto.entities:
         by_cat[e.category].append(e.id)
-    for cat in ("lung", "pleura", "heart", "mediastinum_hila", "vessels", "bones_joints", "soft_tissue",
-                "diaphragm_abdomen", "devices", "post_treatment", "exam_quality", "differential"):
+    for cat in (
+        "lung",
+        "pleura",
+        "heart",
+        "mediastinum_hila",
+        "vessels",
+        "bones_joints",
+        "soft_tissue",
+        "diaphragm_abdomen",
+        "devices",
+        "post_treatment",
+        "exam_quality",
+        "differential",
+    ):
         assert by_cat[cat], cat
     assert "low_lung_volumes" in by_cat["exam_quality"]
     assert {"endotracheal_tube", "pacemaker", "central_venous_catheter", "picc"} <= set(by_cat["devices"])
@@ -94,9 +145,7 @@ def test_every_entity_is_described(onto: Ontology) -> None:
         assert "\n" not in e.description.strip(), e.id
 
 
-@pytest.mark.parametrize(
-    ("labelset", "expected"), [("chexpert14", CHEXPERT14), ("ran21", RAN21), ("chestxray14", CHESTXRAY14)]
-)
+@pytest.mark.parametrize(("labelset", "expected"), [("chexpert14", CHEXPERT14), ("ran21", RAN21), ("chestxray14", CHESTXRAY14)])
 def test_labelsets_are_spelled_exactly_and_all_targeted(onto: Ontology, labelset: str, expected: list[str]) -> None:
     assert onto.labelsets[labelset].labels == expected
     targeted = {t for e in onto.entities for t in e.mappings.get(labelset, [])}
@@ -125,17 +174,36 @@ def test_mesh_labelset_lists_all_iu_headings(onto: Ontology) -> None:
 
 
 def test_mesh_disease_headings_map_to_differentials(onto: Ontology) -> None:
-    for heading in ("Pulmonary Disease, Chronic Obstructive", "Heart Failure", "Granulomatous Disease",
-                    "Sarcoidosis", "Tuberculosis", "Cystic Fibrosis", "Hypertension, Pulmonary",
-                    "Bronchitis", "Pneumonia", "Lung Diseases, Interstitial"):
+    for heading in (
+        "Pulmonary Disease, Chronic Obstructive",
+        "Heart Failure",
+        "Granulomatous Disease",
+        "Sarcoidosis",
+        "Tuberculosis",
+        "Cystic Fibrosis",
+        "Hypertension, Pulmonary",
+        "Bronchitis",
+        "Pneumonia",
+        "Lung Diseases, Interstitial",
+    ):
         owners = [e for e in onto.entities if heading in e.mappings.get("mesh", [])]
         assert len(owners) == 1 and owners[0].kind == "differential", heading
 
 
 def test_mesh_patterns_do_not_use_side_zone_or_severity_qualifiers(onto: Ontology) -> None:
-    banned = set(SIDE_ALIASES) | set(SEVERITY_SCALE) | {
-        "base", "upper lobe", "middle lobe", "lower lobe", "apex", "lingula", "retrocardiac",
-    }
+    banned = (
+        set(SIDE_ALIASES)
+        | set(SEVERITY_SCALE)
+        | {
+            "base",
+            "upper lobe",
+            "middle lobe",
+            "lower lobe",
+            "apex",
+            "lingula",
+            "retrocardiac",
+        }
+    )
     for e in onto.entities:
         for pattern in e.mappings.get("mesh", []):
             quals = {normalize_term(q) for q in pattern.split("/")[1:]}
@@ -150,14 +218,25 @@ def test_synonyms_are_mutually_exclusive(onto: Ontology) -> None:
 @pytest.mark.parametrize(
     ("word", "owner"),
     [
-        ("opacity", "lung_opacity"), ("density", "lung_opacity"), ("infiltrate", "airspace_disease"),
-        ("airspace disease", "airspace_disease"), ("effusion", "pleural_effusion"),
-        ("calcification", "calcified_granuloma"), ("calcified lymph nodes", "calcified_lymph_nodes"),
-        ("aortic calcification", "aortic_calcification"), ("hypoinflation", "low_lung_volumes"),
-        ("hyperexpanded", "hyperinflation"), ("degenerative changes", "degenerative_spine"),
-        ("subcutaneous emphysema", "subcutaneous_emphysema"), ("emphysema", "emphysema"),
-        ("free air", "pneumoperitoneum"), ("chf", "heart_failure"), ("copd", "copd"),
-        ("sternotomy wires", "sternotomy"), ("ng tube", "enteric_tube"), ("picc line", "picc"),
+        ("opacity", "lung_opacity"),
+        ("density", "lung_opacity"),
+        ("infiltrate", "airspace_disease"),
+        ("airspace disease", "airspace_disease"),
+        ("effusion", "pleural_effusion"),
+        ("calcification", "calcified_granuloma"),
+        ("calcified lymph nodes", "calcified_lymph_nodes"),
+        ("aortic calcification", "aortic_calcification"),
+        ("hypoinflation", "low_lung_volumes"),
+        ("hyperexpanded", "hyperinflation"),
+        ("degenerative changes", "degenerative_spine"),
+        ("subcutaneous emphysema", "subcutaneous_emphysema"),
+        ("emphysema", "emphysema"),
+        ("free air", "pneumoperitoneum"),
+        ("chf", "heart_failure"),
+        ("copd", "copd"),
+        ("sternotomy wires", "sternotomy"),
+        ("ng tube", "enteric_tube"),
+        ("picc line", "picc"),
         ("bronchovascular crowding", "interstitial_markings"),
     ],
 )
@@ -174,8 +253,14 @@ def test_no_negated_or_normal_statements_as_synonyms(onto: Ontology) -> None:
 
 def test_critical_entities(onto: Ontology) -> None:
     critical = {e.id for e in onto.entities if e.critical}
-    assert {"pneumothorax", "tension_pneumothorax", "pneumoperitoneum", "malpositioned_device",
-            "aortic_dissection", "pneumomediastinum"} <= critical
+    assert {
+        "pneumothorax",
+        "tension_pneumothorax",
+        "pneumoperitoneum",
+        "malpositioned_device",
+        "aortic_dissection",
+        "pneumomediastinum",
+    } <= critical
     assert "cardiomegaly" not in critical and "degenerative_spine" not in critical
 
 
@@ -196,12 +281,24 @@ def minimal() -> dict:
             "mesh": {"name": "IU MeSH", "kind": "mesh", "labels": ["Pleural Effusion", "Consolidation"]},
         },
         "entities": [
-            {"id": "effusion", "name": "Pleural effusion", "kind": "finding", "category": "pleura",
-             "group": "pleural", "synonyms": ["effusion", "pleural fluid"],
-             "mappings": {"chexpert14": ["Pleural Effusion"], "mesh": ["Pleural Effusion"]}},
-            {"id": "consolidation", "name": "Consolidation", "kind": "finding", "category": "lung",
-             "group": "parenchyma", "synonyms": ["airspace consolidation"],
-             "mappings": {"chexpert14": ["Consolidation"], "mesh": ["Consolidation/lung"]}},
+            {
+                "id": "effusion",
+                "name": "Pleural effusion",
+                "kind": "finding",
+                "category": "pleura",
+                "group": "pleural",
+                "synonyms": ["effusion", "pleural fluid"],
+                "mappings": {"chexpert14": ["Pleural Effusion"], "mesh": ["Pleural Effusion"]},
+            },
+            {
+                "id": "consolidation",
+                "name": "Consolidation",
+                "kind": "finding",
+                "category": "lung",
+                "group": "parenchyma",
+                "synonyms": ["airspace consolidation"],
+                "mappings": {"chexpert14": ["Consolidation"], "mesh": ["Consolidation/lung"]},
+            },
         ],
     }
 
@@ -329,17 +426,32 @@ def test_device_positions_and_size_thresholds_are_checked(tmp_path: Path) -> Non
     data = minimal()
     data["measure_sources"] = {"godoy": "Godoy et al., AJR 2012."}
     data["device_positions"] = [
-        {"device": "effusion", "landmarks": ["stomach", "gizzard"], "expected": ["stomach", "trachea"],
-         "malpositioned": ["stomach"], "distance": {"landmark": "carina", "above": "trachea"}, "source": "godoy"},
+        {
+            "device": "effusion",
+            "landmarks": ["stomach", "gizzard"],
+            "expected": ["stomach", "trachea"],
+            "malpositioned": ["stomach"],
+            "distance": {"landmark": "carina", "above": "trachea"},
+            "source": "godoy",
+        },
         {"device": "nothing", "landmarks": ["stomach"], "expected": ["stomach"], "source": "nobody"},
     ]
-    data["size_thresholds"] = [{"entity": "effusion", "mm": [30], "source": "godoy"},
-                               {"entity": "effusion", "mm": [0], "source": "godoy"}]
+    data["size_thresholds"] = [
+        {"entity": "effusion", "mm": [30], "source": "godoy"},
+        {"entity": "effusion", "mm": [0], "source": "godoy"},
+    ]
     message = load_error(tmp_path, data)
-    for problem in ("unknown landmark 'gizzard'", "'trachea' is expected or malpositioned but not among its landmarks",
-                    "'stomach' is both expected and malpositioned", "distance landmark 'carina' is not among its landmarks",
-                    "device position of 'nothing': unknown entity", "unknown source 'nobody'",
-                    "has no severity attribute", "size threshold of 'effusion' is listed twice", "sizes > 0 mm"):
+    for problem in (
+        "unknown landmark 'gizzard'",
+        "'trachea' is expected or malpositioned but not among its landmarks",
+        "'stomach' is both expected and malpositioned",
+        "distance landmark 'carina' is not among its landmarks",
+        "device position of 'nothing': unknown entity",
+        "unknown source 'nobody'",
+        "has no severity attribute",
+        "size threshold of 'effusion' is listed twice",
+        "sizes > 0 mm",
+    ):
         assert problem in message, problem
 
 
@@ -348,7 +460,11 @@ def test_the_packaged_device_positions_place_a_tip() -> None:
     ett = onto.device_position("endotracheal_tube")
     assert ett is not None and onto.device_position("lung_nodule") is None
     assert [ett.place("carina", mm) for mm in (10.0, 50.0, 90.0, None)] == [
-        "carina:below", "carina:expected", "carina:above", "carina:below"]
+        "carina:below",
+        "carina:expected",
+        "carina:above",
+        "carina:below",
+    ]
     assert ett.is_expected("trachea") and ett.is_expected("expected_position") and not ett.is_expected("bronchus")
     trach = onto.device_position("tracheostomy_tube")
     assert trach is not None and trach.place("carina", 60.0) == "trachea"

@@ -78,8 +78,7 @@ def test_counts_per_source(onto: Ontology) -> None:
     assert [c.id for c in onto.near_synonyms] == ["airspace_opacity", "pneumonia_infection"]
 
 
-@pytest.mark.parametrize("child", ["pulmonary_edema", "consolidation", "pneumonia", "atelectasis",
-                                   "lung_nodule", "lung_mass"])
+@pytest.mark.parametrize("child", ["pulmonary_edema", "consolidation", "pneumonia", "atelectasis", "lung_nodule", "lung_mass"])
 def test_chexpert_lung_opacity_is_above_its_children(onto: Ontology, child: str) -> None:
     assert "lung_opacity" in onto.ancestors(child)
     assert child in onto.descendants("lung_opacity")
@@ -87,9 +86,13 @@ def test_chexpert_lung_opacity_is_above_its_children(onto: Ontology, child: str)
 
 def test_chexpert_links_are_present_with_their_source(onto: Ontology) -> None:
     chexpert = {(c, p) for c, p, s in links(onto) if s == "chexpert"}
-    assert chexpert == {("consolidation", "lung_opacity"), ("atelectasis", "lung_opacity"),
-                        ("pulmonary_edema", "lung_opacity"), ("pneumonia", "consolidation"),
-                        ("cardiomegaly", "enlarged_cardiomediastinal_silhouette")}
+    assert chexpert == {
+        ("consolidation", "lung_opacity"),
+        ("atelectasis", "lung_opacity"),
+        ("pulmonary_edema", "lung_opacity"),
+        ("pneumonia", "consolidation"),
+        ("cardiomegaly", "enlarged_cardiomediastinal_silhouette"),
+    }
     assert onto.ancestors("cardiomegaly") == ["enlarged_cardiomediastinal_silhouette"]
     assert onto.ancestors("tension_pneumothorax") == ["pneumothorax"]
     assert onto.ancestors("pneumonia") == ["consolidation", "lung_opacity"]
@@ -170,8 +173,10 @@ def test_unknown_parent_and_source(tmp_path: Path, packaged_data: dict) -> None:
     msg = load_error(tmp_path, data)
     assert str(tmp_path / "onto.yaml") in msg and "2 problem(s)" in msg
     assert "entity 'cardiomegaly' names unknown parent 'big_heart'" in msg
-    assert ("entity 'tension_pneumothorax' links to 'pneumothorax' with unknown source 'radlex' "
-            "(hierarchy_sources: ['chexpert', 'chexpert-labeler', 'cxreval', 'fleischner'])") in msg
+    assert (
+        "entity 'tension_pneumothorax' links to 'pneumothorax' with unknown source 'radlex' "
+        "(hierarchy_sources: ['chexpert', 'chexpert-labeler', 'cxreval', 'fleischner'])"
+    ) in msg
 
 
 def test_a_cycle_is_reported_once_with_its_path(tmp_path: Path, packaged_data: dict) -> None:
@@ -184,8 +189,7 @@ def test_a_cycle_is_reported_once_with_its_path(tmp_path: Path, packaged_data: d
 
 def test_an_entity_its_own_parent(tmp_path: Path, packaged_data: dict) -> None:
     data = copy.deepcopy(packaged_data)
-    entity(data, "fracture")["parents"] = [{"id": "fracture", "source": "cxreval"},
-                                           {"id": "fracture", "source": "cxreval"}]
+    entity(data, "fracture")["parents"] = [{"id": "fracture", "source": "cxreval"}, {"id": "fracture", "source": "cxreval"}]
     msg = load_error(tmp_path, data)
     assert "entity 'fracture' is its own ancestor: fracture -> fracture" in msg
     assert "entity 'fracture' names parent 'fracture' more than once" in msg
@@ -230,8 +234,10 @@ def test_a_class_may_hold_a_parent_and_child_but_nothing_between_members(tmp_pat
     data["near_synonyms"][0]["members"] = ["lung_opacity", "airspace_disease", "pneumonia"]
     data["near_synonyms"].pop(1)
     msg = load_error(tmp_path, data)
-    assert ("near-synonym class 'airspace_opacity': 'consolidation' is an ancestor of member 'pneumonia' and a "
-            "descendant of member 'lung_opacity'") in msg
+    assert (
+        "near-synonym class 'airspace_opacity': 'consolidation' is an ancestor of member 'pneumonia' and a "
+        "descendant of member 'lung_opacity'"
+    ) in msg
     assert "mixes findings and differentials" in msg
 
 
@@ -266,14 +272,19 @@ def test_matched_pair_problems(tmp_path: Path, packaged_data: dict) -> None:
 
 def minimal() -> dict:
     return {
-        "id": "mine", "version": "0.1",
+        "id": "mine",
+        "version": "0.1",
         "categories": [{"id": "pleura", "name": "Pleura"}],
         "groups": [{"id": "pleural", "name": "Pleural", "category": "pleura"}],
         "entities": [
-            {"id": "pneumothorax", "name": "Pneumothorax", "kind": "finding", "category": "pleura",
-             "group": "pleural"},
-            {"id": "tension_pneumothorax", "name": "Tension pneumothorax", "kind": "finding",
-             "category": "pleura", "group": "pleural"},
+            {"id": "pneumothorax", "name": "Pneumothorax", "kind": "finding", "category": "pleura", "group": "pleural"},
+            {
+                "id": "tension_pneumothorax",
+                "name": "Tension pneumothorax",
+                "kind": "finding",
+                "category": "pleura",
+                "group": "pleural",
+            },
         ],
     }
 

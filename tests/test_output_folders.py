@@ -45,8 +45,9 @@ def test_a_second_run_into_a_folder_in_use_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_claim_of_a_process_that_died_is_taken_over(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True, check=True, timeout=600).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True, timeout=600
+    ).stdout.strip()
     (tmp_path / OutputRun.LOCK).write_text(dead)  # left by a run killed with SIGKILL
     with OutputRun() as run:
         run.folder(tmp_path).write_text("a.txt", "taken over\n")

@@ -17,8 +17,10 @@ from cxreval.meta.perturb import (
     write_suite,
 )
 
-REF = ("Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "
-       "The lungs are clear. Impression: Mild cardiomegaly.")
+REF = (
+    "Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "
+    "The lungs are clear. Impression: Mild cardiomegaly."
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +45,12 @@ def test_layout_sentences_headers_and_list_markers() -> None:
     text = "Findings: No effusion. Heart normal. Impression: 1. No acute disease. 2. Mild cardiomegaly."
     lay = Layout(text)
     assert [h.title for h in lay.headers] == ["Findings", "Impression"]
-    assert [text[s.start:s.end] for s in lay.sentences] == [
-        "No effusion.", "Heart normal.", "1. No acute disease.", "2. Mild cardiomegaly."]
+    assert [text[s.start : s.end] for s in lay.sentences] == [
+        "No effusion.",
+        "Heart normal.",
+        "1. No acute disease.",
+        "2. Mild cardiomegaly.",
+    ]
     assert [s.marker for s in lay.sentences] == ["", "", "1. ", "2. "]
     assert [s.section for s in lay.sentences] == [1, 1, 2, 2]
 
@@ -59,8 +65,7 @@ def test_omit_removes_every_sentence_stating_the_finding(suite: PerturbationSuit
     got = by_target(variants(suite, "omit_finding"))
     assert set(got) == {"cardiomegaly", "pleural_effusion"}
     # both cardiomegaly sentences go, and the impression title with its now empty section
-    assert got["cardiomegaly"].candidate == ("Findings: Small left pleural effusion. No pneumothorax. "
-                                             "The lungs are clear.")
+    assert got["cardiomegaly"].candidate == ("Findings: Small left pleural effusion. No pneumothorax. The lungs are clear.")
     assert got["cardiomegaly"].before == "The heart is mildly enlarged. Mild cardiomegaly."
     assert got["pleural_effusion"].candidate == REF.replace("Small left pleural effusion. ", "")
     assert got["pleural_effusion"].expected == "FN"
@@ -73,8 +78,10 @@ def test_omit_skips_a_sentence_that_states_two_findings(suite: PerturbationSuite
 
 def test_negate_replaces_each_statement_by_a_plain_denial(suite: PerturbationSuite) -> None:
     got = by_target(variants(suite, "negate_finding"))
-    assert got["cardiomegaly"].candidate == ("Findings: No cardiomegaly. Small left pleural effusion. No pneumothorax. "
-                                             "The lungs are clear. Impression: No cardiomegaly.")
+    assert got["cardiomegaly"].candidate == (
+        "Findings: No cardiomegaly. Small left pleural effusion. No pneumothorax. "
+        "The lungs are clear. Impression: No cardiomegaly."
+    )
     assert got["pleural_effusion"].candidate == REF.replace("Small left pleural effusion.", "No pleural effusion.")
     assert got["pleural_effusion"].after == "No pleural effusion."
 
@@ -107,8 +114,10 @@ def test_flip_laterality_skips_bilateral_statements(suite: PerturbationSuite) ->
 
 def test_change_severity_moves_every_degree_word_to_one_other_bucket(suite: PerturbationSuite) -> None:
     got = by_target(variants(suite, "change_severity"))
-    assert got["cardiomegaly"].candidate == ("Findings: The heart is markedly enlarged. Small left pleural effusion. "
-                                             "No pneumothorax. The lungs are clear. Impression: Severe cardiomegaly.")
+    assert got["cardiomegaly"].candidate == (
+        "Findings: The heart is markedly enlarged. Small left pleural effusion. "
+        "No pneumothorax. The lungs are clear. Impression: Severe cardiomegaly."
+    )
     assert got["pleural_effusion"].candidate == REF.replace("Small left", "Large left")
 
 
@@ -137,8 +146,9 @@ def test_reorder_permutes_sentences_within_sections(suite: PerturbationSuite) ->
     (p,) = variants(suite, "reorder_sentences")
     ref_sents = REF.split("Impression:")[0].replace("Findings: ", "").strip().split(". ")
     cand_findings, cand_impr = p.candidate.split("Impression:")
-    assert sorted(cand_findings.replace("Findings: ", "").strip().rstrip(".").split(". ")) == \
-        sorted(s.rstrip(".") for s in ref_sents)
+    assert sorted(cand_findings.replace("Findings: ", "").strip().rstrip(".").split(". ")) == sorted(
+        s.rstrip(".") for s in ref_sents
+    )
     assert cand_findings.startswith("Findings: ") and cand_impr == " Mild cardiomegaly."
 
 
@@ -179,8 +189,10 @@ def test_punctuation(suite: PerturbationSuite) -> None:
 
 def test_line_breaks_keep_every_word(suite: PerturbationSuite) -> None:
     (p,) = variants(suite, "line_breaks")
-    assert p.candidate == ("Findings: The heart is mildly enlarged.\nSmall left pleural effusion.\nNo pneumothorax.\n"
-                           "The lungs are clear.\n\nImpression: Mild cardiomegaly.")
+    assert p.candidate == (
+        "Findings: The heart is mildly enlarged.\nSmall left pleural effusion.\nNo pneumothorax.\n"
+        "The lungs are clear.\n\nImpression: Mild cardiomegaly."
+    )
     assert p.candidate.split() == REF.split()
 
 
@@ -189,8 +201,11 @@ def test_merge_and_split(suite: PerturbationSuite) -> None:
     assert "Small left pleural effusion; no pneumothorax." in {p.after for p in merges}
     for p in merges:
         assert p.candidate == REF.replace(p.before, p.after)
-    (split,) = [p for p in variants(suite, "merge_split", "Findings: No pneumothorax; small left effusion.")
-                if p.description.startswith("split")]
+    (split,) = [
+        p
+        for p in variants(suite, "merge_split", "Findings: No pneumothorax; small left effusion.")
+        if p.description.startswith("split")
+    ]
     assert split.candidate == "Findings: No pneumothorax. Small left effusion."
 
 
@@ -201,10 +216,8 @@ def test_section_headers_drop_and_add(suite: PerturbationSuite) -> None:
     assert got["dropped every section title"] == REF.replace("Findings: ", "").replace("Impression: ", "")
     added = {p.description: p.candidate for p in variants(suite, "section_headers", "No effusion. Heart normal.")}
     assert added == {"added 'Findings:'": "Findings: No effusion. Heart normal."}
-    impr = {p.description: p.candidate for p in
-            variants(suite, "section_headers", "Impression: No effusion. Mild cardiomegaly.")}
-    assert impr["added 'Findings:' (all but the last sentence)"] == \
-        "Findings: No effusion. Impression: Mild cardiomegaly."
+    impr = {p.description: p.candidate for p in variants(suite, "section_headers", "Impression: No effusion. Mild cardiomegaly.")}
+    assert impr["added 'Findings:' (all but the last sentence)"] == "Findings: No effusion. Impression: Mild cardiomegaly."
 
 
 def test_seeded_and_reproducible(tmp_path) -> None:
@@ -244,21 +257,29 @@ def test_over_specify_names_the_finding_by_a_childs_wording(suite: PerturbationS
     assert pair.after in {"atelectasis", "nodule", "mass", "ground glass opacity"}
 
 
-@pytest.mark.parametrize(("ptype", "text", "why"), [
-    ("generalise", "Nodular density over the left 4th rib represents a healing rib fracture.",
-     "the sentence keeps the dropped detail (rib)"),
-    ("generalise", "Calcified lingular granuloma.", "a qualifier (calcified) is part of the finding's name"),
-    ("generalise", "Stable 5 mm calcified right midlung nodule.", "a measured, calcified nodule is no plain nodule"),
-    ("over_specify", "Left clavicle fracture.", "a noun before the wording would make a wrong phrase"),
-    ("over_specify", "Old fracture of the posterior left 6th rib.", "the sentence says the child already (rib)"),
-    ("over_specify", "Right upper lobe consolidation. Impression: Right upper lobe pneumonia.",
-     "the report names the child already: saying it again adds no specificity"),
-    ("generalise", "Compression fracture of T12.", "the engine still reads the child (a fracture of a vertebra)"),
-    ("generalise", "Left basilar atelectasis-like change.", "a hyphen ends no word"),
-    ("generalise", "Small left tension pneumothorax. No tension pneumothorax on the right.", "the finding is also denied"),
-])
-def test_no_variant_where_the_wording_would_read_two_ways(suite: PerturbationSuite, ptype: str, text: str,
-                                                         why: str) -> None:
+@pytest.mark.parametrize(
+    ("ptype", "text", "why"),
+    [
+        (
+            "generalise",
+            "Nodular density over the left 4th rib represents a healing rib fracture.",
+            "the sentence keeps the dropped detail (rib)",
+        ),
+        ("generalise", "Calcified lingular granuloma.", "a qualifier (calcified) is part of the finding's name"),
+        ("generalise", "Stable 5 mm calcified right midlung nodule.", "a measured, calcified nodule is no plain nodule"),
+        ("over_specify", "Left clavicle fracture.", "a noun before the wording would make a wrong phrase"),
+        ("over_specify", "Old fracture of the posterior left 6th rib.", "the sentence says the child already (rib)"),
+        (
+            "over_specify",
+            "Right upper lobe consolidation. Impression: Right upper lobe pneumonia.",
+            "the report names the child already: saying it again adds no specificity",
+        ),
+        ("generalise", "Compression fracture of T12.", "the engine still reads the child (a fracture of a vertebra)"),
+        ("generalise", "Left basilar atelectasis-like change.", "a hyphen ends no word"),
+        ("generalise", "Small left tension pneumothorax. No tension pneumothorax on the right.", "the finding is also denied"),
+    ],
+)
+def test_no_variant_where_the_wording_would_read_two_ways(suite: PerturbationSuite, ptype: str, text: str, why: str) -> None:
     assert variants(suite, ptype, text) == [], why
 
 
@@ -274,8 +295,7 @@ def test_the_wordings_name_their_sources_and_are_not_the_ontologys() -> None:
     from cxreval.meta.perturb import SPECIFICITY_WORDINGS
 
     assert len({(w.child, w.parent) for w in SPECIFICITY_WORDINGS}) == len(SPECIFICITY_WORDINGS)
-    assert all(w.source.split(":")[0] in {"CheXpert", "CheXpert labeler", "Fleischner glossary"}
-               for w in SPECIFICITY_WORDINGS)
+    assert all(w.source.split(":")[0] in {"CheXpert", "CheXpert labeler", "Fleischner glossary"} for w in SPECIFICITY_WORDINGS)
     assert {"generalise", "over_specify"} <= set(SIGNIFICANT) and set(SIGNIFICANT) <= set(ALL_TYPES)
 
 
@@ -293,11 +313,14 @@ def test_move_tip_moves_a_devices_tip_to_another_place(suite: PerturbationSuite)
     assert low["endotracheal_tube"].after == "5 cm above the carina"
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("Tip in the SVC.", "the landmark is the line's only name"),
-    ("Enteric tube coursing below the diaphragm with tip in the stomach.", "two places named: moving one reads two ways"),
-    ("Left PICC tip near the junction of the brachiocephalic vein and SVC.", "two places named"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("Tip in the SVC.", "the landmark is the line's only name"),
+        ("Enteric tube coursing below the diaphragm with tip in the stomach.", "two places named: moving one reads two ways"),
+        ("Left PICC tip near the junction of the brachiocephalic vein and SVC.", "two places named"),
+    ],
+)
 def test_no_tip_move_that_would_read_two_ways(suite: PerturbationSuite, text: str, why: str) -> None:
     assert variants(suite, "move_tip", text) == [], why
 
@@ -328,12 +351,17 @@ def test_the_new_variants_are_judged_as_expected() -> None:
     from cxreval.io import ReportPair
 
     suite = PerturbationSuite(seed=0, types=("move_tip", "resize", "drop_place"), targets=("engine",))
-    pairs = suite.build([("a", "Findings: Right IJ central line with tip in the SVC."),
-                         ("b", "Findings: There is a 6 mm nodule in the right upper lobe."),
-                         ("c", "Findings: Calcified granulomas in the right upper and left lower lobes.")])
+    pairs = suite.build(
+        [
+            ("a", "Findings: Right IJ central line with tip in the SVC."),
+            ("b", "Findings: There is a 6 mm nodule in the right upper lobe."),
+            ("c", "Findings: Calcified granulomas in the right upper and left lower lobes."),
+        ]
+    )
     assert {p.perturbation for p in pairs} == {"move_tip", "resize", "drop_place"}
-    result = cxreval.Evaluator().evaluate([ReportPair(pair_id=p.pair_id, reference=p.reference, candidate=p.candidate)
-                                           for p in pairs])
+    result = cxreval.Evaluator().evaluate(
+        [ReportPair(pair_id=p.pair_id, reference=p.reference, candidate=p.candidate) for p in pairs]
+    )
     rows = {(r.pair_id, r.entity): r for r in result.judgements}
     for p in pairs:
         row = rows[p.pair_id, p.target_entity]

@@ -29,8 +29,7 @@ from cxreval.scores.signature import Signature
 # "Calcinosis" is the coders' MeSH heading, not an ontology term: the rule engine reads nothing there.
 CALC = "Findings: Calcinosis in the right hilum. No pneumothorax. The heart is normal in size."
 CALC_MESH = "Calcinosis/lung/hilum/right"
-EFF = ("Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "
-       "Impression: Mild cardiomegaly.")
+EFF = "Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. Impression: Mild cardiomegaly."
 EFF_MESH = "Cardiomegaly/mild;Pleural Effusion/left/small"
 
 
@@ -67,16 +66,14 @@ def test_mesh_sentences_are_found_by_word_search_on_ontology_names(suite: Pertur
     assert omit["pleural_effusion"].candidate == EFF.replace("Small left pleural effusion. ", "")
     # both sentences naming cardiomegaly (an ontology name, "heart is mildly enlarged", and the term) go
     engine = {p.target_entity: p for p in sig(pairs, "engine", "omit_finding")}
-    assert omit["cardiomegaly"].before == engine["cardiomegaly"].before == \
-        "The heart is mildly enlarged. Mild cardiomegaly."
+    assert omit["cardiomegaly"].before == engine["cardiomegaly"].before == "The heart is mildly enlarged. Mild cardiomegaly."
     (sev,) = [p for p in sig(pairs, "mesh", "change_severity") if p.target_entity == "pleural_effusion"]
     assert sev.candidate == EFF.replace("Small left", "Large left")
 
 
 def test_mesh_needs_a_stated_clean_target(suite: PerturbationSuite) -> None:
     # coded but denied in the text: no target
-    assert not sig(suite.perturb("n", "Findings: No pleural effusion. Heart normal.", "Pleural Effusion"), "mesh",
-                   "omit_finding")
+    assert not sig(suite.perturb("n", "Findings: No pleural effusion. Heart normal.", "Pleural Effusion"), "mesh", "omit_finding")
     # a denial in another clause does not reach it
     text = "Findings: Small left pleural effusion, no pneumothorax. Heart normal."
     (p,) = sig(suite.perturb("m", text, "Pleural Effusion/left/small"), "mesh", "omit_finding")
@@ -165,5 +162,4 @@ def test_cli_perturb_with_mesh_column_and_score(tmp_path: Path) -> None:
     assert "spec-errors [mesh] | spec-errors [engine]" in res.output
     data = json.loads(js.read_text())
     assert data["variants"] == ["mesh", "engine"]
-    assert {(r["perturbation"], r["targets"]) for r in data["rows"]} >= {("omit_finding", "mesh"),
-                                                                         ("omit_finding", "engine")}
+    assert {(r["perturbation"], r["targets"]) for r in data["rows"]} >= {("omit_finding", "mesh"), ("omit_finding", "engine")}

@@ -101,8 +101,14 @@ def test_ray_reads_the_input_a_bounded_way_ahead(tmp_path: Path, ray_cluster: ob
 
     ResultWriter.add = spy  # type: ignore[method-assign]
     try:
-        evaluate_stream(Evaluator().judge_engine, counted(), tmp_path / "out", workers=2,  # type: ignore[arg-type]
-                        chunk_pairs=100, executor="ray")
+        evaluate_stream(
+            Evaluator().judge_engine,
+            counted(),
+            tmp_path / "out",
+            workers=2,  # type: ignore[arg-type]
+            chunk_pairs=100,
+            executor="ray",
+        )
     finally:
         ResultWriter.add = add  # type: ignore[method-assign]
     assert len(written) == 20
@@ -142,9 +148,14 @@ def test_a_ray_address_needs_the_ray_executor(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], capture_output=True, text=True, timeout=600,
-                          check=False,
-                          env={**os.environ, "COLUMNS": "100", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+    )
 
 
 def test_the_cli_executor_ray_end_to_end(tmp_path: Path) -> None:
@@ -156,8 +167,7 @@ def test_the_cli_executor_ray_end_to_end(tmp_path: Path) -> None:
         w = csv.writer(fh)
         w.writerow(["id", "reference", "candidate", "site", "model"])
         w.writerows((p.pair_id, p.reference, p.candidate, p.meta["site"], p.system) for p in pairs)
-    common = ["evaluate", "--pairs", str(path), "--meta-col", "site", "--system-col", "model", "--workers", "2",
-              "--json"]
+    common = ["evaluate", "--pairs", str(path), "--meta-col", "site", "--system-col", "model", "--workers", "2", "--json"]
     local = _cli(*common, "--out", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
     on_ray = _cli(*common, "--out", str(tmp_path / "ray"), "--executor", "ray")
@@ -182,10 +192,17 @@ _NO_RAY = "import sys; sys.modules['ray'] = None\n"
 def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
     """``import ray`` fails (a ``None`` entry in sys.modules): the CLI exits 2 naming the extra,
     and the API raises a ValueError that names it too."""
-    cli = _NO_RAY + ("from cxreval.cli import app\n"
-                     f"app(['evaluate', '--example', '--out', {str(tmp_path / 'cli')!r}, '--executor', 'ray'])")
-    run = subprocess.run([sys.executable, "-c", cli], capture_output=True, text=True, timeout=120, check=False,
-                         env={**os.environ, "COLUMNS": "200"})
+    cli = _NO_RAY + (
+        f"from cxreval.cli import app\napp(['evaluate', '--example', '--out', {str(tmp_path / 'cli')!r}, '--executor', 'ray'])"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", cli],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert run.returncode == 2, run.stderr
     assert "optional extra 'ray': pip install 'cxreval[ray]'" in run.stderr, run.stderr
     api = _NO_RAY + (
@@ -195,7 +212,8 @@ def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
         "try:\n"
         f"    evaluate_to(Evaluator(), {str(tmp_path / 'api')!r}, pairs, executor='ray')\n"
         "except ValueError as exc:\n"
-        "    print(type(exc).__name__, exc)\n")
+        "    print(type(exc).__name__, exc)\n"
+    )
     out = subprocess.run([sys.executable, "-c", api], capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.startswith("RayUnavailable ") and "pip install 'cxreval[ray]'" in out, out
     assert not (tmp_path / "api" / "scores.json").exists()
@@ -225,11 +243,17 @@ def test_bench_judges_on_ray_what_it_judges_locally(tmp_path: Path, ray_cluster:
             w.writerows((p.pair_id, getattr(p, col)) for p in pairs)
 
     def config(out: Path, **engine: object) -> BenchConfig:
-        return BenchConfig.model_validate({
-            "name": "ray", "out": str(out), "metrics": ["spec-errors"],
-            "bootstrap": {"resamples": 0}, "engine": {"workers": 2, **engine},
-            "datasets": [{"name": "d", "references": {"path": str(refs)}}],
-            "systems": [{"name": "s", "path": str(cands)}]})
+        return BenchConfig.model_validate(
+            {
+                "name": "ray",
+                "out": str(out),
+                "metrics": ["spec-errors"],
+                "bootstrap": {"resamples": 0},
+                "engine": {"workers": 2, **engine},
+                "datasets": [{"name": "d", "references": {"path": str(refs)}}],
+                "systems": [{"name": "s", "path": str(cands)}],
+            }
+        )
 
     local, _ = run_benchmark(config(tmp_path / "local"))
     on_ray, stats = run_benchmark(config(tmp_path / "ray", executor="ray"))

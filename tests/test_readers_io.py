@@ -46,17 +46,24 @@ def where(exc: pytest.ExceptionInfo[InputError]) -> set[tuple[str, int | None, s
 
 
 def test_plain_ratings_list_every_problem(tmp_path: Path) -> None:
-    bad = write_csv(tmp_path / "ratings.csv", [
-        PLAIN_HEAD,
-        ["p1", "Small left effusion.", "No effusion.", 1, 2],
-        ["p2", "", "No effusion.", 1, "two"],          # line 3: empty report, rating not a number
-        ["p1", "Mild edema.", "Edema.", 0, 0],          # line 4: id given twice
-        ["p3", "Clear lungs.", "   ", "", 1],           # line 5: whitespace-only candidate
-    ])
+    bad = write_csv(
+        tmp_path / "ratings.csv",
+        [
+            PLAIN_HEAD,
+            ["p1", "Small left effusion.", "No effusion.", 1, 2],
+            ["p2", "", "No effusion.", 1, "two"],  # line 3: empty report, rating not a number
+            ["p1", "Mild edema.", "Edema.", 0, 0],  # line 4: id given twice
+            ["p3", "Clear lungs.", "   ", "", 1],  # line 5: whitespace-only candidate
+        ],
+    )
     with pytest.raises(InputError) as exc:
         read_plain_ratings(bad)
-    assert where(exc) == {("ratings.csv", 3, "reference"), ("ratings.csv", 3, "rater_2"),
-                          ("ratings.csv", 4, "id"), ("ratings.csv", 5, "candidate")}
+    assert where(exc) == {
+        ("ratings.csv", 3, "reference"),
+        ("ratings.csv", 3, "rater_2"),
+        ("ratings.csv", 4, "id"),
+        ("ratings.csv", 5, "candidate"),
+    }
     text = str(exc.value)
     assert text.startswith("4 problems in input:")
     assert "ratings.csv, line 3 (id 'p2'), field 'rater_2': 'two' is not a number" in text
@@ -71,10 +78,13 @@ def test_plain_ratings_missing_column(tmp_path: Path) -> None:
 
 
 def test_plain_ratings_read_jsonl_and_parquet_like_csv(tmp_path: Path) -> None:
-    rows = [{"id": "p1", "reference": "Small effusion.", "candidate": "No effusion.", "rater_1": 1, "rater_2": 2},
-            {"id": "p2", "reference": "Clear lungs.", "candidate": "Clear lungs.", "rater_1": 0, "rater_2": None}]
-    from_csv = read_plain_ratings(write_csv(tmp_path / "r.csv", [PLAIN_HEAD, *[
-        ["" if v is None else v for v in r.values()] for r in rows]]))
+    rows = [
+        {"id": "p1", "reference": "Small effusion.", "candidate": "No effusion.", "rater_1": 1, "rater_2": 2},
+        {"id": "p2", "reference": "Clear lungs.", "candidate": "Clear lungs.", "rater_1": 0, "rater_2": None},
+    ]
+    from_csv = read_plain_ratings(
+        write_csv(tmp_path / "r.csv", [PLAIN_HEAD, *[["" if v is None else v for v in r.values()] for r in rows]])
+    )
     jsonl = tmp_path / "r.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     parquet = tmp_path / "r.parquet"
@@ -98,49 +108,70 @@ def rexval_reports(path: Path, rows: list[list[object]]) -> Path:
 
 
 def rexval_ratings(path: Path, rows: list[list[object]]) -> Path:
-    return write_csv(path, [["study_number", "candidate_type", "rater_index", "error_category",
-                             "clinically_significant", "num_errors"], *rows])
+    return write_csv(
+        path, [["study_number", "candidate_type", "rater_index", "error_category", "clinically_significant", "num_errors"], *rows]
+    )
 
 
 COLS = RexvalColumns(candidate_types=("radgraph", "bleu"))
 
 
 def test_rexval_lists_the_problems_of_both_files(tmp_path: Path) -> None:
-    reports = rexval_reports(tmp_path / "reports.csv", [
-        ["s1", "Small effusion.", "Small effusion.", "Large effusion."],
-        ["s1", "Mild edema.", "Edema.", "No edema."],                   # line 3: study id twice
-        ["s2", "Clear lungs.", "", "Clear."],                          # line 4: empty candidate
-    ])
-    ratings = rexval_ratings(tmp_path / "ratings.csv", [
-        [1, "radgraph", 1, 1, "True", 0],
-        [1, "bleu", 1, 1, "maybe", "1.5x"],                             # line 3: significance, count
-        [2, "", 1, 1, "False", 1],                                      # line 4: no candidate type
-    ])
+    reports = rexval_reports(
+        tmp_path / "reports.csv",
+        [
+            ["s1", "Small effusion.", "Small effusion.", "Large effusion."],
+            ["s1", "Mild edema.", "Edema.", "No edema."],  # line 3: study id twice
+            ["s2", "Clear lungs.", "", "Clear."],  # line 4: empty candidate
+        ],
+    )
+    ratings = rexval_ratings(
+        tmp_path / "ratings.csv",
+        [
+            [1, "radgraph", 1, 1, "True", 0],
+            [1, "bleu", 1, 1, "maybe", "1.5x"],  # line 3: significance, count
+            [2, "", 1, 1, "False", 1],  # line 4: no candidate type
+        ],
+    )
     with pytest.raises(InputError) as exc:
         read_rexval(reports, ratings, columns=COLS, significance="significant")
-    assert where(exc) == {("reports.csv", 3, "study_id"), ("reports.csv", 4, "radgraph"),
-                          ("ratings.csv", 3, "clinically_significant"), ("ratings.csv", 3, "num_errors"),
-                          ("ratings.csv", 4, "candidate_type")}
+    assert where(exc) == {
+        ("reports.csv", 3, "study_id"),
+        ("reports.csv", 4, "radgraph"),
+        ("ratings.csv", 3, "clinically_significant"),
+        ("ratings.csv", 3, "num_errors"),
+        ("ratings.csv", 4, "candidate_type"),
+    }
     assert "ratings.csv, line 3, field 'num_errors': '1.5x' is not a number" in str(exc.value)
 
 
 def test_rexval_ratings_that_match_no_report(tmp_path: Path) -> None:
-    reports = rexval_reports(tmp_path / "reports.csv", [["s1", "Small effusion.", "Small effusion.", "Effusion."],
-                                                        ["s2", "Clear lungs.", "Clear.", "Clear lungs."]])
-    ratings = rexval_ratings(tmp_path / "ratings.csv", [[1, "radgraph", 1, 1, "True", 0],
-                                                        [2, "s_emb", 1, 1, "True", 1],   # no such candidate
-                                                        [3, "bleu", 1, 1, "True", 1]])   # no third study
+    reports = rexval_reports(
+        tmp_path / "reports.csv",
+        [["s1", "Small effusion.", "Small effusion.", "Effusion."], ["s2", "Clear lungs.", "Clear.", "Clear lungs."]],
+    )
+    ratings = rexval_ratings(
+        tmp_path / "ratings.csv",
+        [
+            [1, "radgraph", 1, 1, "True", 0],
+            [2, "s_emb", 1, 1, "True", 1],  # no such candidate
+            [3, "bleu", 1, 1, "True", 1],
+        ],
+    )  # no third study
     with pytest.raises(InputError) as exc:
         read_rexval(reports, ratings, columns=COLS)
     assert "ratings.csv, line 4, field 'study_number': study number 3 is outside the 2 studies" in str(exc.value)
-    ratings = rexval_ratings(tmp_path / "ratings.csv", [[1, "radgraph", 1, 1, "True", 0],
-                                                        [2, "s_emb", 1, 1, "True", 1]])
-    with pytest.raises(InputError, match=r"ratings.csv, line 3, field 'candidate_type': no report for study 's2', "
-                                         r"candidate 's_emb'"):
+    ratings = rexval_ratings(tmp_path / "ratings.csv", [[1, "radgraph", 1, 1, "True", 0], [2, "s_emb", 1, 1, "True", 1]])
+    with pytest.raises(
+        InputError,
+        match=r"ratings.csv, line 3, field 'candidate_type': no report for study 's2', "
+        r"candidate 's_emb'",
+    ):
         read_rexval(reports, ratings, columns=COLS)
     # asking for significant errors needs the column that says so
-    no_sig = write_csv(tmp_path / "nosig.csv", [["study_number", "candidate_type", "rater_index", "num_errors"],
-                                                [1, "radgraph", 1, 0]])
+    no_sig = write_csv(
+        tmp_path / "nosig.csv", [["study_number", "candidate_type", "rater_index", "num_errors"], [1, "radgraph", 1, 0]]
+    )
     with pytest.raises(InputError, match=r"nosig.csv, field 'clinically_significant': missing column"):
         read_rexval(reports, no_sig, columns=COLS, significance="significant")
 
@@ -151,8 +182,7 @@ def test_rexval_ratings_that_match_no_report(tmp_path: Path) -> None:
 
 
 def test_references_list_every_problem(tmp_path: Path) -> None:
-    bad = write_csv(tmp_path / "refs.csv", [["id", "reference"], ["a", "Small effusion."], ["b", " "],
-                                            ["a", "Clear lungs."]])
+    bad = write_csv(tmp_path / "refs.csv", [["id", "reference"], ["a", "Small effusion."], ["b", " "], ["a", "Clear lungs."]])
     with pytest.raises(InputError) as exc:
         read_references(bad)
     assert where(exc) == {("refs.csv", 3, "reference"), ("refs.csv", 4, "id")}
@@ -171,25 +201,41 @@ def test_references_keep_the_text_and_read_other_formats(tmp_path: Path) -> None
 
 
 def suite_rows() -> list[PerturbedPair]:
-    return [PerturbedPair(pair_id=f"a:omit_finding:{i}", source_uid="a", perturbation="omit_finding",
-                          significant=True, target_entity="effusion", expected="FN", description="removed",
-                          before="Small effusion.", after="", reference="Small effusion. Clear lungs.",
-                          candidate="Clear lungs.") for i in (1, 2, 3, 4)]
+    return [
+        PerturbedPair(
+            pair_id=f"a:omit_finding:{i}",
+            source_uid="a",
+            perturbation="omit_finding",
+            significant=True,
+            target_entity="effusion",
+            expected="FN",
+            description="removed",
+            before="Small effusion.",
+            after="",
+            reference="Small effusion. Clear lungs.",
+            candidate="Clear lungs.",
+        )
+        for i in (1, 2, 3, 4)
+    ]
 
 
 def test_suite_csv_lists_every_problem(tmp_path: Path) -> None:
     path = write_suite(suite_rows(), tmp_path / "suite.csv")
     table = list(csv.reader(path.open(encoding="utf-8", newline="")))
     head = table[0]
-    table[2][head.index("pair_id")] = "a:omit_finding:1"        # line 3: duplicate pair id
-    table[3][head.index("perturbation")] = "shuffle_words"      # line 4: unknown type
-    table[3][head.index("significant")] = "maybe"               # line 4: not yes/no
-    table[4][head.index("candidate")] = ""                      # line 5: empty candidate
+    table[2][head.index("pair_id")] = "a:omit_finding:1"  # line 3: duplicate pair id
+    table[3][head.index("perturbation")] = "shuffle_words"  # line 4: unknown type
+    table[3][head.index("significant")] = "maybe"  # line 4: not yes/no
+    table[4][head.index("candidate")] = ""  # line 5: empty candidate
     write_csv(path, table)
     with pytest.raises(InputError) as exc:
         read_suite(path)
-    assert where(exc) == {("suite.csv", 3, "pair_id"), ("suite.csv", 4, "perturbation"),
-                          ("suite.csv", 4, "significant"), ("suite.csv", 5, "candidate")}
+    assert where(exc) == {
+        ("suite.csv", 3, "pair_id"),
+        ("suite.csv", 4, "perturbation"),
+        ("suite.csv", 4, "significant"),
+        ("suite.csv", 5, "candidate"),
+    }
     assert "unknown perturbation type 'shuffle_words'" in str(exc.value)
 
 
@@ -219,12 +265,22 @@ def iu_dir(tmp_path: Path, rows: list[list[object]]) -> Path:
 
 
 def test_iu_reports_list_every_problem(tmp_path: Path) -> None:
-    root = iu_dir(tmp_path, [["1", "normal", "Clear lungs.", ""], ["2", "", "Small effusion.", ""],
-                             ["1", "Cardiomegaly", "Big heart.", ""], ["", "normal", "Clear.", ""]])
+    root = iu_dir(
+        tmp_path,
+        [
+            ["1", "normal", "Clear lungs.", ""],
+            ["2", "", "Small effusion.", ""],
+            ["1", "Cardiomegaly", "Big heart.", ""],
+            ["", "normal", "Clear.", ""],
+        ],
+    )
     with pytest.raises(InputError) as exc:
         load_iu_gold(root)
-    assert where(exc) == {("indiana_reports.csv", 3, "MeSH"), ("indiana_reports.csv", 4, "uid"),
-                          ("indiana_reports.csv", 5, "uid")}
+    assert where(exc) == {
+        ("indiana_reports.csv", 3, "MeSH"),
+        ("indiana_reports.csv", 4, "uid"),
+        ("indiana_reports.csv", 5, "uid"),
+    }
     assert "indiana_reports.csv, line 4 (id '1'), field 'uid': duplicate uid '1' (first at line 2)" in str(exc.value)
 
 
@@ -238,7 +294,7 @@ def test_iu_missing_column_and_bad_split_lists(tmp_path: Path) -> None:
     splits.mkdir()
     (splits / "train_ids.json").write_text(json.dumps(["1", None]), encoding="utf-8")
     (splits / "val_ids.json").write_text(json.dumps(["1"]), encoding="utf-8")
-    (splits / "test_ids.json").write_text("[\n  \"3\",\n", encoding="utf-8")
+    (splits / "test_ids.json").write_text('[\n  "3",\n', encoding="utf-8")
     with pytest.raises(InputError) as exc:
         load_iu_gold(tmp_path)
     text = str(exc.value)
@@ -287,8 +343,9 @@ def test_bad_utf8_in_iu_reports(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
+    )
 
 
 def test_cli_meta_perturb_bad_refs(tmp_path: Path) -> None:
@@ -324,10 +381,20 @@ SRC = Path(cxreval.__file__).parent
 
 #: Calls that parse a table or a JSON file. ``json.loads(<...>.read_text())`` (or ``read_bytes``,
 #: ``read``) counts as reading a JSON file too.
-TABLE_READERS = frozenset({
-    "csv.reader", "csv.DictReader", "json.load", "pandas.read_csv", "pandas.read_json", "pandas.read_parquet",
-    "pandas.read_table", "pandas.read_excel", "pyarrow.parquet.read_table", "json.loads(file text)",
-})
+TABLE_READERS = frozenset(
+    {
+        "csv.reader",
+        "csv.DictReader",
+        "json.load",
+        "pandas.read_csv",
+        "pandas.read_json",
+        "pandas.read_parquet",
+        "pandas.read_table",
+        "pandas.read_excel",
+        "pyarrow.parquet.read_table",
+        "json.loads(file text)",
+    }
+)
 
 #: The one module allowed to call any of them: every user table is read there.
 READER_MODULE = "io.py"
@@ -339,17 +406,17 @@ READER_MODULE = "io.py"
 #: ParquetFile where only a schema's column names are looked at (agree.py, io.py).
 ALLOWED: dict[tuple[str, str], str] = {
     ("evaluate.py", "pandas.read_csv"): "reads the pair_id column of errors.csv in a results folder that "
-                                        "cxreval itself wrote (scores recomputed from judgements), not user input",
+    "cxreval itself wrote (scores recomputed from judgements), not user input",
     ("evaluate.py", "json.loads(file text)"): "reads scores.json in a results folder that cxreval itself wrote",
     ("outputs.py", "json.loads(file text)"): "reads .cxreval-outputs.json, the list of entries cxreval itself "
-                                             "wrote into an output folder",
+    "wrote into an output folder",
     ("extract/text.py", "json.loads(file text)"): "reads confusables.json, Unicode's look-alike data as the "
-                                                  "confusable-homoglyphs package ships it, not user input",
+    "confusable-homoglyphs package ships it, not user input",
     ("testing/results.py", "pyarrow.parquet.read_table"): "compares the judgements.parquet of two results "
-                                                          "folders cxreval itself wrote (tests, benchmarks)",
+    "folders cxreval itself wrote (tests, benchmarks)",
     ("metrics/bertscore.py", "json.loads(file text)"): "checkpoint_json reads a model checkpoint's config.json "
-                                                       "(not a table of reports); errors are MetricUnavailable "
-                                                       "naming the file",
+    "(not a table of reports); errors are MetricUnavailable "
+    "naming the file",
 }
 
 
@@ -385,9 +452,13 @@ def table_reads(source: str) -> list[tuple[int, str]]:
         if not isinstance(node, ast.Call):
             continue
         name = _dotted(node.func, aliases)
-        if name == "json.loads" and node.args and isinstance(node.args[0], ast.Call) \
-                and isinstance(node.args[0].func, ast.Attribute) \
-                and node.args[0].func.attr in ("read_text", "read_bytes", "read"):
+        if (
+            name == "json.loads"
+            and node.args
+            and isinstance(node.args[0], ast.Call)
+            and isinstance(node.args[0].func, ast.Attribute)
+            and node.args[0].func.attr in ("read_text", "read_bytes", "read")
+        ):
             name = "json.loads(file text)"
         if name in TABLE_READERS:
             found.append((node.lineno, name))
@@ -395,12 +466,19 @@ def table_reads(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_ast_check_sees_aliases_and_file_json() -> None:
-    code = ("import csv, json\nimport pandas as pd\nfrom csv import DictReader as DR\nimport pyarrow.parquet as pq\n"
-            "csv.reader(f)\nDR(f)\npd.read_csv(p)\npq.read_table(p)\njson.load(f)\njson.loads(p.read_text())\n"
-            "json.loads(answer)\ncsv.writer(f)\n")
+    code = (
+        "import csv, json\nimport pandas as pd\nfrom csv import DictReader as DR\nimport pyarrow.parquet as pq\n"
+        "csv.reader(f)\nDR(f)\npd.read_csv(p)\npq.read_table(p)\njson.load(f)\njson.loads(p.read_text())\n"
+        "json.loads(answer)\ncsv.writer(f)\n"
+    )
     assert [name for _, name in table_reads(code)] == [
-        "csv.reader", "csv.DictReader", "pandas.read_csv", "pyarrow.parquet.read_table", "json.load",
-        "json.loads(file text)"]
+        "csv.reader",
+        "csv.DictReader",
+        "pandas.read_csv",
+        "pyarrow.parquet.read_table",
+        "json.load",
+        "json.loads(file text)",
+    ]
 
 
 def test_only_io_reads_tables() -> None:
@@ -415,8 +493,10 @@ def test_only_io_reads_tables() -> None:
                 seen.add((module, call))
             else:
                 offending.append(f"src/cxreval/{module}:{line}: {call}")
-    assert not offending, ("read user tables with cxreval.io.load_table (+ check_columns, record_id, "
-                           "cxreval.io) so that errors are InputErrors; or add the call to ALLOWED "
-                           "with a reason:\n" + "\n".join(offending))
+    assert not offending, (
+        "read user tables with cxreval.io.load_table (+ check_columns, record_id, "
+        "cxreval.io) so that errors are InputErrors; or add the call to ALLOWED "
+        "with a reason:\n" + "\n".join(offending)
+    )
     stale = sorted(set(ALLOWED) - seen)
     assert not stale, f"no longer called, remove from ALLOWED: {stale}"

@@ -265,8 +265,13 @@ def shell_outputs(command: str, cwd: Path) -> list[str]:
         if sub == "evaluate":
             for folder in _option(pw, ("--out", "-o")):
                 runs = _option(pw, ("--runs",))
-                name = ("systems.csv" if "--system-col" in " ".join(pw)
-                        else "runs.json" if runs and int(runs[0]) > 1 else "scores.json")
+                name = (
+                    "systems.csv"
+                    if "--system-col" in " ".join(pw)
+                    else "runs.json"
+                    if runs and int(runs[0]) > 1
+                    else "scores.json"
+                )
                 out.append(str(Path(folder) / name))
         if sub == "bench" and not _option(pw, ("--out",)) and len(pw) > 2:
             config = cwd / pw[2]
@@ -395,16 +400,30 @@ def run_shell(block: Block, state: dict) -> tuple[subprocess.CompletedProcess, l
         outputs += shell_outputs(text, cwd)
     path = state["ws"] / f"block-{Path(block.file).stem}-{block.line}.sh"
     path.write_text("\n".join(script) + "\n", encoding="utf-8")
-    proc = subprocess.run(["bash", str(path)], cwd=cwd, env=state["env"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+    proc = subprocess.run(
+        ["bash", str(path)],
+        cwd=cwd,
+        env=state["env"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
     return proc, outputs
 
 
 def run_python(block: Block, state: dict) -> tuple[subprocess.CompletedProcess, list[str]]:
     path = state["ws"] / f"block-{Path(block.file).stem}-{block.line}.py"
     path.write_text(block.text + "\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(path)], cwd=state["cwd"], env=state["env"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, str(path)],
+        cwd=state["cwd"],
+        env=state["env"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
     return proc, python_outputs(block.text)
 
 
@@ -417,8 +436,7 @@ def test_snippet(case: Case, workspace: dict) -> None:
     missing = _needs_missing(block.text, workspace)
     if missing:
         cmds = [runnable(c) for c in split_commands(block)] if shell else []
-        produced = ([p for t in cmds if t for p in shell_outputs(t, workspace["cwd"])] if shell
-                    else python_outputs(block.text))
+        produced = [p for t in cmds if t for p in shell_outputs(t, workspace["cwd"])] if shell else python_outputs(block.text)
         workspace["unavailable"].update(p.rstrip("/") for p in produced)
         pytest.skip(f"{case.id}: {missing}")
     proc, outputs = (run_shell if shell else run_python)(block, workspace)

@@ -12,4 +12,5 @@ def test_number_formats_undefined_as_na_never_zero() -> None:
 
 def test_latex_escape_escapes_once() -> None:
     assert latex_escape(r"a_b & 50% \ {x} ~^$#") == (
-        r"a\_b \& 50\% \textbackslash{} \{x\} \textasciitilde{}\textasciicircum{}\$\#")
+        r"a\_b \& 50\% \textbackslash{} \{x\} \textasciitilde{}\textasciicircum{}\$\#"
+    )

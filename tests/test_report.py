@@ -92,7 +92,12 @@ def _evil_result() -> BenchmarkResult:
         if e["system"] == EVIL:
             e["name"] = f"<img src=x onerror=alert(1)> {e['name']}"
             e["examples"] = [
-                {"pair_id": "p</script>1", "kind": "FN", "reference": f"Effusion {EVIL}.", "candidate": "</script><script>alert(2)</script>"}
+                {
+                    "pair_id": "p</script>1",
+                    "kind": "FN",
+                    "reference": f"Effusion {EVIL}.",
+                    "candidate": "</script><script>alert(2)</script>",
+                }
             ]
             break
     return BenchmarkResult.model_validate(data)
@@ -248,14 +253,16 @@ def test_radar_and_heatmap_svg() -> None:
         ],
     )
     svg = str(charts.radar_svg(chart))
-    assert svg.count("<polygon class=\"poly\"") == 1  # only the complete series is a polygon
+    assert svg.count('<polygon class="poly"') == 1  # only the complete series is a polygon
     assert svg.count("<circle") == 4 + 3  # no point for the undefined value
     path = re.search(r'<path class="line" d="([^"]+)"', svg)
     assert path and path.group(1).count("M") == 2  # c-d and d-a: segments skip the gap
     assert "&lt;d&gt;" in svg and "<d>" not in svg and "gap &amp; co" in svg
     assert 'style="display:none"' in svg
     hm = charts.heatmap_svg(
-        charts.Heatmap(rows=["r1", "r2"], cols=["c1", "c2", "c3"], values=[[0.1, None, 1.0], [0.5, 0.2, 0.0]], color=charts.sequential_color)
+        charts.Heatmap(
+            rows=["r1", "r2"], cols=["c1", "c2", "c3"], values=[[0.1, None, 1.0], [0.5, 0.2, 0.0]], color=charts.sequential_color
+        )
     )
     text = str(hm)
     assert text.count('<g class="cell">') == 6
@@ -297,8 +304,17 @@ def test_drilldown_data_has_every_example(result: BenchmarkResult, page: str) ->
             ei = [x[0] for x in d["entities"]].index(e.entity)
             cell = d["cells"][f"{si}_{ei}"]
             assert cell[:3] == [e.tp, e.fp, e.fn]
-            got = [ExamplePair(pair_id=p, kind=k, reference=data["texts"][r], candidate=data["texts"][c],
-                               reference_rules=rr, candidate_rules=cr) for p, k, r, c, rr, cr in cell[12]]
+            got = [
+                ExamplePair(
+                    pair_id=p,
+                    kind=k,
+                    reference=data["texts"][r],
+                    candidate=data["texts"][c],
+                    reference_rules=rr,
+                    candidate_rules=cr,
+                )
+                for p, k, r, c, rr, cr in cell[12]
+            ]
             assert got == e.examples
             n_examples += len(got)
     assert n_examples > 0

@@ -216,9 +216,15 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[Page]:
         raise RuntimeError("chromium not found")
     with tempfile.TemporaryDirectory(prefix="cxreval-chromium-") as profile:
         cmd = [
-            binary, *CHROMIUM_FLAGS, "--remote-debugging-port=0", f"--user-data-dir={profile}",
-            f"--window-size={width},{height}", "--no-first-run", "--no-default-browser-check",
-            "--hide-scrollbars", "about:blank",
+            binary,
+            *CHROMIUM_FLAGS,
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--hide-scrollbars",
+            "about:blank",
         ]
         # its own process group: Chromium's helpers (zygote, crashpad) are stopped with it, so none
         # is still writing into the profile while the temporary directory is removed
@@ -355,7 +361,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         # charts: 4 spider charts per dataset, site heatmaps, correlation heatmaps, all laid out
         assert page.js("document.querySelectorAll('svg.radar').length") == 4 * len(result.datasets)
         assert page.js("document.querySelectorAll('svg.heatmap').length") >= 1 + len(result.datasets)
-        box = page.js("(() => { const r = document.querySelector('section.ds-panel:not([hidden]) svg.radar').getBoundingClientRect(); return [r.width, r.height]; })()")
+        box = page.js(
+            "(() => { const r = document.querySelector('section.ds-panel:not([hidden]) svg.radar').getBoundingClientRect(); return [r.width, r.height]; })()"
+        )
         assert box[0] > 300 and box[1] > 300
         # top-5 polygons drawn by default on the visible presence chart; "All" shows every system
         visible = "document.querySelectorAll('section.ds-panel:not([hidden]) figure.chart:not(.attr-chart) g.series:not([style*=\"none\"])').length"
@@ -369,7 +377,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         names = page.js(f"Array.from(document.querySelectorAll('{board} table.leaderboard tbody tr')).map(r => r.dataset.system)")
         assert names == sorted(names, key=str.lower)
         page.js(f"document.querySelectorAll('{board} table.leaderboard th')[0].click()")
-        ranks = page.js(f"Array.from(document.querySelectorAll('{board} table.leaderboard tbody tr td.rank')).map(td => +td.dataset.v)")
+        ranks = page.js(
+            f"Array.from(document.querySelectorAll('{board} table.leaderboard tbody tr td.rank')).map(td => +td.dataset.v)"
+        )
         assert ranks == sorted(ranks)
 
         # drill-down: click the first cell with examples; the pairs' sentences appear
@@ -394,7 +404,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         assert page.js("document.querySelector('section.ds-panel:not([hidden]) h2').textContent").endswith(result.datasets[1])
         assert page.js("document.getElementById('drill').hidden") is True
         page.js("document.querySelectorAll('nav.tabs .tab')[0].click()")
-        page.js("(() => { const s = document.querySelector('section.ds-panel:not([hidden]) .site-select'); s.value = s.options[1].value; s.dispatchEvent(new Event('change')); })()")
+        page.js(
+            "(() => { const s = document.querySelector('section.ds-panel:not([hidden]) .site-select'); s.value = s.options[1].value; s.dispatchEvent(new Event('change')); })()"
+        )
         assert page.js(f"document.querySelector('{board}').dataset.stratum").startswith("site:")
 
         page.js("window.scrollTo(0, 0)")

@@ -35,8 +35,17 @@ CYCLE = {
     "comparison": ["other", "adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison"],
 }
 IMPLICIT = {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
-KEYS = {"a": ("KeyA", 65), "p": ("KeyP", 80), "l": ("KeyL", 76), "s": ("KeyS", 83), "c": ("KeyC", 67),
-        "j": ("KeyJ", 74), "n": ("KeyN", 78), "+": ("Equal", 187), "Enter": ("Enter", 13)}
+KEYS = {
+    "a": ("KeyA", 65),
+    "p": ("KeyP", 80),
+    "l": ("KeyL", 76),
+    "s": ("KeyS", 83),
+    "c": ("KeyC", 67),
+    "j": ("KeyJ", 74),
+    "n": ("KeyN", 78),
+    "+": ("Equal", 187),
+    "Enter": ("Enter", 13),
+}
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="headless Chromium not installed")
 
@@ -56,16 +65,18 @@ def settle(page: Page) -> dict[str, Any]:
 
 def open_page(page: Page, url: str) -> dict[str, Any]:
     page.send("Page.navigate", url=url)
-    page.js("new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : "
-            "setTimeout(t, 50); t(); })")
+    page.js(
+        "new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : setTimeout(t, 50); t(); })"
+    )
     return settle(page)
 
 
 class Reviewer:
     """Drives one browser page and records, independently of the page, what each key means."""
 
-    def __init__(self, name: str, page: Page, engine: dict[str, dict[str, dict[str, str]]],
-                 attributes: dict[str, list[str]]) -> None:
+    def __init__(
+        self, name: str, page: Page, engine: dict[str, dict[str, dict[str, str]]], attributes: dict[str, list[str]]
+    ) -> None:
         self.name, self.page, self.engine, self.attributes = name, page, engine, attributes
         self.expected: dict[tuple[str, str], dict[str, str]] = {}
         self.checked: list[str] = []
@@ -159,8 +170,9 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
     onto = load_ontology()
     attributes = {e.id: list(e.attributes) for e in onto.entities}
     engine: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
-    for pid, entity, *values in db_rows(db, "SELECT pair_id, entity, presence, location, severity, comparison "
-                                            "FROM engine_rows ORDER BY pair_id, rowid"):
+    for pid, entity, *values in db_rows(
+        db, "SELECT pair_id, entity, presence, location, severity, comparison FROM engine_rows ORDER BY pair_id, rowid"
+    ):
         engine[pid][entity] = dict(zip(FIELDS, values))
     order = [pid for (pid,) in db_rows(db, "SELECT pair_id FROM pairs ORDER BY position")]
     for pid in order:
@@ -196,9 +208,11 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
             proc.wait(timeout=30)
             # bob answers while the server is down: the page keeps the answer and retries
             bob.answer_rows(limit=1, wait=False)
-            shown = page_b.js("new Promise(r => { const t0 = Date.now(); const t = () => { const s = "
-                              "document.getElementById('save-state').textContent; s.includes('unreachable') || "
-                              "Date.now() - t0 > 20000 ? r(s) : setTimeout(t, 50); }; t(); })")
+            shown = page_b.js(
+                "new Promise(r => { const t0 = Date.now(); const t = () => { const s = "
+                "document.getElementById('save-state').textContent; s.includes('unreachable') || "
+                "Date.now() - t0 > 20000 ? r(s) : setTimeout(t, 50); }; t(); })"
+            )
             assert "unreachable" in shown and "answers kept" in shown
             with server(db, port=port) as (proc2, url2):
                 assert f":{port}/" in url2
@@ -228,13 +242,16 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
                     assert png_info(shot)[2] > 50
 
     # nothing answered is lost: the database holds exactly what the keys gave
-    stored = {(r, p, e): dict(zip(FIELDS, v)) for r, p, e, *v in db_rows(
-        db, "SELECT reviewer, pair_id, entity, presence, location, severity, comparison FROM answers")}
+    stored = {
+        (r, p, e): dict(zip(FIELDS, v))
+        for r, p, e, *v in db_rows(db, "SELECT reviewer, pair_id, entity, presence, location, severity, comparison FROM answers")
+    }
     expected = {("alice", p, e): v for (p, e), v in alice.expected.items()}
     expected |= {("bob", p, e): v for (p, e), v in bob.expected.items()}
     assert stored == expected
     assert sorted(db_rows(db, "SELECT reviewer, pair_id FROM checked")) == sorted(
-        [("alice", p) for p in alice.checked] + [("bob", p) for p in bob.checked])
+        [("alice", p) for p in alice.checked] + [("bob", p) for p in bob.checked]
+    )
     assert sorted(alice.checked) == sorted(bob.checked) == sorted(order)
     assert {(p, n) for _, p, n in db_rows(db, "SELECT reviewer, pair_id, note FROM notes")} == set(bob.notes.items())
 
@@ -247,17 +264,30 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
     def counts(field: str) -> tuple[int, int, float, float]:
         k = n = 0
         wk = wn = 0.0
-        for (reviewer, pid, entity), mine in expected.items():
+        for (_reviewer, pid, entity), mine in expected.items():
             theirs = engine[pid].get(entity, IMPLICIT)
-            if field != "presence" and (field not in attributes[entity]
-                                        or (theirs["presence"] == "TN" and mine["presence"] == "TN")):
+            if field != "presence" and (
+                field not in attributes[entity] or (theirs["presence"] == "TN" and mine["presence"] == "TN")
+            ):
                 continue
             ok = theirs[field] == mine[field]
             k, n, wk, wn = k + ok, n + 1, wk + weight[pid] * ok, wn + weight[pid]
         return k, n, wk, wn
 
-    done = run_cli("review", "stats", db, "--json", "--resamples", "300", "--csv", tmp_path / "s.csv",
-                   "--latex", tmp_path / "s.tex", "--html", tmp_path / "s.html")
+    done = run_cli(
+        "review",
+        "stats",
+        db,
+        "--json",
+        "--resamples",
+        "300",
+        "--csv",
+        tmp_path / "s.csv",
+        "--latex",
+        tmp_path / "s.tex",
+        "--html",
+        tmp_path / "s.html",
+    )
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["pairs_reviewed"] == 8 and stats["reviews"] == 16 and stats["reviewers"] == ["alice", "bob"]
@@ -307,11 +337,10 @@ def test_keyboard_review_session_with_a_crash(tmp_path: Path) -> None:
         if entity in engine[pid] or row != IMPLICIT:
             want[(pid, entity)] = row
     assert {(r.pair_id, r.entity): {f: getattr(r, f) for f in FIELDS} for r in gold.judgements} == want
-    assert (missed.id in {r.entity for r in gold.judgements if r.pair_id == third})
+    assert missed.id in {r.entity for r in gold.judgements if r.pair_id == third}
     assert "engine:human-review" in str(gold.signature) and "reviewers:alice+bob" in str(gold.signature)
     # the gold folder is a results folder like any other: compare it with itself, and review it again
-    done = run_cli("compare", tmp_path / "gold", tmp_path / "gold", "--json", "--resamples", "10",
-                   "--permutations", "10")
+    done = run_cli("compare", tmp_path / "gold", tmp_path / "gold", "--json", "--resamples", "10", "--permutations", "10")
     assert done.returncode == 0, done.stderr
 
 

@@ -24,8 +24,14 @@ EXAMPLE = example_path()
 
 
 def run_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+        check=False,
+    )
 
 
 def make_results(folder: Path) -> Path:
@@ -38,19 +44,22 @@ def make_results(folder: Path) -> Path:
 def make_db(tmp: Path, sample: int = 8, seed: int = 3) -> Path:
     results = make_results(tmp / "results")
     db = tmp / "review.db"
-    done = run_cli("review", "init", results, "--db", db, "--sample", str(sample), "--seed", str(seed),
-                   "--pairs", EXAMPLE)
+    done = run_cli("review", "init", results, "--db", db, "--sample", str(sample), "--seed", str(seed), "--pairs", EXAMPLE)
     assert done.returncode == 0, done.stderr
     return db
 
 
 @contextlib.contextmanager
-def server(db: Path, port: int = 0, host: str = "127.0.0.1",
-           options: Sequence[str] = ()) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def server(
+    db: Path, port: int = 0, host: str = "127.0.0.1", options: Sequence[str] = ()
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``cxreval review serve`` (with ``options``) in a subprocess; yields it and the URL it printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "cxreval", "review", "serve", str(db), "--host", host,
-                             "--port", str(port), *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cxreval", "review", "serve", str(db), "--host", host, "--port", str(port), *options],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line.startswith("review page: "), (line, proc.stderr.read() if proc.poll() is not None else "")
@@ -145,9 +154,12 @@ def test_another_tools_database_is_refused_and_left_alone(tmp_path: Path) -> Non
         conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
         conn.commit()
     before = foreign.read_bytes()
-    for args in (("review", "init", results, "--db", foreign, "--sample", "3", "--pairs", EXAMPLE),
-                 ("review", "serve", foreign, "--port", "0"), ("review", "stats", foreign),
-                 ("review", "export", foreign, "--out", tmp_path / "gold")):
+    for args in (
+        ("review", "init", results, "--db", foreign, "--sample", "3", "--pairs", EXAMPLE),
+        ("review", "serve", foreign, "--port", "0"),
+        ("review", "stats", foreign),
+        ("review", "export", foreign, "--out", tmp_path / "gold"),
+    ):
         done = run_cli(*args)
         assert done.returncode == 2, args
         assert "not a cxreval review database" in done.stderr and "invoices" in done.stderr, done.stderr
@@ -182,8 +194,10 @@ def test_port_in_use(tmp_path: Path) -> None:
 def test_serve_without_the_extra_names_it(tmp_path: Path) -> None:
     db = make_db(tmp_path)
     # the interpreter refuses to import uvicorn, as it would were the extra not installed
-    code = ("import sys; sys.modules['uvicorn'] = None\nfrom cxreval.cli import app\n"
-            f"app(['review', 'serve', {str(db)!r}, '--port', '0'])")
+    code = (
+        "import sys; sys.modules['uvicorn'] = None\nfrom cxreval.cli import app\n"
+        f"app(['review', 'serve', {str(db)!r}, '--port', '0'])"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert "optional extra 'review': pip install 'cxreval[review]'" in done.stderr
@@ -214,8 +228,7 @@ def test_answers_are_validated_naming_the_field(tmp_path: Path) -> None:
 def test_weighted_estimate_with_equal_weights_is_the_plain_one() -> None:
     from cxreval.review.stats import Observation, weighted_accuracy
 
-    obs = [Observation(f"p{i}", "ann", "e", "presence", "TP", "TP" if i % 3 else "FN", 2.5, "s")
-           for i in range(12)]
+    obs = [Observation(f"p{i}", "ann", "e", "presence", "TP", "TP" if i % 3 else "FN", 2.5, "s") for i in range(12)]
     est, low, high = weighted_accuracy(obs, resamples=500, seed=1)
     assert est == pytest.approx(8 / 12)
     assert low is not None and high is not None and low < est < high
@@ -246,14 +259,25 @@ def test_export_writes_each_reviewers_error_counts_for_meta_human(tmp_path: Path
         expected: dict[str, dict[str, int]] = {p.pair_id: {} for p in pairs}
         for k, pair in enumerate(pairs):
             rows = opened.engine_rows(pair.pair_id)
-            for reviewer in (("ann", "bob") if k == 0 else ("ann",)):
+            for reviewer in ("ann", "bob") if k == 0 else ("ann",):
                 errors = 0
                 for r in rows:
-                    answer = Answer(reviewer=reviewer, pair_id=pair.pair_id, entity=r.entity, presence=r.presence,
-                                    location=r.location, severity=r.severity, comparison=r.comparison)
+                    answer = Answer(
+                        reviewer=reviewer,
+                        pair_id=pair.pair_id,
+                        entity=r.entity,
+                        presence=r.presence,
+                        location=r.location,
+                        severity=r.severity,
+                        comparison=r.comparison,
+                    )
                     opened.save_answer(answer)
-                    errors += ((answer.presence in ("FP", "FN")) + (answer.location == "not-aligned")
-                               + (answer.severity == "not-aligned") + (answer.comparison != "other"))
+                    errors += (
+                        (answer.presence in ("FP", "FN"))
+                        + (answer.location == "not-aligned")
+                        + (answer.severity == "not-aligned")
+                        + (answer.comparison != "other")
+                    )
                 if reviewer == "bob":
                     extra = next(e for e in opened.entities() if e not in {r.entity for r in rows})
                     opened.save_answer(Answer(reviewer="bob", pair_id=pair.pair_id, entity=extra, presence="FP"))
@@ -262,8 +286,7 @@ def test_export_writes_each_reviewers_error_counts_for_meta_human(tmp_path: Path
                 expected[pair.pair_id][reviewer] = errors
     done = run_cli("review", "export", db, "--out", tmp_path / "gold")
     assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "gold" / "human_ratings.json").read_text()) == {"raters": {"rater_1": "ann",
-                                                                                               "rater_2": "bob"}}
+    assert json.loads((tmp_path / "gold" / "human_ratings.json").read_text()) == {"raters": {"rater_1": "ann", "rater_2": "bob"}}
     with (tmp_path / "gold" / "human_ratings.csv").open(newline="", encoding="utf-8") as fh:
         rows = {r["id"]: r for r in csv.DictReader(fh)}
     assert set(rows) == {p.pair_id for p in pairs}
@@ -272,7 +295,8 @@ def test_export_writes_each_reviewers_error_counts_for_meta_human(tmp_path: Path
     assert int(rows[first]["rater_2"]) == expected[first]["bob"] == expected[first]["ann"] + 1
     assert int(rows[first]["rater_2_fp"]) == int(rows[first]["rater_1_fp"]) + 1
     assert rows[second]["rater_2"] == ""  # bob did not check it
-    done = run_cli("meta", "human", tmp_path / "gold" / "human_ratings.csv", "--resamples", "50",
-                   "--out", tmp_path / "alignment.json")
+    done = run_cli(
+        "meta", "human", tmp_path / "gold" / "human_ratings.csv", "--resamples", "50", "--out", tmp_path / "alignment.json"
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "alignment.json").is_file()

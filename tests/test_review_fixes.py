@@ -26,8 +26,9 @@ class _TokenRecall(Metric):
     signature = Signature(metric="tok-recall", ontology="none", engine="none")
 
     def pair_stats(self, references, candidates):
-        return np.array([[len(set(r.split()) & set(c.split())), len(r.split())] for r, c in zip(references, candidates)],
-                        dtype=float)
+        return np.array(
+            [[len(set(r.split()) & set(c.split())), len(r.split())] for r, c in zip(references, candidates)], dtype=float
+        )
 
     def compute(self, sums):
         s = np.atleast_2d(sums)
@@ -77,9 +78,22 @@ def test_an_unknown_uncertain_policy_is_refused_up_front() -> None:
 def test_word_defined_labels_keep_implied_absences_and_unquoted_llm_mentions() -> None:
     onto = load_ontology()
     text = "No acute cardiopulmonary process."
-    implied = Extraction(engine="t", text=text, mentions=(
-        Mention(entity="airspace_disease", status="absent", implied=True, start=0, end=len(text),
-                sentence_start=0, sentence_end=len(text), source=text),))
+    implied = Extraction(
+        engine="t",
+        text=text,
+        mentions=(
+            Mention(
+                entity="airspace_disease",
+                status="absent",
+                implied=True,
+                start=0,
+                end=len(text),
+                sentence_start=0,
+                sentence_end=len(text),
+                source=text,
+            ),
+        ),
+    )
     assert project_extraction(implied, onto, "chestxray14")["Infiltration"] == 0.0
     unquoted = Extraction(engine="llm", mentions=(Mention(entity="pneumonia", status="present"),))
     assert project_extraction(unquoted, onto, "chestxray14")["Pneumonia"] == 1.0

@@ -17,12 +17,14 @@ from .test_review_cli import db_rows, make_db, server
 CSP = "default-src 'self'"
 
 
-def call(url: str, body: Any = None, headers: dict[str, str] | None = None,
-         raw: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+def call(
+    url: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[int, dict[str, str], Any]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     hdrs = {"Content-Type": "application/json"} if body is not None else {}
-    req = urllib.request.Request(url, data=data, headers={**hdrs, **(headers or {})},
-                                 method="POST" if data is not None else "GET")
+    req = urllib.request.Request(
+        url, data=data, headers={**hdrs, **(headers or {})}, method="POST" if data is not None else "GET"
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             status, head, text = resp.status, dict(resp.headers), resp.read()
@@ -43,12 +45,10 @@ def test_page_api_and_headers(tmp_path: Path) -> None:
         for path in ("/", "/static/review.js", "/static/review.css", "/api/state?reviewer=ann"):
             status, head, _ = call(base + path)
             assert status == 200, path
-            assert head["content-security-policy"].startswith(CSP) and "'unsafe-inline'" not in head[
-                "content-security-policy"]
+            assert head["content-security-policy"].startswith(CSP) and "'unsafe-inline'" not in head["content-security-policy"]
             assert head["x-content-type-options"] == "nosniff" and head["referrer-policy"] == "no-referrer"
         status, _, page = call(base + "/")
-        assert '<script src="/static/review.js"' in page and "http" not in page.split("<body>")[0].replace(
-            'http-equiv', '')
+        assert '<script src="/static/review.js"' in page and "http" not in page.split("<body>")[0].replace("http-equiv", "")
         _, _, js = call(base + "/static/review.js")
         assert "http://" not in js and "https://" not in js  # nothing loaded from anywhere else
 
@@ -60,20 +60,25 @@ def test_page_api_and_headers(tmp_path: Path) -> None:
         row = pair["rows"][0]
 
         # an answer is committed before the reply: the database has it when the reply comes
-        answer = {"reviewer": "ann", "pair_id": pair["pair_id"], "entity": row["entity"], **row["engine"],
-                  "presence": "FN" if row["engine"]["presence"] != "FN" else "TP"}
+        answer = {
+            "reviewer": "ann",
+            "pair_id": pair["pair_id"],
+            "entity": row["entity"],
+            **row["engine"],
+            "presence": "FN" if row["engine"]["presence"] != "FN" else "TP",
+        }
         status, _, saved = call(base + "/api/answer", answer)
         assert status == 200 and saved["saved"]["presence"] == answer["presence"]
-        assert db_rows(db, "SELECT reviewer, entity, presence FROM answers") == [
-            ("ann", row["entity"], answer["presence"])]
+        assert db_rows(db, "SELECT reviewer, entity, presence FROM answers") == [("ann", row["entity"], answer["presence"])]
         _, _, again = call(base + f"/api/pair/{first['position']}?reviewer=ann")
         assert again["rows"][0]["answer"]["presence"] == answer["presence"]
         _, _, other = call(base + f"/api/pair/{first['position']}?reviewer=bob")
         assert other["rows"][0]["answer"] is None  # reviewers do not see each other's answers
 
         # an added entity, a note, a pair checked only once every row is answered
-        status, _, body = call(base + "/api/answer", {"reviewer": "ann", "pair_id": pair["pair_id"],
-                                                      "entity": "rib_fracture", "presence": "FN"})
+        status, _, body = call(
+            base + "/api/answer", {"reviewer": "ann", "pair_id": pair["pair_id"], "entity": "rib_fracture", "presence": "FN"}
+        )
         assert status == 200 and body["saved"]["added"] is True
         status, _, body = call(base + "/api/note", {"reviewer": "ann", "pair_id": pair["pair_id"], "note": "side?"})
         assert status == 200
@@ -81,8 +86,7 @@ def test_page_api_and_headers(tmp_path: Path) -> None:
             status, _, body = call(base + "/api/checked", {"reviewer": "ann", "pair_id": pair["pair_id"]})
             assert status == 400 and "not answered yet" in body["error"]
         for r in pair["rows"][1:]:
-            call(base + "/api/answer", {"reviewer": "ann", "pair_id": pair["pair_id"], "entity": r["entity"],
-                                        **r["engine"]})
+            call(base + "/api/answer", {"reviewer": "ann", "pair_id": pair["pair_id"], "entity": r["entity"], **r["engine"]})
         status, _, body = call(base + "/api/checked", {"reviewer": "ann", "pair_id": pair["pair_id"]})
         assert status == 200 and body["progress"] == 1
         assert db_rows(db, "SELECT reviewer, pair_id FROM checked") == [("ann", pair["pair_id"])]
@@ -95,8 +99,9 @@ def test_page_api_and_headers(tmp_path: Path) -> None:
         assert status == 400 and "nope" in body["error"]
         status, _, body = call(base + "/api/state?reviewer=<script>")
         assert status == 400 and "reviewer name" in body["error"]
-        status, _, body = call(base + "/api/answer", raw=b"reviewer=ann", headers={
-            "Content-Type": "application/x-www-form-urlencoded"})
+        status, _, body = call(
+            base + "/api/answer", raw=b"reviewer=ann", headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
         assert status == 415  # a cross-site form cannot post answers
         status, _, body = call(base + "/api/state?reviewer=ann", headers={"Host": "attacker.example"})
         assert status == 421  # DNS rebinding: only the server's own name is served

@@ -65,15 +65,19 @@ def base_of(url: str) -> str:
 # -- the server: a write it cannot take is a 503 that says why; a write sent again is applied once --
 
 
-def test_a_write_the_database_cannot_take_is_a_503_with_its_reason_and_a_resend_is_applied_once(
-        tmp_path: Path) -> None:
+def test_a_write_the_database_cannot_take_is_a_503_with_its_reason_and_a_resend_is_applied_once(tmp_path: Path) -> None:
     db = make_db(tmp_path)
     with server(db, options=FAST_LOCK) as (_, url):
         base = base_of(url)
         _, _, pair = call(base + "/api/pair/2?reviewer=ann")
         row = pair["rows"][0]
-        first = {"reviewer": "ann", "pair_id": pair["pair_id"], "entity": row["entity"], **row["engine"],
-                 "op_id": "op-first-0001"}
+        first = {
+            "reviewer": "ann",
+            "pair_id": pair["pair_id"],
+            "entity": row["entity"],
+            **row["engine"],
+            "op_id": "op-first-0001",
+        }
         with write_lock(db):
             status, head, body = call(base + "/api/answer", first)
             assert status == 503 and head["retry-after"]
@@ -98,8 +102,11 @@ def test_a_write_the_database_cannot_take_is_a_503_with_its_reason_and_a_resend_
             assert call(base + f"/api/{action}", sent)[0] == 200
             assert call(base + f"/api/{action}", sent)[2] == {"duplicate": True, "op_id": f"op-{action}-0003"}
         assert sorted(db_rows(db, "SELECT op_id, reviewer, action FROM applied")) == [
-            ("op-checked-0003", "ann", "checked"), ("op-first-0001", "ann", "answer"),
-            ("op-later-0002", "ann", "answer"), ("op-note-0003", "ann", "note")]
+            ("op-checked-0003", "ann", "checked"),
+            ("op-first-0001", "ann", "answer"),
+            ("op-later-0002", "ann", "answer"),
+            ("op-note-0003", "ann", "note"),
+        ]
         status, _, body = call(base + "/api/answer", {**first, "op_id": "bad id!"})
         assert status == 400 and "op_id" in body["error"]
 
@@ -127,8 +134,9 @@ def navigate_past_the_warning(page: Page, url: str) -> dict[str, Any]:
         msg = json.loads(page.ws.recv())
         if "method" in msg:
             page.events.append(msg)
-    page.js("new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : "
-            "setTimeout(t, 50); t(); })")
+    page.js(
+        "new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : setTimeout(t, 50); t(); })"
+    )
     return dialog
 
 
@@ -148,14 +156,18 @@ def second_tab(page: Page) -> Iterator[Page]:
 
 def wait_for_save_state(page: Page, text: str) -> str:
     """The indicator's text once it holds ``text`` (or as it is after 30 s, for the assertion)."""
-    return page.js("new Promise(r => { const t0 = Date.now(); const t = () => { const s = "
-                   "document.getElementById('save-state').textContent; s.includes(" + json.dumps(text) + ") || "
-                   "Date.now() - t0 > 30000 ? r(s) : setTimeout(t, 50); }; t(); })")
+    return page.js(
+        "new Promise(r => { const t0 = Date.now(); const t = () => { const s = "
+        "document.getElementById('save-state').textContent; s.includes(" + json.dumps(text) + ") || "
+        "Date.now() - t0 > 30000 ? r(s) : setTimeout(t, 50); }; t(); })"
+    )
 
 
 def row_status(page: Page) -> dict[str, str]:
-    return page.js("Object.fromEntries([...document.querySelectorAll('#rows tbody tr[data-entity]')].map("
-                   "tr => [tr.dataset.entity, tr.querySelector('td.status').textContent]))")
+    return page.js(
+        "Object.fromEntries([...document.querySelectorAll('#rows tbody tr[data-entity]')].map("
+        "tr => [tr.dataset.entity, tr.querySelector('td.status').textContent]))"
+    )
 
 
 def posted_op_ids(page: Page, path: str) -> Counter[str]:
@@ -200,8 +212,9 @@ class Driver:
 def test_answers_given_while_the_server_cannot_write_arrive_each_once(tmp_path: Path) -> None:
     db = make_db(tmp_path, sample=8, seed=12)  # seed 3 until the finding hierarchy changed the errors sampled on
     engine: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
-    for pid, entity, *values in db_rows(db, "SELECT pair_id, entity, presence, location, severity, comparison "
-                                            "FROM engine_rows ORDER BY pair_id, rowid"):
+    for pid, entity, *values in db_rows(
+        db, "SELECT pair_id, entity, presence, location, severity, comparison FROM engine_rows ORDER BY pair_id, rowid"
+    ):
         engine[pid][entity] = dict(zip(FIELDS, values))
     order = [pid for (pid,) in db_rows(db, "SELECT pair_id FROM pairs ORDER BY position")]
     assert len(engine[order[0]]) == 1 and len(engine[order[1]]) > 8  # the sample this test is written for
@@ -243,8 +256,7 @@ def test_answers_given_while_the_server_cannot_write_arrive_each_once(tmp_path: 
             assert dialog["type"] == "beforeunload"
             state = page_a.js("window.cxrReview.state()")
             assert state["position"] == 2 and state["unsaved"] == given and state["kept"] is True
-            assert [r["answer"] for r in state["rows"][2:6]] == [
-                alice.reviewer.expected[(order[1], e)] for e in unsaved]
+            assert [r["answer"] for r in state["rows"][2:6]] == [alice.reviewer.expected[(order[1], e)] for e in unsaved]
             assert all(row_status(page_a)[e] == "● not saved yet" for e in unsaved)
             assert page_a.js("document.getElementById('note').value") == "which side?"
             # a second tab of the same reviewer finds them too: both will send them
@@ -264,15 +276,18 @@ def test_answers_given_while_the_server_cannot_write_arrive_each_once(tmp_path: 
         assert settle(page_a)["unsaved"] == 0
 
     # every answer arrived, each exactly once: the database holds what the keys gave ...
-    stored = {(p, e): dict(zip(FIELDS, v)) for p, e, *v in db_rows(
-        db, "SELECT pair_id, entity, presence, location, severity, comparison FROM answers WHERE reviewer = 'alice'")}
+    stored = {
+        (p, e): dict(zip(FIELDS, v))
+        for p, e, *v in db_rows(
+            db, "SELECT pair_id, entity, presence, location, severity, comparison FROM answers WHERE reviewer = 'alice'"
+        )
+    }
     assert stored == alice.reviewer.expected
     assert db_rows(db, "SELECT pair_id, note FROM notes") == list(alice.notes.items())
     assert sorted(db_rows(db, "SELECT pair_id FROM checked")) == sorted([(order[0],), (order[1],)])
     # ... each write the page made was applied once, though the answers given during the outage were
     # sent by both tabs (and by the first more than once: the 503s)
-    assert dict(Counter(a for (a,) in db_rows(db, "SELECT action FROM applied WHERE reviewer = 'alice'"))) == dict(
-        alice.writes)
+    assert dict(Counter(a for (a,) in db_rows(db, "SELECT action FROM applied WHERE reviewer = 'alice'"))) == dict(alice.writes)
     assert len(sent_by_b) == 5 and set(sent_by_b) <= set(sent_by_a)  # the outage's five answers, sent by both
     assert max(sent_by_a[op] for op in sent_by_b) >= 2  # the first: refused (503) before the reload, sent after
     assert len({op for (op,) in db_rows(db, "SELECT op_id FROM applied")}) == sum(alice.writes.values())
@@ -285,8 +300,9 @@ def settle_rows(page: Page) -> list[dict[str, Any]]:
 def open_page_unsettled(page: Page, url: str) -> dict[str, Any]:
     """Open the page and wait until it is ready, not until its answers are saved."""
     page.send("Page.navigate", url=url)
-    page.js("new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : "
-            "setTimeout(t, 50); t(); })")
+    page.js(
+        "new Promise(r => { const t = () => window.cxrReview && window.cxrReview.state().ready ? r() : setTimeout(t, 50); t(); })"
+    )
     return page.js("window.cxrReview.state()")
 
 
@@ -331,8 +347,7 @@ def test_a_request_body_over_the_limit_is_refused_unread(tmp_path: Path) -> None
         assert port is not None
         base = base_of(url)
         peak = vm_peak_kib(proc.pid)
-        head = (f"POST /api/answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-                "Connection: close\r\n")
+        head = f"POST /api/answer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nConnection: close\r\n"
         # a declared length over the limit: refused before a byte of the body is read
         reply = raw_post(port, head + "Content-Length: 400000000\r\n\r\n", iter([]))
         assert reply.startswith(b"HTTP/1.1 413 ") and b"larger than 131072 bytes" in reply
@@ -359,17 +374,31 @@ def test_names_are_matched_whole_and_any_position_out_of_range_is_a_404(tmp_path
             assert status == 400 and "reviewer name" in body["error"], name
             status, _, body = call(base + f"/api/pair/2?reviewer={quote(name)}")
             assert status == 400 and "reviewer name" in body["error"], name
-            for action, payload in (("answer", {"entity": row["entity"], **row["engine"]}),
-                                    ("remove", {"entity": row["entity"]}), ("note", {"note": "x"}),
-                                    ("checked", {"checked": False})):
-                status, _, body = call(base + f"/api/{action}", {"reviewer": name, "pair_id": pair["pair_id"],
-                                                                 **payload})
+            for action, payload in (
+                ("answer", {"entity": row["entity"], **row["engine"]}),
+                ("remove", {"entity": row["entity"]}),
+                ("note", {"note": "x"}),
+                ("checked", {"checked": False}),
+            ):
+                status, _, body = call(base + f"/api/{action}", {"reviewer": name, "pair_id": pair["pair_id"], **payload})
                 assert status == 422 and "reviewer name" in body["error"], (name, action)
         assert db_rows(db, "SELECT COUNT(*) FROM answers") == db_rows(db, "SELECT COUNT(*) FROM notes") == [(0,)]
         assert call(base + "/api/state?reviewer=alice")[0] == 200
 
-        for position in ("99999999999999999999999", "9223372036854775808", "9", "0", "-1", "1.5", "+1", " 1",
-                         "\u0661", "1e3", "0x1", "abc"):  # \u0661: ARABIC-INDIC DIGIT ONE, which int() takes
+        for position in (
+            "99999999999999999999999",
+            "9223372036854775808",
+            "9",
+            "0",
+            "-1",
+            "1.5",
+            "+1",
+            " 1",
+            "\u0661",
+            "1e3",
+            "0x1",
+            "abc",
+        ):  # \u0661: ARABIC-INDIC DIGIT ONE, which int() takes
             status, _, body = call(base + f"/api/pair/{quote(position, safe='')}?reviewer=alice")
             assert status == 404 and "no pair at position" in body["error"], position
         assert call(base + "/api/pair/8?reviewer=alice")[0] == 200
@@ -392,8 +421,9 @@ def test_a_database_path_with_uri_characters_is_the_file_it_names(tmp_path: Path
         with server(db) as (_, url):
             assert call(base_of(url) + "/api/state?reviewer=ann")[2]["total"] == 4
     # nothing but the databases (and their WAL files) was created: no stray file named after a prefix
-    assert {p.name for p in folder.iterdir()} <= {f"{n}{s}" for n in ("we?ird#name%20.db", "100%.db", "a#b.db")
-                                                  for s in ("", "-wal", "-shm")}
+    assert {p.name for p in folder.iterdir()} <= {
+        f"{n}{s}" for n in ("we?ird#name%20.db", "100%.db", "a#b.db") for s in ("", "-wal", "-shm")
+    }
     # the function that builds the URI, on its own
     from cxreval.review.db import sqlite_uri
 
@@ -413,10 +443,13 @@ def bound_by_file_modes() -> Callable[[], None] | None:
     """A ``preexec_fn`` under which file modes bind the child even when the tests run as root."""
     if os.geteuid() != 0:
         return None
-    code = ("caps = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l); "
-            "exit(3 if int(caps['CapEff'], 16) & 0b110 else 0)")
-    probe = subprocess.run([sys.executable, "-c", code], preexec_fn=_drop_file_override, capture_output=True,
-                           check=False, timeout=600)
+    code = (
+        "caps = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines() if ':' in l); "
+        "exit(3 if int(caps['CapEff'], 16) & 0b110 else 0)"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=_drop_file_override, capture_output=True, check=False, timeout=600
+    )
     if probe.returncode != 0:
         pytest.skip("root, and cannot drop CAP_DAC_OVERRIDE (no CAP_SETPCAP): file modes would not bind the server")
     return _drop_file_override
@@ -426,11 +459,16 @@ def run_bound(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """``cxreval ARGS`` bound by file modes; a ``serve`` still running after 60 s has started (and
     is stopped): that fails the test."""
     try:
-        return subprocess.run([sys.executable, "-m", "cxreval", *map(str, args)], capture_output=True, text=True,
-                              timeout=60, preexec_fn=bound_by_file_modes(), check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "cxreval", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=bound_by_file_modes(),
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"cxreval {' '.join(map(str, args))} did not stop: it serves a database it cannot write to "
-                    f"({exc.stdout!r})")
+        pytest.fail(f"cxreval {' '.join(map(str, args))} did not stop: it serves a database it cannot write to ({exc.stdout!r})")
 
 
 def review_db_in_a_folder(tmp_path: Path) -> Path:
@@ -445,8 +483,11 @@ def test_a_database_in_a_read_only_folder_is_reported_as_such(tmp_path: Path) ->
     db = review_db_in_a_folder(tmp_path)
     db.parent.chmod(0o555)
     try:
-        for args in (("review", "serve", db, "--port", "0"), ("review", "stats", db),
-                     ("review", "export", db, "--out", tmp_path / "gold")):
+        for args in (
+            ("review", "serve", db, "--port", "0"),
+            ("review", "stats", db),
+            ("review", "export", db, "--out", tmp_path / "gold"),
+        ):
             done = run_bound(*args)
             assert done.returncode == 2, (args, done.stderr)
             assert "not an SQLite database" not in done.stderr

@@ -26,8 +26,11 @@ from cxreval.review import stats as review
 from cxreval.scores import stats
 from cxreval.scores.stats import clopper_pearson, cohens_kappa, fleiss_kappa
 
-LABELS = (["TP", "FP", "FN", "TN"], ["aligned", "not-aligned", "not-available"],
-          ["other", "adding-unmentioned-comparison", "missing-mentioned-comparison"])
+LABELS = (
+    ["TP", "FP", "FN", "TN"],
+    ["aligned", "not-aligned", "not-available"],
+    ["other", "adding-unmentioned-comparison", "missing-mentioned-comparison"],
+)
 
 
 # -- the formulas review/stats.py defined before, verbatim in substance -------------------------

@@ -75,8 +75,10 @@ def test_verl_compute_score_and_reference_cache() -> None:
 
 
 def test_completions_are_cached_apart_from_references() -> None:
-    r = ClinicalReward(reference_cache_mib=_two_entries("Small left effusion."),
-                       completion_cache_mib=_two_entries("Small left effusion. Case 0."))
+    r = ClinicalReward(
+        reference_cache_mib=_two_entries("Small left effusion."),
+        completion_cache_mib=_two_entries("Small left effusion. Case 0."),
+    )
     plain = ClinicalReward(completion_cache_mib=0)  # reads every completion
     refs = ["Small left effusion.", "No pneumothorax."]
     cands = [f"Small left effusion. Case {i}." for i in range(5)] + ["Small left effusion. Case 0."]

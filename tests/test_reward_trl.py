@@ -38,8 +38,7 @@ def _tokenizer() -> transformers.PreTrainedTokenizerFast:
     vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[EOS]", *words])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]",
-                                               eos_token="[EOS]")
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", eos_token="[EOS]")
     tok.padding_side = "left"
     return tok
 
@@ -47,9 +46,16 @@ def _tokenizer() -> transformers.PreTrainedTokenizerFast:
 def test_a_grpo_step_trains_on_the_clinical_reward(tmp_path: Path) -> None:
     torch.manual_seed(0)
     tok = _tokenizer()
-    config = transformers.GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
-                                     pad_token_id=tok.pad_token_id)
+    config = transformers.GPT2Config(
+        vocab_size=len(tok),
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     policy = transformers.GPT2LMHeadModel(config)
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     data = datasets.Dataset.from_dict({"prompt": [PROMPT] * len(REFERENCES), "reference": REFERENCES})
@@ -63,11 +69,20 @@ def test_a_grpo_step_trains_on_the_clinical_reward(tmp_path: Path) -> None:
         return rewards
 
     clinical.__name__ = reward.__name__
-    args = trl.GRPOConfig(output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=4, num_generations=4,
-                          max_completion_length=12, max_steps=1, learning_rate=1e-2, logging_steps=1,
-                          report_to=[], use_cpu=True, save_strategy="no", seed=0)
-    trainer = trl.GRPOTrainer(model=policy, reward_funcs=[clinical], args=args, train_dataset=data,
-                              processing_class=tok)
+    args = trl.GRPOConfig(
+        output_dir=str(tmp_path / "grpo"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=12,
+        max_steps=1,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(model=policy, reward_funcs=[clinical], args=args, train_dataset=data, processing_class=tok)
     trainer.train()
 
     assert calls, "TRL never called the reward"

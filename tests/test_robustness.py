@@ -31,10 +31,16 @@ from cxreval.scores.stats import clopper_pearson
 from cxreval.testing.loopback import LoopbackServer
 
 REPORTS = [
-    ("a", "Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "
-          "The lungs are clear. Impression: Mild cardiomegaly."),
-    ("b", "Findings: Right upper lobe consolidation. No pleural effusion. Heart size is normal. "
-          "Impression: Right upper lobe pneumonia."),
+    (
+        "a",
+        "Findings: The heart is mildly enlarged. Small left pleural effusion. No pneumothorax. "
+        "The lungs are clear. Impression: Mild cardiomegaly.",
+    ),
+    (
+        "b",
+        "Findings: Right upper lobe consolidation. No pleural effusion. Heart size is normal. "
+        "Impression: Right upper lobe pneumonia.",
+    ),
     ("c", "Findings: Moderate right pneumothorax. The heart is normal in size. Impression: Moderate right pneumothorax."),
 ]
 
@@ -111,8 +117,9 @@ def test_lexical_metrics_penalise_rewording(pairs: list[PerturbedPair]) -> None:
 
 def test_one_pass_and_two_pass_llm_on_loopback(tmp_path: Path, pairs: list[PerturbedPair]) -> None:
     with LoopbackServer() as srv:
-        cfg = LLMConfig(base_url=srv.base_url, model="loopback", local_only=True, timeout=10.0,
-                        cache_path=tmp_path / "answers.sqlite")
+        cfg = LLMConfig(
+            base_url=srv.base_url, model="loopback", local_only=True, timeout=10.0, cache_path=tmp_path / "answers.sqlite"
+        )
         one, two = LLMJudgeMetric(cfg, passes=1), LLMJudgeMetric(cfg, passes=2)
         # the pairwise LLM judges flat (SPEC-CXR's prompt): compared with the flat rule engine
         report, runs = score_suite(pairs, [EvaluatorMetric(Evaluator(hierarchy=False)), one, two])
@@ -152,7 +159,6 @@ def test_cli_perturb_and_score(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert read_suite(suite) == PerturbationSuite(seed=1).build(REPORTS)
     html, out = tmp_path / "m.html", tmp_path / "m.json"
-    res = CliRunner().invoke(meta_app, ["score", str(suite), "-m", "spec-errors", "--html", str(html),
-                                        "--out", str(out)])
+    res = CliRunner().invoke(meta_app, ["score", str(suite), "-m", "spec-errors", "--html", str(html), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "| omit_finding | yes |" in res.output and html.is_file() and out.is_file()

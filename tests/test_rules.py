@@ -132,27 +132,40 @@ def test_gapped_scan_keeps_distinct_overlaps():
 # -- site rules (names.yaml `sites`) -----------------------------------------------------------
 def test_site_rule_moves_a_mention_to_the_site_entity(tmp_path):
     onto = load_ontology()
-    ex = RuleExtractor(onto, _user_rules(tmp_path, """rules:
+    ex = RuleExtractor(
+        onto,
+        _user_rules(
+            tmp_path,
+            """rules:
   - id: site.degenerative_spine.degenerative_joint_disease
     words: [hip]
     unless: [spine]
-"""))
+""",
+        ),
+    )
     moved = ex.extract("Degenerative changes are seen at the right hip.").states()
     assert set(moved) == {"degenerative_joint_disease"}
     assert moved["degenerative_joint_disease"].side == "right"
     kept = ex.extract("Spine and right hip degenerative changes.").states()
     assert set(kept) == {"degenerative_spine"}
     # without the rule the mention stays where the synonym puts it
-    plain = RuleExtractor(onto, _user_rules(tmp_path, """rules:
+    plain = RuleExtractor(
+        onto,
+        _user_rules(
+            tmp_path,
+            """rules:
   - {id: site.degenerative_spine.degenerative_joint_disease, enabled: false}
-"""))
+""",
+        ),
+    )
     assert set(plain.extract("Degenerative changes are seen at the right hip.").states()) == {"degenerative_spine"}
 
 
 def test_site_rule_must_name_known_entities(tmp_path):
     with pytest.raises(RulesError, match="local.yaml:2: .*not in ontology"):
-        _user_rules(tmp_path, "rules:\n  - {id: site.x, kind: site, doc: d, entity: degenerative_spine, to: nope,"
-                              " words: [hip]}\n")
+        _user_rules(
+            tmp_path, "rules:\n  - {id: site.x, kind: site, doc: d, entity: degenerative_spine, to: nope, words: [hip]}\n"
+        )
     with pytest.raises(RulesError, match="local.yaml:2: .*words"):
         _user_rules(tmp_path, "rules:\n  - {id: site.x, kind: site, doc: d, entity: degenerative_spine, to: fracture}\n")
 

@@ -45,7 +45,8 @@ def test_normal_statement_precheck_changes_nothing() -> None:
     fast = RuleExtractor(onto)
     assert all(rule.requires for rule in fast.rules.normal_statements)  # every packaged rule has its pre-check
     plain_rules = dataclasses.replace(
-        fast.rules, normal_statements=[dataclasses.replace(r, requires=()) for r in fast.rules.normal_statements])
+        fast.rules, normal_statements=[dataclasses.replace(r, requires=()) for r in fast.rules.normal_statements]
+    )
     plain = RuleExtractor(onto, plain_rules)
     texts = _texts()
     assert len(texts) > 3000
@@ -92,17 +93,49 @@ def test_fast_paths_of_text_match_the_plain_ones() -> None:
     from cxreval.extract.text import _TITLE_RE, _TOKEN_RE, Token, _titles, scan_tokens, sentence_spans, token_columns
 
     rng = random.Random(14)
-    parts = ["findings", "finding", "impression", "clinical history", "history", "reason for exam",
-             "reason for examination", "exam", "ination", ":", " :", " ", "\n", "\t", ".", ";", ",", "x", "1.5",
-             "!", "?", "FINDINGS", "ı", "-", "no acute disease", "lungs are clear", "2", "1.2.3", "..", "'s", "٣"]
+    parts = [
+        "findings",
+        "finding",
+        "impression",
+        "clinical history",
+        "history",
+        "reason for exam",
+        "reason for examination",
+        "exam",
+        "ination",
+        ":",
+        " :",
+        " ",
+        "\n",
+        "\t",
+        ".",
+        ";",
+        ",",
+        "x",
+        "1.5",
+        "!",
+        "?",
+        "FINDINGS",
+        "ı",
+        "-",
+        "no acute disease",
+        "lungs are clear",
+        "2",
+        "1.2.3",
+        "..",
+        "'s",
+        "٣",
+    ]
     odd = {"FINDINGS", "ı", "٣"}  # upper case and non-ASCII: the plain paths (a third of the texts)
     for i in range(4000):
         pick = parts if i % 3 == 0 else [p for p in parts if p not in odd]
         text = "".join(rng.choice(pick) for _ in range(rng.randint(0, 12)))
         assert list(_titles(text)) == [(m.start(), m.end(), m.group(1)) for m in _TITLE_RE.finditer(text)]
         for lo in (0, min(3, len(text))):
-            plain = [Token("." if m.group() in "!?" else m.group(), m.start(), m.end())
-                     for m in _TOKEN_RE.finditer(text, lo, len(text))]
+            plain = [
+                Token("." if m.group() in "!?" else m.group(), m.start(), m.end())
+                for m in _TOKEN_RE.finditer(text, lo, len(text))
+            ]
             assert scan_tokens(text, lo) == plain
             assert all(type(t) is Token for t in scan_tokens(text, lo))
             assert token_columns(text, lo) == ([t.text for t in plain], [t.start for t in plain], [t.end for t in plain])
@@ -201,8 +234,9 @@ def test_fast_judgement_paths_change_nothing(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(models, "_STATUSES", frozenset())  # and aggregated by the general rule
     for text, got in zip(texts, copied):
         want = extractor.extract(text).states()
-        assert [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in got.items()] == \
-            [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in want.items()]
+        assert [(e, list(s.__dict__.items()), s.model_fields_set) for e, s in got.items()] == [
+            (e, list(s.__dict__.items()), s.model_fields_set) for e, s in want.items()
+        ]
     assert not models._STATE_TEMPLATES
 
 

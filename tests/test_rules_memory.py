@@ -61,7 +61,11 @@ def test_normalize_folds_and_maps_back(raw, folded):
 def test_tokens_point_into_the_original_text():
     text = "İİİ ﬁbrosis, pneu\u00admothorax"
     assert [(t.text, text[t.start : t.end]) for t in tokenize(text)] == [
-        ("iii", "İİİ"), ("fibrosis", "ﬁbrosis"), (",", ","), ("pneumothorax", "pneu\u00admothorax")]
+        ("iii", "İİİ"),
+        ("fibrosis", "ﬁbrosis"),
+        (",", ","),
+        ("pneumothorax", "pneu\u00admothorax"),
+    ]
     assert term_tokens("Pneu\u00admothorax") == ("pneumothorax",)
 
 
@@ -134,7 +138,7 @@ def test_a_run_of_names_finishes(ex):
 
 def test_a_short_sentence_is_never_cut(ex):
     text = "Findings: Mild cardiomegaly; no pleural effusion\nor pneumothorax."
-    assert {m.sentence for m in ex.extract(text).mentions} == {text[len("Findings: "):]}
+    assert {m.sentence for m in ex.extract(text).mentions} == {text[len("Findings: ") :]}
 
 
 @pytest.mark.parametrize("mark, ending", [(";", "chest ;"), ("\n", "chest"), (":", "chest :"), (",", "chest ,")])
@@ -214,10 +218,11 @@ def test_iu_reports_read_the_same_in_hostile_characters(ex):
         assert _plain(hostile_text) == text
         hostile = ex.extract(hostile_text)
         assert_evidence_is_original(hostile_text, hostile)
-        fields = ("entity", "status", "side", "zones", "severity", "comparison", "historical", "implied", "section",
-                  "cue")
+        fields = ("entity", "status", "side", "zones", "severity", "comparison", "historical", "implied", "section", "cue")
         assert [m.model_dump(include=set(fields)) for m in hostile.mentions] == [
-            m.model_dump(include=set(fields)) for m in plain.mentions], text
+            m.model_dump(include=set(fields)) for m in plain.mentions
+        ], text
         assert [_plain(hostile_text[m.start : m.end]) for m in hostile.mentions] == [
-            text[m.start : m.end] for m in plain.mentions]
+            text[m.start : m.end] for m in plain.mentions
+        ]
         assert [_plain(m.sentence) for m in hostile.mentions] == [m.sentence for m in plain.mentions]

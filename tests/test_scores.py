@@ -12,8 +12,9 @@ from cxreval.scores.signature import Signature, SignatureMismatch, check_compara
 
 
 def J(pair, entity, presence, location="not-available", severity="not-available", comparison="other"):
-    return EntityJudgement(pair_id=pair, entity=entity, presence=presence, location=location,
-                           severity=severity, comparison=comparison)
+    return EntityJudgement(
+        pair_id=pair, entity=entity, presence=presence, location=location, severity=severity, comparison=comparison
+    )
 
 
 @pytest.fixture
@@ -23,12 +24,10 @@ def table():
     # pneumonia: TN only -> everything undefined.
     return [
         J("p1", "effusion", "TP", location="aligned", severity="not-aligned", comparison="other"),
-        J("p2", "effusion", "TP", location="not-aligned", severity="not-available",
-          comparison="missing-mentioned-comparison"),
+        J("p2", "effusion", "TP", location="not-aligned", severity="not-available", comparison="missing-mentioned-comparison"),
         J("p3", "effusion", "FN"),
         J("p4", "effusion", "FP"),
-        J("p1", "pneumothorax", "TP", location="aligned", severity="aligned",
-          comparison="adding-unmentioned-comparison"),
+        J("p1", "pneumothorax", "TP", location="aligned", severity="aligned", comparison="adding-unmentioned-comparison"),
         J("p2", "pneumothorax", "FN"),
         J("p3", "consolidation", "FP"),
         J("p4", "pneumonia", "TN"),
@@ -116,8 +115,9 @@ def test_empty_table(tiny):
 
 def test_signature_text_and_comparability():
     a = Signature(metric="spec-presence-macro-f1", ontology="o@1", engine="rules@1", options={"uncertain": "positive"})
-    assert str(a) == ("metric:spec-presence-macro-f1|ontology:o@1|engine:rules@1|model:none|prompt:none|"
-                      f"uncertain:positive|version:{a.version}")
+    assert str(a) == (
+        f"metric:spec-presence-macro-f1|ontology:o@1|engine:rules@1|model:none|prompt:none|uncertain:positive|version:{a.version}"
+    )
     check_comparable(a, a.model_copy(update={"version": "9.9"}))
     with pytest.raises(SignatureMismatch, match="options"):
         check_comparable(a, a.model_copy(update={"options": {"uncertain": "negative"}}))
@@ -141,10 +141,15 @@ def test_bench_interval_signatures_name_the_resampling(tmp_path):
 
     pairs = read_pairs(example_path())
     (tmp_path / "refs.csv").write_text("id,report\n" + "".join(f'{p.pair_id},"{p.reference}"\n' for p in pairs))
-    cfg = BenchConfig.model_validate({
-        "name": "t", "metrics": ["spec-errors", "bleu2"], "bootstrap": {"resamples": 17, "seed": 3},
-        "datasets": [{"name": "d", "references": {"path": str(tmp_path / "refs.csv")}}],
-        "systems": [{"name": "n", "baseline": "normal-template"}]})
+    cfg = BenchConfig.model_validate(
+        {
+            "name": "t",
+            "metrics": ["spec-errors", "bleu2"],
+            "bootstrap": {"resamples": 17, "seed": 3},
+            "datasets": [{"name": "d", "references": {"path": str(tmp_path / "refs.csv")}}],
+            "systems": [{"name": "n", "baseline": "normal-template"}],
+        }
+    )
     result, _ = run_benchmark(cfg, tmp_path / "out")
     for info in result.metrics:
         assert "resamples:17" in info.signature and "seed:3" in info.signature, info

@@ -68,9 +68,11 @@ def test_the_corpus_reads_as_the_snapshot_says() -> None:
     now = read_corpus(ex.extract, texts)
     pinned = Snapshot.read(SNAPSHOT)
     found = compare(pinned, Snapshot.of(ex.signature, now))
-    assert not found, ("the engine reads the corpus differently from tests/snapshots/readings.tsv; see "
-                       "`cxreval snapshot diff`, and commit `cxreval snapshot update` with the reason\n"
-                       + _render(*render_diff(found, texts, now, limit=10)))
+    assert not found, (
+        "the engine reads the corpus differently from tests/snapshots/readings.tsv; see "
+        "`cxreval snapshot diff`, and commit `cxreval snapshot update` with the reason\n"
+        + _render(*render_diff(found, texts, now, limit=10))
+    )
 
 
 def test_a_seeded_change_fails_the_guard_and_the_diff_names_its_texts(tmp_path: Path) -> None:
@@ -92,14 +94,19 @@ def test_a_seeded_change_fails_the_guard_and_the_diff_names_its_texts(tmp_path: 
 def test_the_diff_command_shows_before_and_after(tmp_path: Path) -> None:
     """`cxreval snapshot diff` exits 1 on a changed reading and prints both sides; 0 when equal."""
     _corpus()
-    if shutil.which("git") is None or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                                    capture_output=True, check=False, timeout=600).returncode:
+    if (
+        shutil.which("git") is None
+        or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, check=False, timeout=600).returncode
+    ):
         pytest.skip("not a git checkout: no earlier engine to read with")
     runner = CliRunner()
     cues = _without_cue(tmp_path, "negation.pre", "free of")
     data = str(shared_data_dir())
-    changed = runner.invoke(app, ["snapshot", "diff", "--snapshot", str(SNAPSHOT), "--data-dir", data,
-                                  "--rules", str(cues), "--limit", "2"], env={"COLUMNS": "200"})
+    changed = runner.invoke(
+        app,
+        ["snapshot", "diff", "--snapshot", str(SNAPSHOT), "--data-dir", data, "--rules", str(cues), "--limit", "2"],
+        env={"COLUMNS": "200"},
+    )
     assert changed.exit_code == 1, changed.output
     assert "texts read differently" in changed.output and "before (HEAD: rules@" in changed.output
     assert "absent/negated" in changed.output  # the old reading of the denied finding, beside the new one
@@ -147,7 +154,8 @@ def test_provenance_is_no_reading() -> None:
     assert mention_reading(m.model_dump()) == "3-15 pneumothorax absent/negated section=body evidence=0-16"
     placed = m.model_copy(update={"side": "left", "zones": ("apical",), "historical": True})
     assert mention_reading(placed.model_dump()) == (
-        "3-15 pneumothorax absent/negated side=left zones=apical section=body historical evidence=0-16")
+        "3-15 pneumothorax absent/negated side=left zones=apical section=body historical evidence=0-16"
+    )
 
 
 @pytest.mark.parametrize(
@@ -169,8 +177,10 @@ def test_a_bad_snapshot_file_is_named_with_its_line(tmp_path: Path, content: str
 def test_readings_at_a_git_revision_use_that_revisions_engine() -> None:
     """The 'before' side runs the committed engine in a child process, on texts whose readings it
     has not changed since: both sides agree line for line."""
-    if shutil.which("git") is None or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                                    capture_output=True, check=False, timeout=600).returncode:
+    if (
+        shutil.which("git") is None
+        or subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, check=False, timeout=600).returncode
+    ):
         pytest.skip("not a git checkout")
     engine, old = readings_at_revision("HEAD", {"x": "No pneumothorax. Small right effusion."}, ROOT)
     assert engine.startswith("rules@")

@@ -116,10 +116,20 @@ def test_cohens_kappa_undefined_when_no_variation():
 
 
 # Fleiss (1971) as worked on Wikipedia ("Fleiss' kappa"): 10 subjects, 14 raters, 5 categories.
-FLEISS_EXAMPLE = np.array([
-    [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-    [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
-])
+FLEISS_EXAMPLE = np.array(
+    [
+        [0, 0, 0, 0, 14],
+        [0, 2, 6, 4, 2],
+        [0, 0, 3, 5, 6],
+        [0, 3, 9, 2, 0],
+        [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0],
+        [3, 2, 6, 3, 0],
+        [2, 5, 3, 2, 2],
+        [6, 5, 2, 1, 0],
+        [0, 2, 2, 3, 7],
+    ]
+)
 
 
 def test_fleiss_kappa_worked_example_and_statsmodels():
@@ -164,8 +174,15 @@ def _scipy_f1(tp, fp, fn, axis=-1):
 def test_bootstrap_intervals_match_scipy_on_the_same_resamples(method):
     cache, data = _f1_cache()
     theta_b = bootstrap_distribution(cache, 999, seed=7)
-    ref = sps.bootstrap(data, _scipy_f1, paired=True, vectorized=True, n_resamples=0, method=method,
-                        bootstrap_result=SimpleNamespace(bootstrap_distribution=theta_b[:, 0]))
+    ref = sps.bootstrap(
+        data,
+        _scipy_f1,
+        paired=True,
+        vectorized=True,
+        n_resamples=0,
+        method=method,
+        bootstrap_result=SimpleNamespace(bootstrap_distribution=theta_b[:, 0]),
+    )
     res = bootstrap(cache, resamples=999, seed=7, method=method.lower())
     est = res.get("f1")
     assert est.low == pytest.approx(ref.confidence_interval.low, rel=1e-12)
@@ -225,8 +242,9 @@ def test_bca_acceleration_matches_scipy_formula():
     _, _, accel = bca_interval(cache.estimate(), bootstrap_distribution(cache, 100, 0), jack)
     assert accel[0] == pytest.approx(np.sum(u**3) / (6 * np.sum(u**2) ** 1.5))
     theta_b = bootstrap_distribution(cache, 2000, 4)
-    ref = sps.bootstrap((x,), np.mean, n_resamples=0, method="BCa",
-                        bootstrap_result=SimpleNamespace(bootstrap_distribution=theta_b[:, 0]))
+    ref = sps.bootstrap(
+        (x,), np.mean, n_resamples=0, method="BCa", bootstrap_result=SimpleNamespace(bootstrap_distribution=theta_b[:, 0])
+    )
     lo, hi, _ = bca_interval(cache.estimate(), theta_b, jack)
     assert (lo[0], hi[0]) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), rel=1e-12)
 
@@ -266,9 +284,14 @@ def test_exact_randomization_equals_exhaustive_permutation_and_scipy():
     observed = ca.estimate() - cb.estimate()
     p = randomization_pvalues(observed, null, exact=True)[0]
     assert p == pytest.approx(_exhaustive_p(a, b))
-    ref = sps.permutation_test((a, b), lambda x, y, axis=-1: np.abs(np.mean(x, axis) - np.mean(y, axis)),
-                               permutation_type="samples", n_resamples=np.inf, alternative="greater",
-                               vectorized=True)
+    ref = sps.permutation_test(
+        (a, b),
+        lambda x, y, axis=-1: np.abs(np.mean(x, axis) - np.mean(y, axis)),
+        permutation_type="samples",
+        n_resamples=np.inf,
+        alternative="greater",
+        vectorized=True,
+    )
     assert p == pytest.approx(ref.pvalue)
 
 
@@ -301,8 +324,7 @@ def test_paired_bootstrap_p_value_is_uniformish_under_the_null():
     for s in range(40):
         rng = np.random.default_rng(100 + s)
         x, y = rng.normal(size=60), rng.normal(size=60)
-        res = paired_comparison(_mean_cache(x), _mean_cache(y), resamples=200, permutations=200, seed=s,
-                                method="percentile")
+        res = paired_comparison(_mean_cache(x), _mean_cache(y), resamples=200, permutations=200, seed=s, method="percentile")
         ps.append(res.get("mean").p_randomization)
     ps = np.array(ps)
     assert 0.0 < (ps < 0.05).mean() <= 0.2 and np.median(ps) > 0.25

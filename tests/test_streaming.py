@@ -39,8 +39,16 @@ def _many_pairs(n: int, seed: int = 0) -> list[ReportPair]:
     """``n`` pairs recombined from the packaged example's texts (two systems, a kept column)."""
     texts = sorted({t for p in _example_pairs() for t in (p.reference, p.candidate)})
     rng = random.Random(seed)
-    return [ReportPair(pair_id=f"p{i}", reference=rng.choice(texts), candidate=rng.choice(texts),
-                       meta={"site": rng.choice("ab")}, system=("sys-a", "sys-b")[i % 2]) for i in range(n)]
+    return [
+        ReportPair(
+            pair_id=f"p{i}",
+            reference=rng.choice(texts),
+            candidate=rng.choice(texts),
+            meta={"site": rng.choice("ab")},
+            system=("sys-a", "sys-b")[i % 2],
+        )
+        for i in range(n)
+    ]
 
 
 def _same_files(a: Path, b: Path) -> None:
@@ -118,17 +126,17 @@ def test_the_error_distribution_of_a_histogram_matches_numpy(counts: list[int]) 
 GOOD = {
     "plain.csv": "id,reference,candidate,site\na,Small effusion.,No effusion.,x\nb,Clear lungs.,Clear lungs.,y\n",
     "bom.csv": "\ufeffid,reference,candidate,site\na,Small effusion.,No effusion.,x\n",
-    "crlf.csv": "id,reference,candidate,site\r\na,\"Line one.\r\nLine two.\",No effusion.,x\r\n",
+    "crlf.csv": 'id,reference,candidate,site\r\na,"Line one.\r\nLine two.",No effusion.,x\r\n',
     "tabs.tsv": "id\treference\tcandidate\tsite\na\tSmall effusion.\t No effusion. \tx\n",
     "objects.jsonl": '{"id": "a", "reference": "Small effusion.", "candidate": "No effusion.", "site": 3}\n\n'
-                     '{"id": 7, "reference": "Clear.", "candidate": "Clear lungs.", "site": null}\n',
+    '{"id": 7, "reference": "Clear.", "candidate": "Clear lungs.", "site": null}\n',
 }
 BAD = {
     "empty-text.csv": "id,reference,candidate,site\na,,No effusion.,x\nb,  ,x,y\n",
     "duplicate.csv": "id,reference,candidate,site\na,R.,C.,x\na,R2.,C2.,y\n",
     "missing-column.csv": "id,reference,site\na,R.,x\n",
     "short-record.csv": "id,reference,candidate,site\na,R.\n",
-    "unclosed-quote.csv": "id,reference,candidate,site\na,R.,C.,x\nb,\"R.\nmore,C.,y\n",
+    "unclosed-quote.csv": 'id,reference,candidate,site\na,R.,C.,x\nb,"R.\nmore,C.,y\n',
     "empty.csv": "",
     "header-only.csv": "id,reference,candidate,site\n",
     "bad-json.jsonl": '{"id": "a", "reference": "R.", "candidate": "C.", "site": "x"}\n{"id": "b",\n',
@@ -184,8 +192,12 @@ def test_a_file_changed_after_its_check_stops_the_run(tmp_path: Path) -> None:
 
 
 def test_copied_candidates_warn_per_system(tmp_path: Path) -> None:
-    rows = [("a", "Same.", "Same.", "copy"), ("b", "Same two.", "Same two.", "copy"),
-            ("a", "Effusion.", "Clear.", "real"), ("b", "Edema.", "Clear.", "real")]
+    rows = [
+        ("a", "Same.", "Same.", "copy"),
+        ("b", "Same two.", "Same two.", "copy"),
+        ("a", "Effusion.", "Clear.", "real"),
+        ("b", "Edema.", "Clear.", "real"),
+    ]
     path = tmp_path / "long.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
         csv.writer(fh).writerows([("id", "reference", "candidate", "model"), *rows])
@@ -213,8 +225,14 @@ def test_a_stream_holds_many_problems_in_bounded_memory(tmp_path: Path) -> None:
 
 # -- the command line ---------------------------------------------------------------------------
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cxreval", *args], capture_output=True, text=True, input=stdin,
-                          timeout=600, env={**os.environ, "COLUMNS": "100"})
+    return subprocess.run(
+        [sys.executable, "-m", "cxreval", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100"},
+    )
 
 
 def test_the_cli_streams_files_and_standard_input_alike(tmp_path: Path) -> None:
@@ -224,11 +242,25 @@ def test_the_cli_streams_files_and_standard_input_alike(tmp_path: Path) -> None:
         w = csv.writer(fh)
         w.writerow(["id", "reference", "candidate", "site", "model"])
         w.writerows((p.pair_id, p.reference, p.candidate, p.meta["site"], p.system) for p in pairs)
-    by_file = _cli("evaluate", "--pairs", str(path), "--meta-col", "site", "--system-col", "model",
-                   "--out", str(tmp_path / "file"), "--json")
+    by_file = _cli(
+        "evaluate", "--pairs", str(path), "--meta-col", "site", "--system-col", "model", "--out", str(tmp_path / "file"), "--json"
+    )
     assert by_file.returncode == 0, by_file.stderr
-    by_stdin = _cli("evaluate", "--pairs", "-", "--format", "csv", "--meta-col", "site", "--system-col", "model",
-                    "--out", str(tmp_path / "stdin"), "--json", stdin=path.read_text(encoding="utf-8"))
+    by_stdin = _cli(
+        "evaluate",
+        "--pairs",
+        "-",
+        "--format",
+        "csv",
+        "--meta-col",
+        "site",
+        "--system-col",
+        "model",
+        "--out",
+        str(tmp_path / "stdin"),
+        "--json",
+        stdin=path.read_text(encoding="utf-8"),
+    )
     assert by_stdin.returncode == 0, by_stdin.stderr
     assert json.loads(by_file.stdout) == json.loads(by_stdin.stdout)
     for system in ("sys-a", "sys-b"):
@@ -248,4 +280,3 @@ def test_the_cli_names_a_bad_row_before_any_work(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"{path}, line 3 (id 'b'), field 'candidate': empty report" in done.stderr
     assert not (tmp_path / "out").exists()
-

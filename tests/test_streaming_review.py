@@ -58,8 +58,10 @@ def test_an_empty_input_writes_what_the_whole_list_path_writes(tmp_path: Path) -
 
 # -- 2. kept columns that are not the same in every chunk --------------------------------------------
 def _two_chunk_pairs(meta1: dict[str, str], meta2: dict[str, str]) -> list[ReportPair]:
-    return [ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion.", meta=meta1),
-            ReportPair(pair_id="2", reference="Clear lungs.", candidate="Right lower lobe pneumonia.", meta=meta2)]
+    return [
+        ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion.", meta=meta1),
+        ReportPair(pair_id="2", reference="Clear lungs.", candidate="Right lower lobe pneumonia.", meta=meta2),
+    ]
 
 
 def test_kept_columns_in_another_order_land_under_their_header(tmp_path: Path) -> None:
@@ -85,8 +87,10 @@ def test_duplicate_ids_in_different_chunks_are_refused_or_scored_as_the_whole_li
     """The Python API takes any iterable: a duplicate id split over two chunks would be scored
     differently from the whole list, which pooled both pairs' rows silently until cxreval 0.4:
     now both paths refuse it."""
-    pairs = [ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion."),
-             ReportPair(pair_id="1", reference="Clear lungs.", candidate="Right lower lobe pneumonia.")]
+    pairs = [
+        ReportPair(pair_id="1", reference="Small left pleural effusion.", candidate="No effusion."),
+        ReportPair(pair_id="1", reference="Clear lungs.", candidate="Right lower lobe pneumonia."),
+    ]
     with pytest.raises(ValueError, match="duplicate pair id '1'"):
         Evaluator().evaluate(pairs)
     try:
@@ -101,8 +105,9 @@ def test_duplicate_ids_in_different_chunks_are_refused_or_scored_as_the_whole_li
 def test_a_csv_with_cr_line_endings_reads_as_read_pairs_reads_it(tmp_path: Path) -> None:
     """Old-Mac / Excel "CSV (Macintosh)" files end lines with a bare CR. read_pairs (StringIO with
     newline='') reads them; PairStream splits on b'\\n' only and says 'file is empty (no header row)'."""
-    path = _write(tmp_path, "mac.csv",
-                  b"id,reference,candidate\r1,Small left pleural effusion.,No effusion.\r2,Clear.,Clear lungs.\r")
+    path = _write(
+        tmp_path, "mac.csv", b"id,reference,candidate\r1,Small left pleural effusion.,No effusion.\r2,Clear.,Clear lungs.\r"
+    )
     whole = _outcome(lambda: read_pairs(path))
     assert isinstance(whole, list) and len(whole) == 2
 
@@ -198,8 +203,9 @@ def test_reading_a_stream_keeps_no_entry_per_pair(tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(cio._RowChecker, "__init__", spy)
     n = 5_000
-    path = _write(tmp_path, "many.csv",
-                  ("id,reference,candidate\n" + "".join(f"p{i},Effusion.,No effusion.\n" for i in range(n))).encode())
+    path = _write(
+        tmp_path, "many.csv", ("id,reference,candidate\n" + "".join(f"p{i},Effusion.,No effusion.\n" for i in range(n))).encode()
+    )
     stream = PairStream(path)
     stream.check()  # finding duplicates needs one entry per id here (documented)
     checked = len(made)
@@ -210,8 +216,7 @@ def test_reading_a_stream_keeps_no_entry_per_pair(tmp_path: Path, monkeypatch: p
 
 
 # -- 9. long format: an interruption loses the systems that were finished -----------------------------
-def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the change each system was saved when judged, so Ctrl-C kept the finished ones
     ('results of 1 of 2 systems are in OUT'). Then every system was committed only at the very end:
     sys-a, wholly read and judged, was discarded (its judgements and scores lost). Issue 27, item 9:
@@ -224,9 +229,13 @@ def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: 
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["id", "reference", "candidate", "model"])
-        w.writerows([("a", "Small left pleural effusion.", "No effusion.", "sys-a"),
-                     ("b", "Clear lungs.", "Clear lungs.", "sys-a"),
-                     ("a", "Small left pleural effusion.", "Effusion.", "sys-b")])
+        w.writerows(
+            [
+                ("a", "Small left pleural effusion.", "No effusion.", "sys-a"),
+                ("b", "Clear lungs.", "Clear lungs.", "sys-a"),
+                ("a", "Small left pleural effusion.", "Effusion.", "sys-b"),
+            ]
+        )
     real_add = streaming.ResultWriter.add
 
     def add(self, chunk):  # noqa: ANN001, ANN202 - Ctrl-C while sys-b's chunk is written
@@ -239,8 +248,9 @@ def test_an_interrupted_long_format_run_keeps_the_systems_it_finished(tmp_path: 
     res = CliRunner().invoke(app, ["evaluate", "--pairs", str(path), "--system-col", "model", "--out", str(out)])
     assert res.exit_code == 130, res.output
     finished = out / "systems" / "sys-a"
-    assert json.loads((finished / "scores.json.partial").read_text(encoding="utf-8"))["n_pairs"] == 2, \
+    assert json.loads((finished / "scores.json.partial").read_text(encoding="utf-8"))["n_pairs"] == 2, (
         "the finished system was thrown away"
+    )
     assert not (finished / "scores.json").exists(), "an unfinished run's system was put in place"
 
 
@@ -290,8 +300,9 @@ def test_compare_with_a_folder_written_before_the_fingerprint_change(tmp_path: P
     scores["references_sha256"] = _old_fingerprint(old)  # as the previous release wrote it
     (tmp_path / "old" / "scores.json").write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
     Evaluator().evaluate(new).save(tmp_path / "new")
-    res = CliRunner().invoke(app, ["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--resamples", "20",
-                                   "--permutations", "20", "--json"])
+    res = CliRunner().invoke(
+        app, ["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--resamples", "20", "--permutations", "20", "--json"]
+    )
     assert "different references" not in res.output, res.output
 
 
@@ -354,7 +365,8 @@ def test_process_substitution_input_is_read_as_before(tmp_path: Path) -> None:
     path.write_text("id,reference,candidate\n1,Small left pleural effusion.,No effusion.\n", encoding="utf-8")
     out = tmp_path / "out"
     cmd = f'"{sys.executable}" -m cxreval evaluate --pairs <(cat "{path}") --format csv --out "{out}" --json'
-    done = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "100"})
+    done = subprocess.run(
+        ["/bin/bash", "-c", cmd], capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "100"}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert (out / "scores.json").is_file()

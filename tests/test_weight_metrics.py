@@ -102,17 +102,25 @@ def test_chexbert_wrong_checkpoint_is_refused(chexbert_dirs: dict[str, Path], tm
     folder.mkdir()
     (folder / "vocab.txt").write_text((chexbert_dirs["original"] / "vocab.txt").read_text())
     (folder / "config.json").write_text((chexbert_dirs["original"] / "config.json").read_text())
-    torch.save({"model_state_dict": {"module.bert.embeddings.word_embeddings.weight": torch.zeros(3, 3)}},
-               str(folder / "chexbert.pth"))
+    torch.save(
+        {"model_state_dict": {"module.bert.embeddings.word_embeddings.weight": torch.zeros(3, 3)}}, str(folder / "chexbert.pth")
+    )
     with pytest.raises((MetricUnavailable, RuntimeError)):
         get_metric("sembscore", model_path=folder)
 
 
 @pytest.mark.parametrize("name", ["sembscore", "bertscore-distilroberta", "radgraph-f1", "ratescore"])
-@pytest.mark.parametrize("given", ["StanfordAIMI/chexbert", "distilroberta-base", "bert-base-uncased",
-                                   "StanfordAIMI/RRG_scorers", "Angelakeke/RaTE-NER-Deberta"])
-def test_hub_ids_are_refused_without_network(name: str, given: str, monkeypatch: pytest.MonkeyPatch,
-                                             tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "given",
+    [
+        "StanfordAIMI/chexbert",
+        "distilroberta-base",
+        "bert-base-uncased",
+        "StanfordAIMI/RRG_scorers",
+        "Angelakeke/RaTE-NER-Deberta",
+    ],
+)
+def test_hub_ids_are_refused_without_network(name: str, given: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # so that no folder of that name exists
     with pytest.raises(MetricUnavailable, match="never downloads"):
         get_metric(name, model_path=given)
@@ -126,8 +134,7 @@ def test_no_path_says_what_to_supply(monkeypatch: pytest.MonkeyPatch) -> None:
         get_metric("bertscore-distilroberta")
 
 
-def test_weights_env_folder_is_used(chexbert_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
-                                    tmp_path: Path) -> None:
+def test_weights_env_folder_is_used(chexbert_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "chexbert").symlink_to(chexbert_dirs["original"], target_is_directory=True)
     monkeypatch.setenv("CXREVAL_WEIGHTS", str(tmp_path))
     assert get_metric("sembscore").score_pairs(["a b"], ["a b"])[0] == pytest.approx(1.0)
@@ -148,8 +155,7 @@ def _bert_score_by_hand(folder: Path, refs: list[str], cands: list[str], idf: bo
     specials = {tok.cls_token_id, tok.sep_token_id}
 
     def enc(text: str) -> tuple[list[int], np.ndarray]:
-        ids = tok.encode(re.sub(r" +", " ", text).strip(), add_special_tokens=True, truncation=True,
-                         max_length=max_length)
+        ids = tok.encode(re.sub(r" +", " ", text).strip(), add_special_tokens=True, truncation=True, max_length=max_length)
         with torch.no_grad():
             h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[5][0]
         return ids, torch.nn.functional.normalize(h, dim=-1).numpy()
@@ -188,11 +194,11 @@ def test_bertscore_distilroberta_values_and_signature(roberta_dir: Path) -> None
     assert v.shape == (5,) and v[0] == pytest.approx(1.0, abs=1e-6)
     b = 0.8473319
     assert v[3] == pytest.approx(-b / (1 - b)) and v[4] == pytest.approx(-b / (1 - b))  # an empty side: F = 0
-    assert np.allclose(get_metric("bertscore-distilroberta", model_path=roberta_dir).score_pairs(CANDS, REFS), v,
-                       atol=1e-6)  # symmetric F, deterministic
+    assert np.allclose(
+        get_metric("bertscore-distilroberta", model_path=roberta_dir).score_pairs(CANDS, REFS), v, atol=1e-6
+    )  # symmetric F, deterministic
     sig = str(m.signature)
-    for part in ("metric:bertscore-f1", "layer:5", "idf:no", "rescale:bert-score-0.3.13:0.8473319",
-                 "model:distilroberta-base@"):
+    for part in ("metric:bertscore-f1", "layer:5", "idf:no", "rescale:bert-score-0.3.13:0.8473319", "model:distilroberta-base@"):
         assert part in sig, (part, sig)
 
 
@@ -229,9 +235,13 @@ def test_radcliq_formula_by_hand() -> None:
 
     assert radcliq_v1(SCALER_MEAN)[0] == pytest.approx(INTERCEPT, abs=1e-15)  # at the mean: the intercept
     x = np.array([0.5, 0.4, 0.9, 0.3])
-    by_hand = (-0.377083683 * (0.5 - 0.53792312) / 0.30282584 - 0.370300100 * (0.4 - 0.61757256) / 0.22430938
-               - 0.252616218 * (0.9 - 0.76479421) / 0.25394391 + 4.31504841e-12 * (0.3 - 0.44738335) / 0.29892717
-               + 2.46655256e-10)
+    by_hand = (
+        -0.377083683 * (0.5 - 0.53792312) / 0.30282584
+        - 0.370300100 * (0.4 - 0.61757256) / 0.22430938
+        - 0.252616218 * (0.9 - 0.76479421) / 0.25394391
+        + 4.31504841e-12 * (0.3 - 0.44738335) / 0.29892717
+        + 2.46655256e-10
+    )
     assert radcliq_v1(x)[0] == pytest.approx(by_hand, abs=1e-12)
     assert (COEFS[:3] < 0).all() and PERFECT == pytest.approx(-1.44069, abs=1e-4)
 

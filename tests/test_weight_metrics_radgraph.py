@@ -31,8 +31,13 @@ from tests.test_weight_metrics import _offline  # noqa: F401  (an autouse fixtur
 from tests.tiny_checkpoints import MAX_LEN, TEXTS, WIDTH
 
 REFS = ["Small left pleural effusion.", "No pneumothorax. Lungs are clear.", "", "Heart is normal in size.", ""]
-CANDS = ["Small left pleural effusion.", "Moderate cardiomegaly with pulmonary edema.", "No pneumothorax.",
-         "The heart is normal.", ""]
+CANDS = [
+    "Small left pleural effusion.",
+    "Moderate cardiomegaly with pulmonary edema.",
+    "No pneumothorax.",
+    "The heart is normal.",
+    "",
+]
 
 
 # --- RadGraph-F1 as pure functions, by hand ------------------------------------------------------
@@ -56,11 +61,12 @@ def test_set_f1_by_hand() -> None:
 
 
 def test_radgraph_combined_by_hand() -> None:
-    ref = _graph([("effusion", "OBS-DP"), ("pleural", "ANAT-DP"), ("left", "ANAT-DP")],
-                 [(0, 1, "located_at"), (2, 1, "modify")])
+    ref = _graph([("effusion", "OBS-DP"), ("pleural", "ANAT-DP"), ("left", "ANAT-DP")], [(0, 1, "located_at"), (2, 1, "modify")])
     cand = _graph([("effusion", "OBS-DP"), ("pleural", "ANAT-DP")], [(1, 0, "located_at")])
-    assert relation_set(ref) == {("effusion", "OBS-DP", "pleural", "ANAT-DP", "located_at"),
-                                 ("left", "ANAT-DP", "pleural", "ANAT-DP", "modify")}
+    assert relation_set(ref) == {
+        ("effusion", "OBS-DP", "pleural", "ANAT-DP", "located_at"),
+        ("left", "ANAT-DP", "pleural", "ANAT-DP", "modify"),
+    }
     # entities: tp 2, P 1, R 2/3 -> F1 0.8; relations: the candidate's points the other way -> 0
     assert radgraph_combined(ref, cand) == pytest.approx(0.4, abs=1e-15)
     same = _graph([("effusion", "OBS-DP"), ("pleural", "ANAT-DP")], [(0, 1, "located_at")])
@@ -76,9 +82,29 @@ def test_word_split_follows_the_radgraph_package() -> None:
     from cxreval.metrics.radgraph import enumerate_spans, split_words
 
     assert split_words("No effusion/pneumothorax, (stable).", "radgraph") == [
-        "No", "effusion", "/", "pneumothorax", ",", "(", "stable", ")", "."]
+        "No",
+        "effusion",
+        "/",
+        "pneumothorax",
+        ",",
+        "(",
+        "stable",
+        ")",
+        ".",
+    ]
     assert split_words("ET tube 2.5cm above carina; 50%.", "wordpunct") == [
-        "ET", "tube", "2", ".", "5cm", "above", "carina", ";", "50", "%", "."]  # "%." -> "% ."
+        "ET",
+        "tube",
+        "2",
+        ".",
+        "5cm",
+        "above",
+        "carina",
+        ";",
+        "50",
+        "%",
+        ".",
+    ]  # "%." -> "% ."
     assert enumerate_spans(3, 2) == [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2)]
 
 
@@ -230,11 +256,14 @@ def test_radcliq_on_tiny_checkpoints(radgraph_dir: Path, request: pytest.Fixture
 def test_bio_entities_follow_post_process() -> None:
     toks = ["[CLS]", "small", "left", "pleural", "effusion", "no", "edema", "[SEP]"]
     labels = ["O", "B-ABNORMALITY", "B-ANATOMY", "I-ANATOMY", "B-ABNORMALITY", "O", "B-NON-ABNORMALITY", "O"]
-    assert bio_entities(toks, labels) == [(1, 1, "ABNORMALITY"), (2, 3, "ANATOMY"), (4, 4, "ABNORMALITY"),
-                                          (6, 6, "NON-ABNORMALITY")]
+    assert bio_entities(toks, labels) == [
+        (1, 1, "ABNORMALITY"),
+        (2, 3, "ANATOMY"),
+        (4, 4, "ABNORMALITY"),
+        (6, 6, "NON-ABNORMALITY"),
+    ]
     # an entity still open at the end (nothing closed before) ends at the token before the last
-    assert bio_entities(["[CLS]", "a", "b", "[SEP]"], ["O", "B-DISEASE", "I-DISEASE", "I-DISEASE"]) == [
-        (1, 2, "DISEASE")]
+    assert bio_entities(["[CLS]", "a", "b", "[SEP]"], ["O", "B-DISEASE", "I-DISEASE", "I-DISEASE"]) == [(1, 2, "DISEASE")]
 
 
 def test_rate_score_by_hand() -> None:

@@ -18,8 +18,10 @@ from cxreval.testing.results import differing
 
 def _pairs(n: int) -> list[ReportPair]:
     ex = read_pairs(example_path())
-    return [ReportPair(pair_id=f"p{i}", reference=ex[i % len(ex)].reference,
-                       candidate=ex[(i * 7 + i // len(ex)) % len(ex)].candidate) for i in range(n)]
+    return [
+        ReportPair(pair_id=f"p{i}", reference=ex[i % len(ex)].reference, candidate=ex[(i * 7 + i // len(ex)) % len(ex)].candidate)
+        for i in range(n)
+    ]
 
 
 def test_two_workers_give_the_same_rows_and_scores() -> None:
@@ -41,8 +43,12 @@ def test_cli_workers_writes_identical_outputs(tmp_path: Path) -> None:
     outs = {}
     for n in ("1", "2"):
         out = tmp_path / f"w{n}"
-        done = subprocess.run([sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(src), "--out", str(out),
-                               "--workers", n, "--json"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "cxreval", "evaluate", "--pairs", str(src), "--out", str(out), "--workers", n, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         outs[n] = out
     assert not differing(outs["1"], outs["2"], ("judgements.jsonl.gz", "errors.csv", "judgements.parquet"))

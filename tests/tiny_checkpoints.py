@@ -8,16 +8,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TEXTS = ["No acute cardiopulmonary process.", "Small left pleural effusion.", "The heart is normal in size.",
-         "Moderate cardiomegaly with pulmonary edema.", "No pneumothorax. Lungs are clear.",
-         "Right lower lobe consolidation, likely pneumonia.", "Support devices in place."]
+TEXTS = [
+    "No acute cardiopulmonary process.",
+    "Small left pleural effusion.",
+    "The heart is normal in size.",
+    "Moderate cardiomegaly with pulmonary edema.",
+    "No pneumothorax. Lungs are clear.",
+    "Right lower lobe consolidation, likely pneumonia.",
+    "Support devices in place.",
+]
 
 # RadGraph's shape: max span width, span-width feature size, feed-forward width, encoder segment length
 WIDTH, FEATURE, HIDDEN, MAX_LEN = 3, 8, 16, 40
 
 #: RaTEScore's NER labels (RaTE-NER-Deberta's id2label)
-RATE_LABELS = ["O"] + [f"{p}-{t}" for t in ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY")
-                       for p in ("B", "I")]
+RATE_LABELS = ["O"] + [
+    f"{p}-{t}" for t in ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY") for p in ("B", "I")
+]
 
 
 def tiny_bert(folder: Path) -> None:
@@ -32,8 +39,14 @@ def tiny_bert(folder: Path) -> None:
     wp.save_model(str(folder))
     BertTokenizerFast.from_pretrained(str(folder), local_files_only=True).save_pretrained(str(folder))
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=wp.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512)
+    config = BertConfig(
+        vocab_size=wp.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
     BertModel(config).save_pretrained(str(folder))
 
 
@@ -47,8 +60,9 @@ def write_chexbert(root: Path) -> dict[str, Path]:
     hf = root / "hf"
     tiny_bert(hf)
     torch.manual_seed(1)
-    heads = {f"linear_heads.{i}.{p}": t for i in range(14)
-             for p, t in torch.nn.Linear(32, 4 if i < 13 else 2).state_dict().items()}
+    heads = {
+        f"linear_heads.{i}.{p}": t for i in range(14) for p, t in torch.nn.Linear(32, 4 if i < 13 else 2).state_dict().items()
+    }
     save_file({k: v.contiguous() for k, v in heads.items()}, str(hf / "heads.safetensors"))
     orig = root / "original"
     orig.mkdir()
@@ -70,14 +84,23 @@ def write_roberta(folder: Path) -> Path:
 
     folder.mkdir(parents=True)
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(TEXTS * 5, vocab_size=400, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.train_from_iterator(
+        TEXTS * 5, vocab_size=400, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    )
     bpe.save_model(str(folder))
     RobertaTokenizerFast.from_pretrained(str(folder), local_files_only=True).save_pretrained(str(folder))
     torch.manual_seed(2)
-    config = RobertaConfig(vocab_size=bpe.get_vocab_size(), hidden_size=32, num_hidden_layers=6,
-                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=514,
-                           pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    config = RobertaConfig(
+        vocab_size=bpe.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=6,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=514,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
     RobertaModel(config).save_pretrained(str(folder))
     return folder
 
@@ -90,8 +113,10 @@ def _linear(gen: object, n_in: int, n_out: int, prefix: str, bias: list[float] |
 
 
 def _ff(gen: object, n_in: int, prefix: str) -> dict[str, object]:
-    return {**_linear(gen, n_in, HIDDEN, f"{prefix}._linear_layers.0"),
-            **_linear(gen, HIDDEN, HIDDEN, f"{prefix}._linear_layers.1")}
+    return {
+        **_linear(gen, n_in, HIDDEN, f"{prefix}._linear_layers.0"),
+        **_linear(gen, HIDDEN, HIDDEN, f"{prefix}._linear_layers.1"),
+    }
 
 
 def write_tiny_radgraph(folder: Path) -> dict[str, object]:
@@ -105,8 +130,9 @@ def write_tiny_radgraph(folder: Path) -> dict[str, object]:
     gen = torch.Generator().manual_seed(5)
     span = 2 * 32 + FEATURE
     ner, rel = "radgraph__ner_labels", "radgraph__relation_labels"
-    state: dict[str, object] = {f"_embedder.token_embedder_bert._matched_embedder.transformer_model.{k}": v
-                                for k, v in bert.state_dict().items()}
+    state: dict[str, object] = {
+        f"_embedder.token_embedder_bert._matched_embedder.transformer_model.{k}": v for k, v in bert.state_dict().items()
+    }
     state["_endpoint_span_extractor._span_width_embedding.weight"] = torch.randn(WIDTH, FEATURE, generator=gen)
     state |= _ff(gen, span, f"_ner._ner_scorers.{ner}.0._module")
     state |= _linear(gen, HIDDEN, 4, f"_ner._ner_scorers.{ner}.1._module", bias=[1.5, 0.5, -0.5, 0.0])
@@ -122,13 +148,19 @@ def write_tiny_radgraph(folder: Path) -> dict[str, object]:
     (folder / "vocabulary" / f"{rel}.txt").write_text("suggestive_of\nlocated_at\nmodify\n")
     (folder / "vocabulary" / "non_padded_namespaces.txt").write_text("*tags\n*labels\n")
     bert_cfg = {"type": "pretrained_transformer_mismatched", "model_name": "tiny-bert", "max_length": MAX_LEN}
-    config = {"dataset_reader": {"type": "dygie", "max_span_width": WIDTH, "token_indexers": {"bert": bert_cfg}},
-              "model": {"type": "dygie", "embedder": {"token_embedders": {"bert": bert_cfg}},
-                        "feature_size": FEATURE, "max_span_width": WIDTH, "target_task": "relation",
-                        "feedforward_params": {"num_layers": 2, "hidden_dims": HIDDEN, "dropout": 0.4},
-                        "loss_weights": {"ner": 1.0, "relation": 1.0, "coref": 0.0, "events": 0.0},
-                        "modules": {"coref": {"coref_prop": 0}, "ner": {}, "relation": {"spans_per_word": 0.5},
-                                    "events": {}}}}
+    config = {
+        "dataset_reader": {"type": "dygie", "max_span_width": WIDTH, "token_indexers": {"bert": bert_cfg}},
+        "model": {
+            "type": "dygie",
+            "embedder": {"token_embedders": {"bert": bert_cfg}},
+            "feature_size": FEATURE,
+            "max_span_width": WIDTH,
+            "target_task": "relation",
+            "feedforward_params": {"num_layers": 2, "hidden_dims": HIDDEN, "dropout": 0.4},
+            "loss_weights": {"ner": 1.0, "relation": 1.0, "coref": 0.0, "events": 0.0},
+            "modules": {"coref": {"coref_prop": 0}, "ner": {}, "relation": {"spans_per_word": 0.5}, "events": {}},
+        },
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return state
 
