@@ -206,3 +206,27 @@ def test_the_cli_writes_the_style_asked_and_refuses_parquet_without_pyarrow(tmp_
         JUDGEMENTS,
         "scores.json",
     ]
+
+
+def test_a_folder_read_without_its_pairs_and_saved_again_keeps_its_offsets(written, tmp_path: Path) -> None:
+    compact, _, pairs, result = written
+    again = load_result(compact, result.ontology)  # no pairs: evidence stays offsets
+    again.save(tmp_path / "again", parquet=True)
+    assert judgement_lines(tmp_path / "again") == judgement_lines(compact)
+    texts = {p.pair_id: (p.reference, p.candidate) for p in pairs}
+    assert _dump(read_rows(tmp_path / "again" / JUDGEMENTS, texts)) == _dump(read_rows(compact / JUDGEMENTS, texts))
+    table = pq.read_table(tmp_path / "again" / JUDGEMENTS_PARQUET).to_pylist()
+    with_offsets = [r for r in table if r["candidate_start"] is not None]
+    assert with_offsets and all(r["candidate"] is None for r in with_offsets)
+    for r in with_offsets:
+        assert texts[r["pair_id"]][1][r["candidate_start"] : r["candidate_end"]]
+
+
+def test_damaged_compressed_rows_are_named_not_a_traceback(written, tmp_path: Path) -> None:
+    compact = written[0]
+    data = bytearray((compact / JUDGEMENTS).read_bytes())
+    data[12] ^= 0xFF  # inside the first member's deflate stream
+    bad = tmp_path / JUDGEMENTS
+    bad.write_bytes(bytes(data))
+    with pytest.raises(JudgementsFileError, match=str(bad)):
+        read_rows(bad)

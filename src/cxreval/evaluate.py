@@ -131,7 +131,8 @@ class EvaluationScores:
     def critical_error_free(self) -> float | None:
         """Share of pairs with no error on an entity the ontology marks critical (the
         ``spec-report-critical-error-free-rate`` metric)."""
-        return next(m["value"] for m in self.metrics() if m["name"] == "critical_error_free_rate")
+        value: float | None = next(m["value"] for m in self.metrics() if m["name"] == "critical_error_free_rate")
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """The content of ``scores.json``."""
@@ -489,6 +490,10 @@ class ResultsError(ValueError):
     """A results folder that cannot be read back (missing or damaged files, unknown ontology)."""
 
 
+class PairsMismatch(ResultsError):
+    """The pairs given with a results folder are not those it was scored on."""
+
+
 def load_result(folder: str | Path, ontology: Ontology | str | Path | None = None,
                 pairs: Iterable[ReportPair] | None = None) -> EvaluationResult:
     """Read back what :meth:`EvaluationResult.save` wrote, re-scored from its judgement table.
@@ -540,16 +545,18 @@ def _scored_texts(folder: Path, scores: Mapping[str, Any], pair_ids: Sequence[st
     given = {p.pair_id: p for p in pairs}
     lost = [p for p in pair_ids if p not in given]
     if lost:
-        raise ResultsError(f"{len(lost)} pairs of {folder} are not in the pairs given (e.g. "
+        raise PairsMismatch(f"{len(lost)} pairs of {folder} are not in the pairs given (e.g. "
                            f"{', '.join(lost[:5])}); give the file that was evaluated")
     scored = [given[p] for p in pair_ids]
     for key, fingerprint in (("references_sha256", references_fingerprint),
                              ("candidates_sha256", candidates_fingerprint)):
         kept = scores.get(key)
-        if kept and fingerprints_comparable(kept, fingerprint(scored)) \
-                and kept not in (fingerprint(scored), fingerprint(given.values())):
+        if kept and not fingerprints_comparable(kept, fingerprint(scored)):
+            warnings.warn(f"{folder} was written by an older release, whose {key} cannot be compared: the pairs "
+                          "given are taken as those it was scored on, unchecked", UserWarning, stacklevel=3)
+        elif kept and kept not in (fingerprint(scored), fingerprint(given.values())):
             side = key.split("_")[0]
-            raise ResultsError(f"the pairs given are not those {folder} was scored on (their {side} differ from "
+            raise PairsMismatch(f"the pairs given are not those {folder} was scored on (their {side} differ from "
                                f"its {key}); give the file that was evaluated")
     return {p.pair_id: (p.reference, p.candidate) for p in scored}
 
@@ -599,7 +606,8 @@ def systems_signature(results: Sequence[Sequence[EvaluationScores]]) -> str:
     first = results[0]
     if len(first) == 1:
         return str(first[0].signature)
-    return summarize_runs(first)["signature"]
+    signature: str = summarize_runs(first)["signature"]
+    return signature
 
 
 def summarize_runs(results: Sequence[EvaluationScores]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from cxreval.io import FORMATS, InputError, PairStream, ReportPair, read_pair_files, read_pairs
+from cxreval.io import FORMATS, InputError, InputProblem, PairStream, ReportPair, read_pair_files, read_pairs
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, EvaluationScores, Evaluator
@@ -166,7 +166,8 @@ def evaluate_files(
     else:
         job = _FileJob(pairs=source.read())
     if not sum(job.counts.values()):
-        raise InputError("the input holds no pairs")
+        where = source.source if source.source is not None else source.cands
+        raise InputError([InputProblem(file=str(where), message="the input holds no pairs")])
     return _write(job, out, evaluator, source, runs, rows, progress, on_ray, ray_address, outputs or OutputRun())
 
 

@@ -1499,12 +1499,12 @@ def read_pair_files(
     ref_by_id = {r.ident: r for r in ref_rows}
     by_system: dict[str | None, set[str]] = {}
     for r in cand_rows:
-        system = r.meta[system_col] if system_col else None
-        by_system.setdefault(system, set()).add(r.ident)
+        name = r.meta[system_col] if system_col else None
+        by_system.setdefault(name, set()).add(r.ident)
         if r.ident not in ref_by_id:
             problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
-    for system, ids in by_system.items():
-        of = f" from system {system!r}" if system_col else ""
+    for name, ids in by_system.items():
+        of = f" from system {name!r}" if system_col else ""
         for r in ref_rows:
             if r.ident not in ids:
                 problems.append(refs.problem(f"id has no candidate{of} in {cands.file}", r.rec, id=r.ident))

@@ -307,9 +307,10 @@ def graded_cost(stats: Any) -> np.ndarray:
     denials, critical = stats.denials(), stats.invented_critical()
     attribute = sum(column[k] for k in ERROR_COLUMNS if k not in ("fp", "fn", *SPECIFICITY_KINDS))
     w = GRADED_WEIGHTS
-    return (w["attribute"] * attribute + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
-            + w["omission"] * (column["fn"] - denials) + w["denial"] * denials
-            + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
+    cost: np.ndarray = (w["attribute"] * attribute + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
+                        + w["omission"] * (column["fn"] - denials) + w["denial"] * denials
+                        + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
+    return cost
 
 
 def _score_chunk(reward: ClinicalReward, part: Sequence[tuple[str, str]]) -> list[float]:

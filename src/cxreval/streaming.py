@@ -387,6 +387,9 @@ def _judge_planned(pool: Executor, engine: RulesEngine, plan: Sequence[PairChunk
                 for system, chunk in systems:
                     writers.add(system, chunk, counts)
             return writers.finish()
+        except BaseException:
+            pool.close()  # stopped first: no worker writes into the parts folder while it is removed
+            raise
         finally:
             shutil.rmtree(parts, ignore_errors=True)
 

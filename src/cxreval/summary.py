@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from cxreval.evaluate import EvaluationResult
+    from cxreval.evaluate import EvaluationScores
     from cxreval.scores import AttributeScore
 
 #: A table's first column may be cut to this many characters (with "…") before others are dropped.
@@ -77,7 +77,7 @@ def _acc(score: AttributeScore, counts: bool = True) -> str:
     return f"{score.accuracy:.2f} ({score.correct}/{score.judged})" if counts else f"{score.accuracy:.2f}"
 
 
-def print_summary(result: EvaluationResult, console: Console, top: int = 15) -> None:
+def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> None:
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
@@ -129,7 +129,7 @@ def print_summary(result: EvaluationResult, console: Console, top: int = 15) -> 
     print_llm_usage(result, console)
 
 
-def print_llm_usage(result: EvaluationResult, console: Console) -> None:
+def print_llm_usage(result: EvaluationScores, console: Console) -> None:
     """Calls, cache hits, tokens, cost and failures of an LLM run (nothing for the rule engine)."""
     u = result.usage
     if u is None:
@@ -155,7 +155,7 @@ def print_llm_usage(result: EvaluationResult, console: Console) -> None:
         )
 
 
-def print_runs(results: list[EvaluationResult], summary: dict[str, Any], console: Console) -> None:
+def print_runs(results: Sequence[EvaluationScores], summary: dict[str, Any], console: Console) -> None:
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
     console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs",
                   highlight=False)

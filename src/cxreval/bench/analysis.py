@@ -45,6 +45,7 @@ from cxreval.scores.stats import bootstrap_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.bench.runner import DatasetRun, Runner, SystemRun
+    from cxreval.scores.signature import Signature
 
 CHUNK = 200
 TABLE_METRIC_NAMES = frozenset(table_metric_names())
@@ -310,8 +311,12 @@ def metric_infos(config: BenchConfig, runner: Runner) -> list[MetricInfo]:
     """Each leaderboard metric with its signature; every value carries a percentile interval, so
     every signature names the resampling (method, resamples, seed, confidence)."""
     bs = config.bootstrap
-    interval = {"method": "percentile", "resamples": bs.resamples, "seed": bs.seed, "confidence": bs.confidence}
-    sig = runner.evaluator.signature.with_intervals(**interval)
+
+    def with_interval(signature: Signature) -> Signature:
+        return signature.with_intervals(method="percentile", resamples=bs.resamples, seed=bs.seed,
+                                        confidence=bs.confidence)
+
+    sig = with_interval(runner.evaluator.signature)
     infos = []
     for name in [JUDGEMENT_METRIC, *(m for m in config.metrics if m != JUDGEMENT_METRIC), *DERIVED_METRICS]:
         if name in TABLE_METRIC_NAMES:
@@ -322,7 +327,7 @@ def metric_infos(config: BenchConfig, runner: Runner) -> list[MetricInfo]:
             continue
         m = runner.metric(name)
         infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better),
-                                signature=str(m.signature.with_intervals(**interval)),
+                                signature=str(with_interval(m.signature)),
                                 label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
                                 description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
     return infos

@@ -81,7 +81,7 @@ def agree(
         _fail(str(exc))
     base = Signature(metric="label-agreement", ontology=onto_sig, engine="external",
                      options={"labelset": labelset} if labelset else {})
-    table = agreement_table(pred, golds, uncertain=uncertain.value, tie=tie.value,  # type: ignore[arg-type]
+    table = agreement_table(pred, golds, uncertain=uncertain.value, tie=tie.value,
                             confidence=confidence, signature=base)
     if format == AgreeFormat.table:
         with out.open("w", encoding="utf-8") if out else contextlib.nullcontext(None) as fh:

@@ -48,7 +48,7 @@ def _holds(record: Record) -> str:
     if phrases is not None:
         return f"{len(phrases)} phrases"
     if hasattr(record, "to"):
-        return f"{getattr(record, 'entity', 'device')} -> {record.to}"  # type: ignore[attr-defined]
+        return f"{getattr(record, 'entity', 'device')} -> {record.to}"
     numbers = [f"{name}={getattr(record, name)}" for name in ("max_tokens", "max_entity_hops", "predicate_tokens",
                                                               "back", "forward", "max_skipped")
                if getattr(record, name, None) is not None]

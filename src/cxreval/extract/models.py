@@ -54,7 +54,7 @@ def _slot_setter(name: str) -> Callable[[object, object], None]:
     setter = getattr(descriptor, "__set__", None)
     if setter is None:  # another pydantic layout: the plain way
         return lambda obj, value: object.__setattr__(obj, name, value)
-    return setter  # type: ignore[no-any-return]
+    return setter
 
 
 _new_object = object.__new__
@@ -73,7 +73,7 @@ def constructed(cls: type[ModelT], fields: dict[str, Any], fields_set: set[str])
     _set_fields_set(new, fields_set)
     _set_extra(new, None)
     _set_private(new, None)
-    return new  # type: ignore[no-any-return]
+    return new
 
 
 def _default_certainty(data: dict[str, Any]) -> Certainty:
@@ -298,7 +298,7 @@ class Extraction(BaseModel):
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
                 if any(m.status == candidate for m in mentions):
-                    status = candidate  # type: ignore[assignment]
+                    status = candidate
                     break
             chosen = [m for m in mentions if m.status == status]
             explicit = [m for m in chosen if not m.implied] or chosen
@@ -378,9 +378,9 @@ def _state(entity: str, status: str, certainty: str, side: str | None, zones: tu
     if (like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str)
             or not (rule_ids is None or type(rule_ids) is str)):
         tip, tip_mm, size_mm = measures
-        made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,  # type: ignore[arg-type]
+        made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,
                            severity=severity, comparison=comparison, tip=tip, tip_mm=tip_mm, size_mm=size_mm,
-                           side_severity=side_severity,  # type: ignore[arg-type]
+                           side_severity=side_severity,
                            evidence=evidence, cue=cue, rule_ids=rule_ids)
         if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:
             _STATE_TEMPLATES[key] = made

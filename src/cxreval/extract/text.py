@@ -376,7 +376,10 @@ def sentence_spans(folded: str, pos: int = 0, endpos: int | None = None) -> list
     for m in _STOP_RE.finditer(folded, pos, end):
         stop = m.end()
         if folded[stop - 1] in ".!?":  # a full stop, not a number (a number ends with a digit)
-            spans.append((first(folded, q, stop).start(), stop))  # type: ignore[union-attr] - the stop is a token
+            head = first(folded, q, stop)
+            if head is None:  # the stop is a token: never
+                raise AssertionError(f"no token before the full stop at {stop}")
+            spans.append((head.start(), stop))
             q = stop
     tail = scan_tokens(folded, q, end)
     if tail:

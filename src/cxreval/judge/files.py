@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from cxreval.judge.table import COLUMNS
 from cxreval.literals import ROW_STYLES, RowStyle
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     from cxreval.outputs import AtomicFile
 
@@ -119,6 +120,8 @@ def compact_record(row: EntityJudgement, texts: tuple[str, str] | None) -> dict[
     for side, k in _SIDES:
         if side in record:
             record[side] = _span(record[side], None if texts is None else texts[k])
+        elif (span := getattr(row, f"{side}_span")) is not None:  # read back without its texts: offsets kept
+            record[side] = list(span)
     return record
 
 
@@ -185,7 +188,7 @@ def read_rows(path: str | Path, texts: Texts | None = None) -> list[EntityJudgem
         opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
         with opened as fh:
             return [_row(line, texts, path, n) for n, line in enumerate(fh, start=1) if line.strip()]
-    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise JudgementsFileError(f"{path}: cannot be read ({exc})") from None
 
 
@@ -224,7 +227,7 @@ def parquet_available() -> bool:
     """Whether pyarrow is installed (the Parquet twin is written by default then)."""
     try:
         import pyarrow
-        import pyarrow.parquet  # type: ignore[import-untyped]  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
     except ImportError:
         return False
     return True
@@ -244,6 +247,8 @@ def rows_arrow(rows: Iterable[EntityJudgement], texts: Texts | None = None, styl
         pair = get(r.pair_id)
         for side, k in _SIDES:
             where = _span(getattr(r, side), None if pair is None else pair[k])
+            if where == "" and (span := getattr(r, f"{side}_span")) is not None:  # read back without its texts
+                where = list(span)
             text, start, end = (None, *where) if isinstance(where, list) else (where or None, None, None)
             columns[side].append(text)
             columns[f"{side}_start"].append(start)

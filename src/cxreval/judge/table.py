@@ -69,7 +69,7 @@ class JudgementTable:
         return cls(pair_ids, None, signature, tuple(rows))
 
     @classmethod
-    def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[CompactRow] | None],
+    def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[Sequence[str]] | None],
                      signature: str | None = None) -> JudgementTable:
         """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
         left out (it is neither error-free nor erroneous)."""
@@ -106,7 +106,7 @@ class JudgementTable:
     def n_rows(self) -> int:
         return len(self._objects) if self._objects is not None else len(self.frame)
 
-    def column(self, name: str) -> list:  # type: ignore[type-arg]
+    def column(self, name: str) -> list:
         """One column's values, row by row (from the row objects when the table has them, so no
         frame is built)."""
         if self._objects is not None:

@@ -39,7 +39,7 @@ import email.utils
 import json
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -49,7 +49,7 @@ from .redact import Redactor
 
 log = logging.getLogger("cxreval.llm")
 
-FORMAT_ORDER = ("json_schema", "json_object", "none")
+FORMAT_ORDER: tuple[Literal["json_schema", "json_object", "none"], ...] = ("json_schema", "json_object", "none")
 MAX_ERROR_CHARS = 500
 
 

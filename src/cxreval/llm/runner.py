@@ -412,8 +412,8 @@ class LLMRunner:
                 return budget.reservation
             if budget.in_flight == 0:  # only what is really spent is in the way: stop
                 self.stop_reason = self.stop_reason or (
-                    f"--max-cost {cfg.max_cost:g} USD reached (a request may cost up to {worst:.4f} USD, "
-                    f"{max(cfg.max_cost - budget.spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a "
+                    f"--max-cost {cap:g} USD reached (a request may cost up to {worst:.4f} USD, "
+                    f"{max(cap - budget.spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a "
                     "new budget)")
                 self._signal()  # the others waiting stop too
                 raise BudgetReached(self.stop_reason)

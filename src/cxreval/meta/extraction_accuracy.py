@@ -174,7 +174,9 @@ def _counts(gold: set[str], pred: set[str], universe: Sequence[str]) -> dict[str
     return out
 
 
-def _presence(tp: int, fp: int, fn: int, n: int) -> PresenceScore:
+def _presence(counts: Sequence[int], n: int) -> PresenceScore:
+    """Presence scores of ``counts`` (TP, FP, FN) out of ``n`` decisions (the rest are TN)."""
+    tp, fp, fn = counts
     return PresenceScore(tp=tp, fp=fp, fn=fn, tn=n - tp - fp - fn)
 
 
@@ -240,21 +242,21 @@ def evaluate_extraction(
                 c[2] += int(label in g_labels and label not in p_labels)
 
     entity_rows = [
-        EntityAccuracy(entity=e, name=ontology.entity(e).name, presence=_presence(*totals[e], n))
+        EntityAccuracy(entity=e, name=ontology.entity(e).name, presence=_presence(totals[e], n))
         for e in universe
         if totals[e][0] + totals[e][2] >= min_support
     ]
-    micro = _presence(*(sum(t[i] for t in totals.values()) for i in range(3)), n * len(universe))
+    micro = _presence([sum(t[i] for t in totals.values()) for i in range(3)], n * len(universe))
     f1s = [r.presence.f1 for r in entity_rows if r.presence.f1 is not None]
     ls_rows = []
     for ls in labelsets:
-        labels = {k: _presence(*v, n) for k, v in sorted(label_counts[ls].items())}
+        labels = {k: _presence(v, n) for k, v in sorted(label_counts[ls].items())}
         supported = [p.f1 for p in labels.values() if p.support >= min_support and p.f1 is not None]
         ls_rows.append(
             LabelSetAccuracy(
                 labelset=ls,
                 labels=labels,
-                micro=_presence(*(sum(v[i] for v in label_counts[ls].values()) for i in range(3)), 0),
+                micro=_presence([sum(v[i] for v in label_counts[ls].values()) for i in range(3)], n * len(labels)),
                 macro_f1=sum(supported) / len(supported) if supported else None,
                 n_labels_macro=len(supported),
             )
@@ -277,7 +279,7 @@ def evaluate_extraction(
         labelsets=ls_rows,
         side=AttributeScore(correct=side[0], judged=side[1], not_available=side[2]),
         severity=AttributeScore(correct=severity[0], judged=severity[1], not_available=severity[2]),
-        normal=_presence(*normal, n),
+        normal=_presence(normal, n),
         confusions=confusions,
     )
 

@@ -33,7 +33,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -154,16 +154,18 @@ def read_plain_ratings(
         ids.append(ident)
         refs.append(ref)
         cands.append(cand)
-        for c, row in by_cat.items():
-            counts[c].append(row)  # type: ignore[arg-type]
-        total = []
+        rated = cast(dict[str, list[float]], by_cat)  # no None in it: checked above
+        given = cast(dict[str, float], direct)
+        for c, row in rated.items():
+            counts[c].append(row)
+        total: list[float] = []
         for r in raters:
             if r in totals:
-                total.append(direct[r])
+                total.append(given[r])
             else:
-                parts = [by_cat[c][raters.index(r)] for c in cats if r in cats[c]]
+                parts = [rated[c][raters.index(r)] for c in cats if r in cats[c]]
                 total.append(float(np.nansum(parts)) if parts else math.nan)
-        counts[TOTAL].append(total)  # type: ignore[arg-type]
+        counts[TOTAL].append(total)
     raise_problems(table, error=RatingsFormatError)
     return HumanRatings(ids=ids, references=refs, candidates=cands, raters=raters, counts=counts,
                         source=str(Path(path)))
@@ -235,7 +237,7 @@ class _Rating(NamedTuple):
     rater: str
     category: str
     significant: bool | None
-    count: float
+    n_errors: float
 
 
 def _rexval_ratings(table: RecordTable, cols: RexvalColumns, significance: str) -> list[_Rating]:
@@ -306,7 +308,7 @@ def read_rexval(
             continue
         for cat in (TOTAL, g.category or None):
             if cat:
-                acc[cat][key][g.rater] = acc[cat][key].get(g.rater, 0.0) + g.count
+                acc[cat][key][g.rater] = acc[cat][key].get(g.rater, 0.0) + g.n_errors
     rated = [k for k in pairs if k in rated_by] or list(pairs)
     rated_raters = {k: rated_by.get(k, set()) for k in rated}
     counts = {

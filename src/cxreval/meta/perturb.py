@@ -249,14 +249,6 @@ def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:]
 
 
-def _same_case(word: str, like: str) -> str:
-    if like.isupper() and len(like) > 1:
-        return word.upper()
-    if like[:1].isupper():
-        return _cap(word)
-    return word
-
-
 # ------------------------------------------------------------------------------------------
 # Word lists (tuned on IU X-ray train references only)
 # ------------------------------------------------------------------------------------------
@@ -406,6 +398,8 @@ class _Variant:
 
 
 Generator = Callable[["_Report | _MeshReport", random.Random], list[_Variant]]
+#: The insignificant types' generators: they edit the engine-read report only (shared by every target variant).
+SharedGenerator = Callable[["_Report", random.Random], list[_Variant]]
 
 
 class _Report:
@@ -666,6 +660,8 @@ class PerturbationSuite:
             "flip_laterality": self._flip, "change_severity": self._severity, "false_change": self._change,
             "generalise": self._generalise, "over_specify": self._over_specify,
             "move_tip": self._move_tip, "resize": self._resize, "drop_place": self._drop_place,
+        }
+        self._shared_generators: dict[str, SharedGenerator] = {
             "reorder_sentences": self._reorder, "synonym_swap": self._synonym, "paraphrase_normal": self._paraphrase,
             "change_case": self._case, "punctuation": self._punctuation, "line_breaks": self._line_breaks,
             "merge_split": self._merge_split, "section_headers": self._headers,
@@ -717,7 +713,10 @@ class PerturbationSuite:
             for label, report in runs:
                 # engine and shared draws keep the seed string of suite version 1
                 rng = random.Random(f"{self.seed}:{uid}:{ptype}" + (":mesh" if label == "mesh" else ""))
-                variants = self._generators[ptype](report, rng)
+                if significant:
+                    variants = self._generators[ptype](report, rng)
+                else:  # the one run: the engine-read report
+                    variants = self._shared_generators[ptype](engine, rng)
                 seen: set[str] = set()
                 k = 0
                 for v in variants:
@@ -730,7 +729,7 @@ class PerturbationSuite:
                     k += 1
                     out.append(PerturbedPair(
                         pair_id=f"{uid}:{ptype}:{label}:{k}" if significant else f"{uid}:{ptype}:{k}",
-                        source_uid=uid, perturbation=ptype, significant=significant, targets=label,  # type: ignore[arg-type]
+                        source_uid=uid, perturbation=ptype, significant=significant, targets=label,
                         target_entity=v.target if significant else None,
                         expected=EXPECTED[ptype] if significant else NO_ERROR,
                         description=v.description, before=v.before, after=v.after, reference=text, candidate=cand,
@@ -769,7 +768,7 @@ class PerturbationSuite:
             return any(f" {' '.join(x)} " in keyed for x in extra if x)
         return False
 
-    def _remove_sentences(self, report: _Report, sents: Sequence[Sentence]) -> str:
+    def _remove_sentences(self, report: _Report | _MeshReport, sents: Sequence[Sentence]) -> str:
         edits = [(s.start, s.end, "") for s in sents]
         # A section left with no sentence loses its title too.
         by_section = report.layout.section_sentences()
@@ -847,7 +846,7 @@ class PerturbationSuite:
             sents = report.stating_sentences(e)
             if not sents:
                 continue
-            edits = []
+            edits: list[tuple[int, int, str]] = []
             words = set()
             for s in sents:
                 seg = report.text[s.start:s.end]
@@ -871,13 +870,14 @@ class PerturbationSuite:
         out = []
         for e in self._targets(report, rng):
             # engine targets: the engine read a degree; mesh targets: the degree words below decide
-            mesh = isinstance(report, _MeshReport)
-            if (not mesh and report.states[e].severity is None) or "severity" not in self.ontology.entity(e).attributes:
+            if (not isinstance(report, _MeshReport) and report.states[e].severity is None) \
+                    or "severity" not in self.ontology.entity(e).attributes:
                 continue
             sents = report.stating_sentences(e)
             if not sents:
                 continue
-            edits, found = [], []
+            edits: list[tuple[int, int, str]] = []
+            found: list[str] = []
             for s in sents:
                 seg = report.text[s.start:s.end]
                 norm = _norm_text(seg)
@@ -900,7 +900,7 @@ class PerturbationSuite:
                 continue
             cand = replace_spans(report.text, edits)
             news = [SEVERITY_SWAP[w] for w in found]
-            old = self._severity_bucket[found[0]] if mesh else report.states[e].severity
+            old = self._severity_bucket[found[0]] if isinstance(report, _MeshReport) else report.states[e].severity
             out.append(_Variant(cand, f"{e}: severity {old} -> {self._severity_bucket[news[0]]} "
                                       f"({', '.join(f'{a} -> {b}' for a, b in zip(found, news))})", e,
                                 ", ".join(found), ", ".join(news)))
@@ -1243,7 +1243,7 @@ class PerturbationSuite:
 
     def _headers(self, report: _Report, rng: random.Random) -> list[_Variant]:
         heads = report.layout.headers
-        out = []
+        out: list[_Variant] = []
         if heads:
             ops = []
             for h in heads:

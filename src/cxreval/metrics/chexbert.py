@@ -104,13 +104,13 @@ class CheXbert:
         if missing or result.unexpected_keys:
             raise MetricUnavailable(f"{metric}: {weights} is not a CheXbert checkpoint of this config: "
                                     f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}")
-        self.net = net.eval()
+        self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
         self.path, self.batch_size, self._model_path = path, batch_size, model_path
         self.model = f"{path.name}@{weights_digest(weights)}"
 
     @staticmethod
     def _tokenizer(path: Path, metric: str) -> Any:
-        from transformers import AutoTokenizer, BertTokenizerFast
+        from transformers import AutoTokenizer, BertTokenizerFast  # type: ignore[attr-defined]  # lazy alias, not in its hints
 
         if (path / "tokenizer.json").is_file() or (path / "tokenizer_config.json").is_file():
             return AutoTokenizer.from_pretrained(str(path), local_files_only=True)

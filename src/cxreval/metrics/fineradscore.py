@@ -110,13 +110,13 @@ class FineRadJudge(PairJudge):
 
     def parse_value(self, value: dict[str, Any], reference: str, candidate: str) -> dict[str, Any]:
         """Each correction: a known type, a line of the candidate (0 for insert), a grade 1-4."""
-        from cxreval.llm.schemas import raise_problems
+        from cxreval.llm.schemas import AnswerError, raise_problems
 
         n = len(candidate_lines(candidate))
         items = value.get("corrections")
         problems: list[str] = []
         if not isinstance(items, list):
-            raise_problems(["corrections: missing or not a list"])
+            raise AnswerError("corrections: missing or not a list")
         if len(items) > MAX_CORRECTIONS:
             problems.append(f"corrections: {len(items)} given, at most {MAX_CORRECTIONS}")
         out = []

@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class PairJudge:
     name: str
     version: str
     prompt_name: str
-    schema: dict[str, Any]
+    schema: ClassVar[dict[str, Any]]
     #: What the one re-ask reminds the model of (the runner's default names entity ids, which
     #: a pair judge's answer does not have).
     reask_hint: str = "with every field the format requires and only the allowed values"

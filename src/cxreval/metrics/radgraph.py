@@ -233,7 +233,8 @@ class RadGraphModel:
         if missing or result.unexpected_keys:
             raise MetricUnavailable(f"{metric}: {weights} is not a RadGraph checkpoint of this config: "
                                     f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}")
-        self.net, self.bert = net.eval(), bert.eval()
+        self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
+        self.bert = bert.eval()
         self.ner_scorer = net._ner._ner_scorers[ner_ns]
         self.pruner = pruner._scorer
         self.rel_ff = net._relation._relation_feedforwards[rel_ns]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -230,7 +231,7 @@ class RaTEScore(PairMeanMetric):
             enc = self.ner_tokenizer(sentence, max_length=512, truncation=True, return_tensors="pt")
             with torch.no_grad():
                 pred = self.ner(**enc).logits[0].argmax(dim=-1).tolist()
-            tokens = self.ner_tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+            tokens = cast(list[str], self.ner_tokenizer.convert_ids_to_tokens(enc["input_ids"][0]))  # ids in: a list out
             labels = [self.id2label[p] for p in pred]
             out += [(self.ner_tokenizer.convert_tokens_to_string(tokens[s : e + 1]), kind)
                     for s, e, kind in bio_entities(tokens, labels)]

@@ -113,7 +113,7 @@ class LabelF1(Metric):
 
         pairs = _pairs(references, candidates)
         ref, cand = project_pairs(self._runner, pairs, self._runner.engine.ontology, self.labelset,
-                                  certainty=self.certainty)  # type: ignore[arg-type]
+                                  certainty=self.certainty)
         conf = label_confusion(binarize(ref, self.label_uncertain), binarize(cand, self.label_uncertain))  # type: ignore[arg-type]
         return conf.reshape(conf.shape[0], conf.shape[1] * conf.shape[2]).astype(float)
 

@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
@@ -27,7 +27,7 @@ from cxreval.render import number
 from cxreval.report import charts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
+    from cxreval.bench.models import BenchmarkResult, EntityResult, Interval, Leaderboard
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_K = 5  # systems shown on the spider charts by default
@@ -35,7 +35,7 @@ _STRATUM_ORDER = {"all": 0, "normal": 1, "abnormal": 2}
 _ATTRS = [("location_acc", "Location"), ("severity_acc", "Severity"), ("comparison_acc", "Comparison")]
 
 
-def _is_num(v: Any) -> bool:
+def _is_num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
 
 
@@ -46,11 +46,11 @@ def fmt(v: float | None, digits: int = 3) -> str:
 
 def pct(v: float | None) -> str:
     """Format a share in [0, 1] as a percentage; ``n/a`` for undefined."""
-    return "n/a" if not _is_num(v) else f"{100 * v:.1f}%"  # type: ignore[operator]
+    return "n/a" if not _is_num(v) else f"{100 * v:.1f}%"
 
 
 def _sort_value(v: float | None) -> str:
-    return "" if not _is_num(v) else f"{float(v):.6g}"  # type: ignore[arg-type]
+    return "" if not _is_num(v) else f"{float(v):.6g}"
 
 
 def _slug(text: str, seen: set[str]) -> str:
@@ -77,7 +77,7 @@ def _json_for_script(obj: Any) -> Markup:
 def _clean(v: float | None) -> float | None:
     if not _is_num(v):
         return None
-    return round(float(v), 4)  # type: ignore[arg-type]
+    return round(float(v), 4)
 
 
 @dataclass
@@ -382,7 +382,7 @@ class _Builder:
         sys_idx = {s: i for i, s in enumerate(systems)}
         gids, gnames, _ = self._groups(dataset)
         info: dict[str, dict[str, Any]] = {}
-        cell: dict[tuple[str, str], Any] = {}
+        cell: dict[tuple[str, str], EntityResult] = {}
         for e in ents:
             d = info.setdefault(e.entity, {"name": e.name or e.entity, "group": e.group, "support": 0, "critical": False})
             d["support"] = max(d["support"], e.tp + e.fn)
@@ -402,13 +402,13 @@ class _Builder:
                 continue
             rows = []
             for k in members:
-                cells = []
+                cells: list[dict[str, str] | None] = []
                 for s in systems:
-                    e = cell.get((s, k))
-                    if e is None:
+                    got = cell.get((s, k))
+                    if got is None:
                         cells.append(None)
-                    elif _is_num(e.f1):
-                        cells.append({"text": f"{e.f1:.2f}".lstrip("0") or "0", "q": str(min(9, int(e.f1 * 10)))})
+                    elif _is_num(got.f1):
+                        cells.append({"text": f"{got.f1:.2f}".lstrip("0") or "0", "q": str(min(9, int(got.f1 * 10)))})
                     else:
                         cells.append({"text": "\u00b7", "q": "n"})
                 rows.append({"id": k, "i": ent_idx[k], "name": info[k]["name"], "support": info[k]["support"], "critical": info[k]["critical"], "cells": cells})
@@ -454,20 +454,24 @@ class _Builder:
             systems += sorted({c.system for c in mc} - set(systems))
             by = {(c.system, c.site): c for c in mc}
             n_sys = max(len(systems), 2)
-            values, labels, tips = [], [], []
+            values: list[list[float | None]] = []
+            labels: list[list[str]] = []
+            tips: list[list[str]] = []
             for s in systems:
-                vrow, lrow, trow = [], [], []
+                vrow: list[float | None] = []
+                lrow: list[str] = []
+                trow: list[str] = []
                 for site in sites:
-                    c = by.get((s, site))
-                    if c is None or c.rank is None:
+                    at = by.get((s, site))
+                    if at is None or at.rank is None:
                         vrow.append(None)
-                        lrow.append("" if c is None else "\u00b7")
+                        lrow.append("" if at is None else "\u00b7")
                     else:
-                        vrow.append(0.1 + 0.9 * (1 - (c.rank - 1) / (n_sys - 1)))
-                        lrow.append(str(c.rank))
+                        vrow.append(0.1 + 0.9 * (1 - (at.rank - 1) / (n_sys - 1)))
+                        lrow.append(str(at.rank))
                     trow.append(
-                        f"{s} @ {site}: #{c.rank if c and c.rank is not None else 'n/a'}, "
-                        f"{fmt(c.value) if c else 'n/a'}"
+                        f"{s} @ {site}: #{at.rank if at and at.rank is not None else 'n/a'}, "
+                        f"{fmt(at.value) if at else 'n/a'}"
                     )
                 values.append(vrow)
                 labels.append(lrow)

@@ -377,7 +377,8 @@ class ReviewDB:
         return PairInfo(**dict(r)) if r else None
 
     def engine_rows(self, pair_id: str | None = None) -> list[EngineRow]:
-        sql, args = "SELECT * FROM engine_rows", ()
+        sql = "SELECT * FROM engine_rows"
+        args: tuple[str, ...] = ()
         if pair_id is not None:
             sql, args = sql + " WHERE pair_id = ?", (pair_id,)
         return [EngineRow(**dict(r)) for r in self.conn.execute(sql + " ORDER BY pair_id, rowid", args)]
@@ -479,14 +480,16 @@ class ReviewDB:
                 for r in self.conn.execute(sql + " ORDER BY reviewer, pair_id, entity", args)]
 
     def notes(self, reviewer: str | None = None) -> dict[tuple[str, str], str]:
-        sql, args = "SELECT reviewer, pair_id, note FROM notes", ()
+        sql = "SELECT reviewer, pair_id, note FROM notes"
+        args: tuple[str, ...] = ()
         if reviewer is not None:
             sql, args = sql + " WHERE reviewer = ?", (reviewer,)
         return {(r["reviewer"], r["pair_id"]): r["note"] for r in self.conn.execute(sql, args)}
 
     def checked(self, reviewer: str | None = None) -> set[tuple[str, str]]:
         """(reviewer, pair id) of every pair a reviewer has marked checked."""
-        sql, args = "SELECT reviewer, pair_id FROM checked", ()
+        sql = "SELECT reviewer, pair_id FROM checked"
+        args: tuple[str, ...] = ()
         if reviewer is not None:
             sql, args = sql + " WHERE reviewer = ?", (reviewer,)
         return {(r["reviewer"], r["pair_id"]) for r in self.conn.execute(sql, args)}

@@ -134,16 +134,16 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
             for kind, (field, bad) in ERROR_KINDS.items():  # reviewers judge no specificity: "exact"
                 tally[kind] += values.get(field, "exact") in bad
     texts = {p.pair_id: p for p in db.pairs()}
-    header = ["id", "reference", "candidate"]
+    header: list[str | int] = ["id", "reference", "candidate"]
     for i, _ in enumerate(reviewers, start=1):
         header += [f"rater_{i}", *(f"rater_{i}_{kind}" for kind in ERROR_KINDS)]
     rows: list[list[str | int]] = [header]
     for pid in pair_ids:
         row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
         for r in reviewers:
-            tally = counts.get((r, pid)) if (r, pid) in checked else None
-            row += ["" if tally is None else tally["errors"],
-                    *("" if tally is None else tally[kind] for kind in ERROR_KINDS)]
+            kept = counts.get((r, pid)) if (r, pid) in checked else None
+            row += ["" if kept is None else kept["errors"],
+                    *("" if kept is None else kept[kind] for kind in ERROR_KINDS)]
         rows.append(row)
     with folder.writer(RATINGS_FILES[0], newline="") as fh:
         write_csv(fh, rows)

@@ -193,7 +193,7 @@ def draw_sample(
     drawn: list[tuple[str, str]] = []
     strata: list[Stratum] = []
     for key in sorted(members):
-        chosen = rng.choice(len(members[key]), size=alloc[key], replace=False) if alloc[key] else []
+        chosen: np.ndarray | list[int] = rng.choice(len(members[key]), size=alloc[key], replace=False) if alloc[key] else []
         drawn += [(members[key][i], key) for i in sorted(int(i) for i in chosen)]
         strata.append(first[key].model_copy(update={"size": sizes[key], "sampled": alloc[key]}))
     order = rng.permutation(len(drawn))
@@ -221,15 +221,17 @@ def init_review(
 ) -> Sample:
     """Draw a sample from an ``evaluate`` results folder and write it, with the report texts of
     ``pairs``, into a new review database. Checks everything before the database is created."""
-    from cxreval.evaluate import ResultsError, load_result
+    from cxreval.evaluate import PairsMismatch, ResultsError, load_result
     from cxreval.ontology import load_ontology
     from cxreval.review.db import PairInfo, ReviewDB
 
     onto = load_ontology(ontology_path)
     try:  # the pairs must hold every scored pair, with the texts scored (checked against the fingerprints)
         result = load_result(results_dir, onto, pairs=pairs)
-    except ResultsError as exc:
+    except PairsMismatch as exc:
         raise ReviewSetupError(f"{pairs_file or 'the pairs'}: {exc}") from None
+    except ResultsError as exc:  # about the results folder, which the message names
+        raise ReviewSetupError(str(exc)) from None
     if not result.pair_ids:
         raise ReviewSetupError(f"{results_dir}: the results hold no scored pair")
     texts = {p.pair_id: p for p in pairs}

@@ -31,7 +31,7 @@ import secrets
 import socket
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -369,7 +369,7 @@ class _Guard:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
-        async def send_secure(message: dict[str, Any]) -> None:
+        async def send_secure(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []),
                                       *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]

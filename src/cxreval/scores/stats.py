@@ -20,7 +20,7 @@ Conventions, shared with the rest of cxreval:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -327,7 +327,7 @@ def bootstrap_distribution(cache: PairCache, resamples: int, seed: int, chunk: i
     out = []
     values, dtype = _matmul_values(cache.values)
     for start in range(0, resamples, chunk):
-        w = bootstrap_weights(rng, cache.n_pairs, min(chunk, resamples - start)).astype(dtype)
+        w: np.ndarray = bootstrap_weights(rng, cache.n_pairs, min(chunk, resamples - start)).astype(dtype)
         out.append(cache.statistic((w @ values).astype(float)))
     return np.concatenate(out, axis=0) if out else np.empty((0, len(cache.names)))
 
@@ -524,6 +524,7 @@ def randomization_differences(
     sum_b = b.values.sum(axis=0, keepdims=True).astype(float)
     n = a.n_pairs
     out = []
+    chunks: Iterable[np.ndarray]
     if exact:
         if n > 20:
             raise ValueError(f"exact enumeration of 2**{n} swap patterns is too large; use permutations")

@@ -497,10 +497,10 @@ class _Handler(BaseHTTPRequestHandler):
         text = tag("report")
         if style == "sparse":
             return {"entities": oracle.mentions(text, max_evidence)[:max_items]}
-        dense = {e: {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none",
+        states: dict[str, dict[str, Any]] = {e: {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none",
                      "comparison": "none"} for e in oracle.ontology.entity_ids}
-        dense.update(oracle.states(text))
-        return dense
+        states.update(oracle.states(text))
+        return states
 
 
 #: HTTP 200 answers that are not what the API promises (each a ``FAULT:<name>``).

@@ -354,7 +354,7 @@ class AttributeRules:
         for i in self.window(s, k, self.change_back, self.change_forward, change=True):
             kinds = s.cue_at[i]
             if kinds and "comparison" in kinds and not sc.denied_word(self.lex, s.words, s.cue_start[i]):
-                return kinds["comparison"]  # type: ignore[no-any-return]
+                return kinds["comparison"]
         return None
 
     def site(self, s: Sentence, k: int, entity: str) -> SiteRule | None:

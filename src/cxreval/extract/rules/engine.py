@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterable
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -595,7 +596,7 @@ class RuleExtractor:
             if rule.local and rule.requires and local is None:
                 if stops is None:
                     stops = [m.start() for m in _FULL_STOP.finditer(text)]
-                hits = _hits_between_stops(rule, folded, text, lo, stops)
+                hits: Iterable[re.Match[str]] = _hits_between_stops(rule, folded, text, lo, stops)
             else:
                 hits = rule.pattern.finditer(folded, lo, hi)
             for hit in hits:

@@ -235,7 +235,7 @@ class StatusRules:
                 return got  # type: ignore[return-value]
             if got == _STOP:
                 break
-            i = got  # type: ignore[assignment]
+            i = got
         if st.hedge is not None:
             return "uncertain", st.hedge, False, st.hedge_grade, st.hedge_id
         return None
@@ -386,7 +386,7 @@ class StatusRules:
                 return got  # type: ignore[return-value]
             if got == _STOP:
                 break
-            i = got  # type: ignore[assignment]
+            i = got
         return None
 
     def _forward_comma(self, s: Sentence, m: GappedMatch, i: int, st: Sentence) -> int:

@@ -13,7 +13,7 @@ try:
     from re import _constants as _c  # type: ignore[attr-defined]
     from re import _parser  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - an internal module of the standard library: if it moved, search whole sections
-    _c = _parser = None  # type: ignore[assignment]
+    _c = _parser = None
 
 _DOT = ord(".")
 

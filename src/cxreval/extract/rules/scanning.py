@@ -30,11 +30,12 @@ class PhraseTrie(Generic[V]):
 
     def get(self, tokens: Sequence[str]) -> V | None:
         """The value of exactly the phrase ``tokens``, or None."""
-        node = self._root
+        node: dict[str, Any] = self._root
         for tok in tokens:
-            node = node.get(tok)
-            if node is None:
+            child = node.get(tok)
+            if child is None:
                 return None
+            node = child
         return node.get(_END)
 
     def scan(self, tokens: Sequence[str]) -> list[tuple[int, int, V]]:
