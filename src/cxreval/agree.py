@@ -111,8 +111,9 @@ def read_labels(
     """
     table = _table_of(Path(path), format)
     long = set(table.columns) == {id_col, label_col, value_col}
-    names = [label_col, value_col] if long else (list(labels) if labels is not None
-                                                 else [c for c in table.columns if c != id_col])
+    names = (
+        [label_col, value_col] if long else (list(labels) if labels is not None else [c for c in table.columns if c != id_col])
+    )
     present = check_columns(table, [id_col, *names])
     problems = table.problems
     cells: dict[str, dict[str, float]] = {}
@@ -136,8 +137,11 @@ def read_labels(
         cells[ident] = {c: _value(table, rec, c, problems) for c in names if c in present}
     if problems:
         raise InputError(problems)
-    columns = list(labels) if labels is not None else (
-        list(dict.fromkeys(lab for row in cells.values() for lab in row)) if long else names)
+    columns = (
+        list(labels)
+        if labels is not None
+        else (list(dict.fromkeys(lab for row in cells.values() for lab in row)) if long else names)
+    )
     frame = pd.DataFrame.from_dict(cells, orient="index", columns=columns, dtype=float)
     frame.index = pd.Index([str(i) for i in frame.index], name="id")
     return frame
@@ -147,14 +151,16 @@ def _value(table: RecordTable, rec: Any, col: str, problems: list[InputProblem])
     raw = rec.values.get(col)
     value = parse_label_value(raw)
     if value is None:
-        problems.append(table.problem(
-            f"label value {raw!r} is not one of 1 / 0 / -1 / blank or positive / negative / uncertain", rec, col))
+        problems.append(
+            table.problem(f"label value {raw!r} is not one of 1 / 0 / -1 / blank or positive / negative / uncertain", rec, col)
+        )
         return np.nan
     return value
 
 
-def majority_vote(tables: Sequence[pd.DataFrame], *, uncertain: UncertainLabel = "negative",
-                  tie: Tie = "exclude") -> pd.DataFrame:
+def majority_vote(
+    tables: Sequence[pd.DataFrame], *, uncertain: UncertainLabel = "negative", tie: Tie = "exclude"
+) -> pd.DataFrame:
     """Binary reference from one or more annotators' label tables (same ids and labels).
 
     Each table is binarised first; the majority of the defined votes wins; a tie (or no defined
@@ -206,16 +212,28 @@ class AgreementTable(BaseModel):
     signature: Signature
 
 
-def _row(label: str, tp: int, fp: int, fn: int, tn: int, excluded: int, confidence: float,
-         raters_kappa: float | None) -> AgreementRow:
+def _row(
+    label: str, tp: int, fp: int, fn: int, tn: int, excluded: int, confidence: float, raters_kappa: float | None
+) -> AgreementRow:
     n = tp + fp + fn + tn
     lo, hi = clopper_pearson(tp + tn, n, confidence)
     kappa, _, _ = cohens_kappa_table(np.array([[tp, fn], [fp, tn]])) if n else (np.nan, 0, 0)
     return AgreementRow(
-        label=label, n=n, tp=tp, fp=fp, fn=fn, tn=tn, excluded=excluded,
-        accuracy=ratio(tp + tn, n), accuracy_low=_fin(lo), accuracy_high=_fin(hi),
-        precision=ratio(tp, tp + fp), recall=ratio(tp, tp + fn), f1=f1_score(tp, fp, fn),
-        kappa=_fin(kappa), raters_kappa=raters_kappa,
+        label=label,
+        n=n,
+        tp=tp,
+        fp=fp,
+        fn=fn,
+        tn=tn,
+        excluded=excluded,
+        accuracy=ratio(tp + tn, n),
+        accuracy_low=_fin(lo),
+        accuracy_high=_fin(hi),
+        precision=ratio(tp, tp + fp),
+        recall=ratio(tp, tp + fn),
+        f1=f1_score(tp, fp, fn),
+        kappa=_fin(kappa),
+        raters_kappa=raters_kappa,
     )
 
 
@@ -260,28 +278,55 @@ def agreement_table(
     n_items = len(predictions)
     several = len(gold) > 1
     rows = [
-        _row(lab, int(tp[j]), int(fp[j]), int(fn[j]), int(tn[j]), n_items - int(ok[:, j].sum()), confidence,
-             _fleiss_binary(votes[:, :, j]) if several else None)
+        _row(
+            lab,
+            int(tp[j]),
+            int(fp[j]),
+            int(fn[j]),
+            int(tn[j]),
+            n_items - int(ok[:, j].sum()),
+            confidence,
+            _fleiss_binary(votes[:, :, j]) if several else None,
+        )
         for j, lab in enumerate(labels)
     ]
-    micro = _row("Micro", int(tp.sum()), int(fp.sum()), int(fn.sum()), int(tn.sum()),
-                 int(sum(r.excluded or 0 for r in rows)), confidence,
-                 _fleiss_binary(votes.reshape(len(gold), -1)) if several else None)
+    micro = _row(
+        "Micro",
+        int(tp.sum()),
+        int(fp.sum()),
+        int(fn.sum()),
+        int(tn.sum()),
+        int(sum(r.excluded or 0 for r in rows)),
+        confidence,
+        _fleiss_binary(votes.reshape(len(gold), -1)) if several else None,
+    )
     macro = AgreementRow(
-        label="Macro", n=int(sum(r.n for r in rows)),
-        accuracy=mean_defined([r.accuracy for r in rows]), precision=mean_defined([r.precision for r in rows]),
-        recall=mean_defined([r.recall for r in rows]), f1=mean_defined([r.f1 for r in rows]),
+        label="Macro",
+        n=int(sum(r.n for r in rows)),
+        accuracy=mean_defined([r.accuracy for r in rows]),
+        precision=mean_defined([r.precision for r in rows]),
+        recall=mean_defined([r.recall for r in rows]),
+        f1=mean_defined([r.f1 for r in rows]),
         kappa=mean_defined([r.kappa for r in rows]),
         raters_kappa=mean_defined([r.raters_kappa for r in rows]) if several else None,
     )
     base = signature or Signature(metric="label-agreement", ontology="none", engine="external")
-    options = {**base.options, "uncertain": uncertain, "blank": "negative", "raters": str(len(gold)),
-               "reference": "majority" if several else "single", "tie": tie if several else "none",
-               "ci": "clopper-pearson", "confidence": str(confidence), "kappa": "cohen",
-               "raters-kappa": "fleiss" if several else "none"}
+    options = {
+        **base.options,
+        "uncertain": uncertain,
+        "blank": "negative",
+        "raters": str(len(gold)),
+        "reference": "majority" if several else "single",
+        "tie": tie if several else "none",
+        "ci": "clopper-pearson",
+        "confidence": str(confidence),
+        "kappa": "cohen",
+        "raters-kappa": "fleiss" if several else "none",
+    }
     sig = base.model_copy(update={"metric": "label-agreement", "options": options})
-    return AgreementTable(rows=rows, micro=micro, macro=macro, n_items=n_items, n_raters=len(gold),
-                          confidence=confidence, signature=sig)
+    return AgreementTable(
+        rows=rows, micro=micro, macro=macro, n_items=n_items, n_raters=len(gold), confidence=confidence, signature=sig
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -342,8 +387,13 @@ def render_latex(table: AgreementTable) -> str:
     """A booktabs ``tabular`` (Ran Score tables 2 / 4 layout) with the signature as a comment."""
     head, body = _cells(table)
     head = [h.replace("Kappa", r"$\kappa$") for h in head]
-    lines = [f"% {table.signature}", r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule",
-             " & ".join(_tex(h) if "$" not in h else h.replace("%", r"\%") for h in head) + r" \\", r"\midrule"]
+    lines = [
+        f"% {table.signature}",
+        r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}",
+        r"\toprule",
+        " & ".join(_tex(h) if "$" not in h else h.replace("%", r"\%") for h in head) + r" \\",
+        r"\midrule",
+    ]
     for i, cells in enumerate(body):
         if i == len(table.rows):
             lines.append(r"\midrule")

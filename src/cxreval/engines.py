@@ -127,13 +127,27 @@ class Engine(Protocol):
     @property
     def signature(self) -> Signature: ...
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
-                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+    async def judge(
+        self,
+        pairs: Sequence[ReportPair],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> EngineOutput:
         """Judge ``pairs`` for run ``run`` (0-based: repeated runs have their own cache keys)."""
         ...
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
-                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+    async def extract(
+        self,
+        texts: Sequence[str],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> ExtractOutput:
         """Extractions of report texts; an engine that makes none raises :class:`NoExtraction`."""
         ...
 
@@ -158,8 +172,9 @@ def run_offline(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def open_runner(config: LLMConfig, runner: LLMRunner | None = None, *, cache: AnswerCache | None = None,
-                      retry_failed: bool = False) -> AsyncIterator[LLMRunner]:
+async def open_runner(
+    config: LLMConfig, runner: LLMRunner | None = None, *, cache: AnswerCache | None = None, retry_failed: bool = False
+) -> AsyncIterator[LLMRunner]:
     """``runner`` when given (the caller closes it), else a runner on ``cache`` (or the answer
     store of ``config``, closed afterwards) that is closed on exit."""
     if runner is not None:
@@ -179,8 +194,7 @@ async def open_runner(config: LLMConfig, runner: LLMRunner | None = None, *, cac
 
 
 def _failure(pair_id: str, stage: str, out: Outcome, run: int) -> Failure:
-    return Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer", error=out.error, raw=out.raw,
-                   run=run + 1)
+    return Failure(pair_id=pair_id, stage=stage, reason=out.stage or "answer", error=out.error, raw=out.raw, run=run + 1)
 
 
 # -- rules ---------------------------------------------------------------------------------------
@@ -195,8 +209,14 @@ class RulesEngine:
     name = "rules"
     offline = True
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy = "positive", spec_compat: bool = False,
-                 rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> None:
+    def __init__(
+        self,
+        ontology: Ontology,
+        uncertain: UncertainPolicy = "positive",
+        spec_compat: bool = False,
+        rules: RuleSet | str | Path | None = None,
+        hierarchy: bool = True,
+    ) -> None:
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
@@ -210,10 +230,17 @@ class RulesEngine:
 
     @property
     def signature(self) -> Signature:
-        return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.extractor.signature,
-                         options={"uncertain": self.uncertain, "comparison": comparison_option(self.spec_compat),
-                                  "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
-                                  "sizes": sizes_option()})
+        return Signature(
+            metric="spec-cxr",
+            ontology=self.ontology.signature,
+            engine=self.extractor.signature,
+            options={
+                "uncertain": self.uncertain,
+                "comparison": comparison_option(self.spec_compat),
+                "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
+                "sizes": sizes_option(),
+            },
+        )
 
     @property
     def init_args(self) -> tuple[Ontology, UncertainPolicy, bool, RuleSet | None, bool]:
@@ -234,14 +261,20 @@ class RulesEngine:
         extract = self.extractor.extract
         return {text: extract(text) for text in dict.fromkeys(texts)}
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
-                    progress: bool = False, label: str = "judging pairs") -> EngineOutput:
+    async def judge(
+        self,
+        pairs: Sequence[ReportPair],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "judging pairs",
+    ) -> EngineOutput:
         if self.workers > 1 and len(pairs) >= PARALLEL_MIN_PAIRS:
             return self._judge_in_workers(pairs, progress, label)
         return self.judge_here(pairs, progress=progress, label=label)
 
-    def judge_here(self, pairs: Sequence[ReportPair], *, progress: bool = False,
-                   label: str = "judging pairs") -> EngineOutput:
+    def judge_here(self, pairs: Sequence[ReportPair], *, progress: bool = False, label: str = "judging pairs") -> EngineOutput:
         """Judge in this process, whatever :attr:`workers` says (a worker's own chunk)."""
         read: dict[str, Extraction] = {}
         rows = self.judge_rows(progress_iter(pairs, progress, label), read)
@@ -256,18 +289,21 @@ class RulesEngine:
             rows.extend(self.judge_texts(pair.pair_id, pair.reference, pair.candidate, read))
         return rows
 
-    def judge_texts(self, pair_id: str, reference: str, candidate: str,
-                    read: dict[str, Extraction] | None = None) -> list[EntityJudgement]:
+    def judge_texts(
+        self, pair_id: str, reference: str, candidate: str, read: dict[str, Extraction] | None = None
+    ) -> list[EntityJudgement]:
         """One pair's judgement rows from its two texts (each read once for the engine's life);
         every path that judges with the rule engine (evaluate, its workers, bench, Ray) calls it."""
         got = self.read([reference, candidate])
         if read is not None:
             read.update(got)
-        return compare_extractions(pair_id, got[reference], got[candidate], self.ontology, self.uncertain,
-                                   self.spec_compat, self.hierarchy)
+        return compare_extractions(
+            pair_id, got[reference], got[candidate], self.ontology, self.uncertain, self.spec_compat, self.hierarchy
+        )
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
-                      progress: bool = False, label: str = "") -> ExtractOutput:
+    async def extract(
+        self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None, progress: bool = False, label: str = ""
+    ) -> ExtractOutput:
         return ExtractOutput(extractions=self.read(texts))
 
     def _judge_in_workers(self, pairs: Sequence[ReportPair], progress: bool, label: str) -> EngineOutput:
@@ -282,8 +318,7 @@ class RulesEngine:
         rows: list[EntityJudgement] = []
         with executor(self.workers, self.factory) as pool:
             done = pool.map(_judge_rows, parts)  # in order: rows come back in pair order
-            for _, fields in progress_iter(zip(parts, done), progress, label, total=len(items),
-                                           step=lambda got: len(got[0])):
+            for _, fields in progress_iter(zip(parts, done), progress, label, total=len(items), step=lambda got: len(got[0])):
                 rows.extend(EntityJudgement.model_construct(**dict(zip(_ROW_FIELDS, f, strict=True))) for f in fields)
         table = JudgementTable.from_rows(rows, [p.pair_id for p in pairs], str(self.signature))
         return EngineOutput(table=table, extractions={})
@@ -308,8 +343,9 @@ def _judge_rows(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> l
     return [tuple(getattr(r, f) for f in _ROW_FIELDS) for r in rows]
 
 
-def progress_iter(pairs: Iterable[Any], show: bool, label: str, *, total: int | None = None,
-              step: Callable[[Any], int] | None = None) -> Iterable[Any]:
+def progress_iter(
+    pairs: Iterable[Any], show: bool, label: str, *, total: int | None = None, step: Callable[[Any], int] | None = None
+) -> Iterable[Any]:
     """``pairs`` with a progress bar on stderr when ``show`` (``step``: how many pairs an item is;
     ``total``: how many pairs in all, when ``pairs`` is not a sequence of single pairs)."""
     if not show:
@@ -341,8 +377,9 @@ class _LLMEngine:
     calls: LLMExtractor | LLMPairwiseJudge
     answers_spec = False  # the model answers SPEC-CXR's three comparison values only (pairwise)
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False, hierarchy: bool = True) -> None:
+    def __init__(
+        self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig, spec_compat: bool = False, hierarchy: bool = True
+    ) -> None:
         llm.check_endpoint()  # --local-only, before anything is sent
         llm.api_key()  # a missing key fails now, naming the variable (never the value)
         self.ontology = ontology
@@ -358,11 +395,16 @@ class _LLMEngine:
 
     def signature_options(self) -> dict[str, str]:
         cfg = self.llm
-        return {"uncertain": self.uncertain, "schema": cfg.schema_style, "temperature": cfg.temperature_label(),
-                "format": cfg.response_format}
+        return {
+            "uncertain": self.uncertain,
+            "schema": cfg.schema_style,
+            "temperature": cfg.temperature_label(),
+            "format": cfg.response_format,
+        }
 
-    def cross_check(self, judged: Sequence[tuple[ReportPair, list[EntityJudgement]]], run: int
-                    ) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], list[InjectionFlag]]:
+    def cross_check(
+        self, judged: Sequence[tuple[ReportPair, list[EntityJudgement]]], run: int
+    ) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], list[InjectionFlag]]:
         """The judged pairs to score, the ones listed as failures, and the flags: a pair whose text
         reads like instructions to the judge is flagged, and listed when this engine and the rule
         engine disagree on it (:mod:`cxreval.judge.crosscheck`). The pairwise engines' model
@@ -377,20 +419,33 @@ class _LLMEngine:
             if flag is not None:
                 flags.append(flag)
             if flag is not None and flag.listed:
-                failures.append(Failure(pair_id=pair.pair_id, stage=STAGE, reason=REASON, run=run + 1,
-                                        error=flag.error(self.calls.signature)))
+                failures.append(
+                    Failure(pair_id=pair.pair_id, stage=STAGE, reason=REASON, run=run + 1, error=flag.error(self.calls.signature))
+                )
             else:
                 kept.append((pair, rows))
         return kept, failures, flags
 
     @property
     def signature(self) -> Signature:
-        return Signature(metric="spec-cxr", ontology=self.ontology.signature, engine=self.calls.signature,
-                         model=f"{self.llm.provider}:{self.llm.model}", prompt=self.prompt_signature,
-                         options=self.signature_options())
+        return Signature(
+            metric="spec-cxr",
+            ontology=self.ontology.signature,
+            engine=self.calls.signature,
+            model=f"{self.llm.provider}:{self.llm.model}",
+            prompt=self.prompt_signature,
+            options=self.signature_options(),
+        )
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
-                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+    async def extract(
+        self,
+        texts: Sequence[str],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> ExtractOutput:
         raise no_extraction(self.name)
 
 
@@ -399,19 +454,31 @@ class LLMExtractEngine(_LLMEngine):
 
     name = "llm-extract"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False, hierarchy: bool = True) -> None:
+    def __init__(
+        self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig, spec_compat: bool = False, hierarchy: bool = True
+    ) -> None:
         from cxreval.extract.llm import LLMExtractor
 
         super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
         self.calls: LLMExtractor = LLMExtractor(ontology, llm)
 
     def signature_options(self) -> dict[str, str]:
-        return {**super().signature_options(), "comparison": comparison_option(self.spec_compat),
-                "hierarchy": hierarchy_option(self.hierarchy, self.ontology), "sizes": sizes_option()}
+        return {
+            **super().signature_options(),
+            "comparison": comparison_option(self.spec_compat),
+            "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
+            "sizes": sizes_option(),
+        }
 
-    async def extract(self, texts: Sequence[str], run: int = 0, *, runner: LLMRunner | None = None,
-                      progress: bool = False, label: str = "LLM calls") -> ExtractOutput:
+    async def extract(
+        self,
+        texts: Sequence[str],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> ExtractOutput:
         tasks = {t: self.calls.task(t, run) for t in texts}
         async with open_runner(self.llm, runner) as r:
             outcomes, usage = await r.run(list(tasks.values()), progress=progress, label=label)
@@ -425,10 +492,18 @@ class LLMExtractEngine(_LLMEngine):
                 failed[text] = _failure("", "extract", out, run)
         return ExtractOutput(extractions=done, failures=failed, usage=usage)
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
-                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
-        read = await self.extract([t for p in pairs for t in (p.reference, p.candidate)], run, runner=runner,
-                                  progress=progress, label=label)
+    async def judge(
+        self,
+        pairs: Sequence[ReportPair],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> EngineOutput:
+        read = await self.extract(
+            [t for p in pairs for t in (p.reference, p.candidate)], run, runner=runner, progress=progress, label=label
+        )
         done = read.extractions
         judged: list[tuple[ReportPair, list[EntityJudgement]]] = []
         failures: list[Failure] = []
@@ -439,11 +514,24 @@ class LLMExtractEngine(_LLMEngine):
                     failures.append(read.failures[text].model_copy(update={"pair_id": p.pair_id, "stage": stage}))
                     ok = False
             if ok:
-                judged.append((p, compare_extractions(p.pair_id, done[p.reference], done[p.candidate], self.ontology,
-                                                      self.uncertain, self.spec_compat, self.hierarchy)))
+                judged.append(
+                    (
+                        p,
+                        compare_extractions(
+                            p.pair_id,
+                            done[p.reference],
+                            done[p.candidate],
+                            self.ontology,
+                            self.uncertain,
+                            self.spec_compat,
+                            self.hierarchy,
+                        ),
+                    )
+                )
         judged, listed, flags = self.cross_check(judged, run)
-        table = JudgementTable.from_rows([r for _, rows in judged for r in rows], [p.pair_id for p, _ in judged],
-                                         str(self.signature))
+        table = JudgementTable.from_rows(
+            [r for _, rows in judged for r in rows], [p.pair_id for p, _ in judged], str(self.signature)
+        )
         return EngineOutput(table=table, extractions=done, failures=failures + listed, usage=read.usage, flags=flags)
 
 
@@ -453,15 +541,17 @@ class LLMPairwiseEngine(_LLMEngine):
     name = "llm-pairwise"
     answers_spec = True
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False, hierarchy: bool = True) -> None:
+    def __init__(
+        self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig, spec_compat: bool = False, hierarchy: bool = True
+    ) -> None:
         from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
         super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
         self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
 
-    async def first_pass(self, pairs: Sequence[ReportPair], run: int, runner: LLMRunner, progress: bool,
-                         label: str) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], Usage]:
+    async def first_pass(
+        self, pairs: Sequence[ReportPair], run: int, runner: LLMRunner, progress: bool, label: str
+    ) -> tuple[list[tuple[ReportPair, list[EntityJudgement]]], list[Failure], Usage]:
         """Each pair the pairwise call judged with its rows (in pair order), the failures, usage."""
         tasks = {p.pair_id: self.calls.task(p, run) for p in pairs}
         outcomes, usage = await runner.run(list(tasks.values()), progress=progress, label=label)
@@ -476,13 +566,21 @@ class LLMPairwiseEngine(_LLMEngine):
                 failures.append(_failure(p.pair_id, "pairwise", out, run))
         return judged, failures, usage
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
-                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+    async def judge(
+        self,
+        pairs: Sequence[ReportPair],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> EngineOutput:
         async with open_runner(self.llm, runner) as r:
             judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
         judged, listed, flags = self.cross_check(judged, run)
-        table = JudgementTable.from_rows([row for _, rows in judged for row in rows], [p.pair_id for p, _ in judged],
-                                         str(self.signature))
+        table = JudgementTable.from_rows(
+            [row for _, rows in judged for row in rows], [p.pair_id for p, _ in judged], str(self.signature)
+        )
         return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
 
 
@@ -492,8 +590,9 @@ class TwoPassEngine(LLMPairwiseEngine):
 
     name = "llm-pairwise-2pass"
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig,
-                 spec_compat: bool = False, hierarchy: bool = True) -> None:
+    def __init__(
+        self, ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig, spec_compat: bool = False, hierarchy: bool = True
+    ) -> None:
         from cxreval.judge.twopass import TwoPassJudge
 
         super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
@@ -506,8 +605,15 @@ class TwoPassEngine(LLMPairwiseEngine):
     def signature_options(self) -> dict[str, str]:
         return {**super().signature_options(), "passes": "2"}
 
-    async def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, runner: LLMRunner | None = None,
-                    progress: bool = False, label: str = "LLM calls") -> EngineOutput:
+    async def judge(
+        self,
+        pairs: Sequence[ReportPair],
+        run: int = 0,
+        *,
+        runner: LLMRunner | None = None,
+        progress: bool = False,
+        label: str = "LLM calls",
+    ) -> EngineOutput:
         async with open_runner(self.llm, runner) as r:
             judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
             checks = [(p, self.verifier.verify_task(p.reference, p.candidate, rows, run)) for p, rows in judged]
@@ -521,8 +627,9 @@ class TwoPassEngine(LLMPairwiseEngine):
             else:
                 failures.append(_failure(p.pair_id, "verify", out, run))
         verified, listed, flags = self.cross_check(verified, run)
-        table = JudgementTable.from_rows([r for _, rows in verified for r in rows], [p.pair_id for p, _ in verified],
-                                         str(self.signature))
+        table = JudgementTable.from_rows(
+            [r for _, rows in verified for r in rows], [p.pair_id for p, _ in verified], str(self.signature)
+        )
         return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
 
 
@@ -540,10 +647,12 @@ class EngineInfo:
     help: str
 
 
-def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool, bool], Engine]
-         ) -> Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool, bool], Engine]:
-    def build(ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig | None, spec_compat: bool,
-              hierarchy: bool) -> Engine:
+def _llm(
+    cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool, bool], Engine],
+) -> Callable[[Ontology, UncertainPolicy, LLMConfig | None, bool, bool], Engine]:
+    def build(
+        ontology: Ontology, uncertain: UncertainPolicy, llm: LLMConfig | None, spec_compat: bool, hierarchy: bool
+    ) -> Engine:
         assert llm is not None
         return cls(ontology, uncertain, llm, spec_compat, hierarchy)
 
@@ -553,15 +662,30 @@ def _llm(cls: Callable[[Ontology, UncertainPolicy, LLMConfig, bool, bool], Engin
 ENGINES: dict[str, EngineInfo] = {
     info.name: info
     for info in (
-        EngineInfo("rules", lambda onto, unc, llm, spec, hier: RulesEngine(onto, unc, spec, None, hier),
-                   needs_llm=False, extracts=True,
-                   help="offline rule engine"),
-        EngineInfo("llm-extract", _llm(LLMExtractEngine), needs_llm=True, extracts=True,
-                   help="one LLM call per report text, then the deterministic comparison"),
-        EngineInfo("llm-pairwise", _llm(LLMPairwiseEngine), needs_llm=True, extracts=False,
-                   help="SPEC-CXR: one LLM call per pair"),
-        EngineInfo("llm-pairwise-2pass", _llm(TwoPassEngine), needs_llm=True, extracts=False,
-                   help="llm-pairwise, then one verification call per pair"),
+        EngineInfo(
+            "rules",
+            lambda onto, unc, llm, spec, hier: RulesEngine(onto, unc, spec, None, hier),
+            needs_llm=False,
+            extracts=True,
+            help="offline rule engine",
+        ),
+        EngineInfo(
+            "llm-extract",
+            _llm(LLMExtractEngine),
+            needs_llm=True,
+            extracts=True,
+            help="one LLM call per report text, then the deterministic comparison",
+        ),
+        EngineInfo(
+            "llm-pairwise", _llm(LLMPairwiseEngine), needs_llm=True, extracts=False, help="SPEC-CXR: one LLM call per pair"
+        ),
+        EngineInfo(
+            "llm-pairwise-2pass",
+            _llm(TwoPassEngine),
+            needs_llm=True,
+            extracts=False,
+            help="llm-pairwise, then one verification call per pair",
+        ),
     )
 }
 
@@ -579,8 +703,9 @@ def engine_info(name: str) -> EngineInfo:
     return info
 
 
-def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = None,
-                         rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> None:
+def check_engine_options(
+    name: str, uncertain: str, *, llm: LLMConfig | None = None, rules: RuleSet | str | Path | None = None, hierarchy: bool = True
+) -> None:
     """Refuse engine options that cannot work together, before anything is built: an unknown
     engine or uncertain policy, an LLM engine without ``llm`` or with a graded policy, a rule
     file for an engine other than ``rules``."""
@@ -592,18 +717,29 @@ def check_engine_options(name: str, uncertain: str, *, llm: LLMConfig | None = N
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
     if not hierarchy and not info.extracts:
-        raise ValueError(f"engine {name!r} judges pairs flat already (SPEC-CXR's prompt asks entity by entity); "
-                         "the hierarchy option applies to the engines that compare extractions")
+        raise ValueError(
+            f"engine {name!r} judges pairs flat already (SPEC-CXR's prompt asks entity by entity); "
+            "the hierarchy option applies to the engines that compare extractions"
+        )
     if info.needs_llm and uncertain not in UNGRADED_POLICIES:
         # the LLM engines grade no hedge (their prompts say positive or absent): a graded policy
         # would silently read every hedge as "possible"
-        raise ValueError(f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
-                         f"grades; engine {name!r} takes positive or negative")
+        raise ValueError(
+            f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
+            f"grades; engine {name!r} takes positive or negative"
+        )
 
 
-def get_engine(name: str, ontology: Ontology, uncertain: UncertainPolicy = "positive", *,
-               llm: LLMConfig | None = None, spec_compat: bool = False,
-               rules: RuleSet | str | Path | None = None, hierarchy: bool = True) -> Engine:
+def get_engine(
+    name: str,
+    ontology: Ontology,
+    uncertain: UncertainPolicy = "positive",
+    *,
+    llm: LLMConfig | None = None,
+    spec_compat: bool = False,
+    rules: RuleSet | str | Path | None = None,
+    hierarchy: bool = True,
+) -> Engine:
     """The engine ``name`` for ``ontology``, the uncertain policy and ``spec_compat`` (SPEC-CXR's
     three comparison values only); LLM engines need ``llm`` and check its endpoint
     (``--local-only``) and API key now, before anything is sent. ``rules``: a user's rule file
@@ -638,8 +774,10 @@ def comparison_option(spec_compat: bool) -> str:
 def no_extraction(name: str) -> NoExtraction:
     """The error for asking engine ``name`` for an extraction it does not make."""
     extracting = " or ".join(repr(n) for n, i in ENGINES.items() if i.extracts)
-    return NoExtraction(f"engine {name!r} judges pairs and makes no extraction of a report; label metrics "
-                        f"(Ran Score, CheXpert-14) need the {extracting} engine")
+    return NoExtraction(
+        f"engine {name!r} judges pairs and makes no extraction of a report; label metrics "
+        f"(Ran Score, CheXpert-14) need the {extracting} engine"
+    )
 
 
 class ExtractionFailed(RuntimeError):
@@ -655,8 +793,15 @@ class EngineRunner:
     else the config's) for each call, so a rerun repeats no finished LLM call.
     """
 
-    def __init__(self, engine: Engine, *, llm: LLMConfig | None = None, cache: AnswerCache | None = None,
-                 retry_failed: bool = False, options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        llm: LLMConfig | None = None,
+        cache: AnswerCache | None = None,
+        retry_failed: bool = False,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.engine = engine
         self.llm = llm
         self.cache = cache
@@ -664,10 +809,20 @@ class EngineRunner:
         self._options = dict(options or {})
 
     @classmethod
-    def build(cls, ontology: Ontology, *, uncertain: UncertainPolicy = "positive", engine: EngineName = "rules",
-              llm: LLMConfig | None = None, spec_compat: bool = False, retry_failed: bool = False,
-              cache: AnswerCache | None = None, rules: RuleSet | str | Path | None = None,
-              workers: int | None = None, hierarchy: bool = True) -> EngineRunner:
+    def build(
+        cls,
+        ontology: Ontology,
+        *,
+        uncertain: UncertainPolicy = "positive",
+        engine: EngineName = "rules",
+        llm: LLMConfig | None = None,
+        spec_compat: bool = False,
+        retry_failed: bool = False,
+        cache: AnswerCache | None = None,
+        rules: RuleSet | str | Path | None = None,
+        workers: int | None = None,
+        hierarchy: bool = True,
+    ) -> EngineRunner:
         """The engine ``engine`` for these options (:func:`get_engine`), ready to run; ``workers``
         processes judge a large batch with the rule engine (LLM engines use ``concurrency``)."""
         info = engine_info(engine)  # an unknown name fails first, listing the known ones
@@ -675,16 +830,24 @@ class EngineRunner:
             from cxreval.llm.config import require_backend
 
             require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
-        built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules,
-                           hierarchy=hierarchy)
+        built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules, hierarchy=hierarchy)
         if workers is not None:
             if workers < 1:
                 raise ValueError("workers must be at least 1")
             if hasattr(built, "workers"):  # the rule engine; LLM engines use concurrency
                 built.workers = workers
-        options = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
-                   "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
-                   "rules": getattr(built, "rules", None), "workers": workers, "hierarchy": hierarchy}
+        options = {
+            "ontology": ontology,
+            "uncertain": uncertain,
+            "engine": engine,
+            "llm": llm,
+            "spec_compat": spec_compat,
+            "retry_failed": retry_failed,
+            "cache": cache,
+            "rules": getattr(built, "rules", None),
+            "workers": workers,
+            "hierarchy": hierarchy,
+        }
         return cls(built, llm=llm, cache=cache, retry_failed=retry_failed, options=options)
 
     def options(self) -> dict[str, Any]:
@@ -700,8 +863,9 @@ class EngineRunner:
         assert self.llm is not None
         return open_runner(self.llm, cache=self.cache, retry_failed=self.retry_failed)
 
-    def judge(self, pairs: Sequence[ReportPair], run: int = 0, *, progress: bool = False,
-              label: str = "LLM calls") -> EngineOutput:
+    def judge(
+        self, pairs: Sequence[ReportPair], run: int = 0, *, progress: bool = False, label: str = "LLM calls"
+    ) -> EngineOutput:
         """The engine's output on ``pairs`` for run ``run`` (an LLM engine's failures included)."""
         if self.offline:
             return run_offline(self.engine.judge(pairs, run, progress=progress))
@@ -715,8 +879,12 @@ class EngineRunner:
 
     def judge_texts(self, references: Sequence[str], candidates: Sequence[str]) -> EngineOutput:
         """:meth:`judge` on pairs of texts, their ids ``"0"``, ``"1"``... in input order."""
-        return self.judge([ReportPair(pair_id=str(i), reference=r, candidate=c)
-                           for i, (r, c) in enumerate(zip(references, candidates, strict=True))])
+        return self.judge(
+            [
+                ReportPair(pair_id=str(i), reference=r, candidate=c)
+                for i, (r, c) in enumerate(zip(references, candidates, strict=True))
+            ]
+        )
 
     def extract(self, text: str) -> Extraction:
         """The extraction of one report text (:meth:`extract_all`)."""
@@ -744,7 +912,9 @@ class EngineRunner:
         failed = [t for t in distinct if t not in read.extractions]
         if failed:
             first = read.failures[failed[0]]
-            raise ExtractionFailed(f"{len(failed)} of {len(distinct)} reports have no usable LLM extraction "
-                                   f"(first: {first.reason}: {first.error}); rerun with --retry-failed "
-                                   "or use the rules engine")
+            raise ExtractionFailed(
+                f"{len(failed)} of {len(distinct)} reports have no usable LLM extraction "
+                f"(first: {first.reason}: {first.error}); rerun with --retry-failed "
+                "or use the rules engine"
+            )
         return read.extractions

@@ -124,8 +124,15 @@ class EvaluationScores:
 
         metrics = headline_metrics(self.ontology)
         values = headline_values(metrics, self.block_sums)
-        return [{"name": m.headline, "value": values[m.headline], "higher_is_better": m.higher_is_better,
-                 "signature": str(self.signature.with_metric(m.signature_id))} for m in metrics]
+        return [
+            {
+                "name": m.headline,
+                "value": values[m.headline],
+                "higher_is_better": m.higher_is_better,
+                "signature": str(self.signature.with_metric(m.signature_id)),
+            }
+            for m in metrics
+        ]
 
     @property
     def critical_error_free(self) -> float | None:
@@ -214,8 +221,7 @@ class EvaluationResult(EvaluationScores):
             paths = self.write_to(run.folder(out_dir), rows=rows, parquet=parquet)
         return paths
 
-    def write_to(self, folder: OutputManifest, *, rows: RowStyle = "compact",
-                 parquet: bool | None = None) -> dict[str, Path]:
+    def write_to(self, folder: OutputManifest, *, rows: RowStyle = "compact", parquet: bool | None = None) -> dict[str, Path]:
         """Write this result's files into ``folder`` under their partial names (see :meth:`save`);
         they are put in place when the run that owns ``folder`` commits. Returns their final paths."""
         fmt = RowsFormat.choose(rows, parquet)
@@ -289,9 +295,18 @@ class Evaluator:
         self.engine: EngineName = engine
         self.llm = llm
         self.retry_failed = retry_failed
-        self.engine_runner = EngineRunner.build(self.ontology, uncertain=uncertain, engine=engine, llm=llm,
-                                                spec_compat=spec_compat, retry_failed=retry_failed, cache=cache,
-                                                rules=rules, workers=workers, hierarchy=hierarchy)
+        self.engine_runner = EngineRunner.build(
+            self.ontology,
+            uncertain=uncertain,
+            engine=engine,
+            llm=llm,
+            spec_compat=spec_compat,
+            retry_failed=retry_failed,
+            cache=cache,
+            rules=rules,
+            workers=workers,
+            hierarchy=hierarchy,
+        )
         """The engine with its LLM settings and answer store: the one path to judgements and
         extractions, which the table metrics share (:meth:`TableMetric.from_runner`)."""
         self.judge_engine: Engine = self.engine_runner.engine
@@ -356,9 +371,7 @@ class Evaluator:
             raise ValueError("runs must be at least 1")
         if self.judge_engine.offline:
             first = self.evaluate(pairs, progress=progress)
-            return [first] + [
-                EvaluationResult(**{**first.__dict__, "run": i + 1}) for i in range(1, runs)
-            ]
+            return [first] + [EvaluationResult(**{**first.__dict__, "run": i + 1}) for i in range(1, runs)]
         if progress is None:
             progress = sys.stderr.isatty()
         return asyncio.run(self.aevaluate_runs(pairs, runs=runs, progress=progress))
@@ -422,9 +435,13 @@ def with_format_used(signature: Signature, usage: Usage | None) -> Signature:
     used = usage.response_format if usage is not None else None
     if signature.options.get("format") != "auto" or used not in ("json_object", "none"):
         return signature  # json_schema as asked, or Anthropic's forced tool (its only format)
-    warnings.warn(FormatFallbackWarning(
-        f"the server refused the json_schema response format: answers were asked as {used}, which it checks "
-        f"less strictly (the signature says format:auto>{used}; --response-format fixes one)"), stacklevel=3)
+    warnings.warn(
+        FormatFallbackWarning(
+            f"the server refused the json_schema response format: answers were asked as {used}, which it checks "
+            f"less strictly (the signature says format:auto>{used}; --response-format fixes one)"
+        ),
+        stacklevel=3,
+    )
     return signature.model_copy(update={"options": {**signature.options, "format": f"auto>{used}"}})
 
 
@@ -441,14 +458,19 @@ def pair_lookalikes(pairs: Iterable[ReportPair]) -> dict[str, int]:
 def warn_lookalikes(n_pairs: int) -> None:
     """Warn once per run when ``n_pairs`` pairs hold look-alike letters."""
     if n_pairs:
-        warnings.warn(LookalikeWarning(
-            f"{n_pairs} pair{'s write' if n_pairs > 1 else ' writes'} letters that only look like Latin ones (a Cyrillic "
-            "'о' in 'pneumоthorax', accents on Latin letters); they are read as the letters they imitate and "
-            "counted in errors.csv's lookalikes column"), stacklevel=3)
+        warnings.warn(
+            LookalikeWarning(
+                f"{n_pairs} pair{'s write' if n_pairs > 1 else ' writes'} letters that only look like Latin ones (a Cyrillic "
+                "'о' in 'pneumоthorax', accents on Latin letters); they are read as the letters they imitate and "
+                "counted in errors.csv's lookalikes column"
+            ),
+            stacklevel=3,
+        )
 
 
-def errors_table(errors: pd.DataFrame, meta: Mapping[str, Mapping[str, str]],
-                 lookalikes: Mapping[str, int] | None = None) -> pd.DataFrame:
+def errors_table(
+    errors: pd.DataFrame, meta: Mapping[str, Mapping[str, str]], lookalikes: Mapping[str, int] | None = None
+) -> pd.DataFrame:
     """``errors.csv``'s table: error counts per pair, the look-alike letters of the pair
     (``lookalikes``, 0 for most), then the kept input columns (``--meta-col``; one clashing with a
     column before it is written as ``meta_NAME``)."""
@@ -494,8 +516,9 @@ class PairsMismatch(ResultsError):
     """The pairs given with a results folder are not those it was scored on."""
 
 
-def load_result(folder: str | Path, ontology: Ontology | str | Path | None = None,
-                pairs: Iterable[ReportPair] | None = None) -> EvaluationResult:
+def load_result(
+    folder: str | Path, ontology: Ontology | str | Path | None = None, pairs: Iterable[ReportPair] | None = None
+) -> EvaluationResult:
     """Read back what :meth:`EvaluationResult.save` wrote, re-scored from its judgement table.
 
     The scores are recomputed from the judgement rows (``judgements.jsonl.gz``, or the
@@ -508,8 +531,7 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
     """
     folder = Path(folder)
     rows_path = judgements_file(folder)
-    paths = {"scores.json": folder / "scores.json", "errors.csv": folder / "errors.csv",
-             JUDGEMENTS: rows_path}
+    paths = {"scores.json": folder / "scores.json", "errors.csv": folder / "errors.csv", JUDGEMENTS: rows_path}
     missing = [n for n, p in paths.items() if p is None or not p.is_file()]
     if missing:
         raise ResultsError(f"{folder}: not a finished cxreval evaluate folder (missing {', '.join(missing)})")
@@ -521,8 +543,10 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
         raise ResultsError(f"{paths['scores.json']}: cannot read the signature ({exc})") from None
     onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
     if onto.signature != signature.ontology:
-        raise ResultsError(f"{folder} was scored with ontology {signature.ontology}, not {onto.signature}; "
-                           "give the ontology it used (--ontology FILE)")
+        raise ResultsError(
+            f"{folder} was scored with ontology {signature.ontology}, not {onto.signature}; "
+            "give the ontology it used (--ontology FILE)"
+        )
     pair_ids = pd.read_csv(paths["errors.csv"], usecols=["pair_id"], dtype=str, keep_default_na=False)["pair_id"]
     ids = [csv_value(p) for p in pair_ids]  # ids as given
     texts = None if pairs is None else _scored_texts(folder, scores, ids, pairs)
@@ -538,26 +562,34 @@ def load_result(folder: str | Path, ontology: Ontology | str | Path | None = Non
     return result
 
 
-def _scored_texts(folder: Path, scores: Mapping[str, Any], pair_ids: Sequence[str],
-                  pairs: Iterable[ReportPair]) -> dict[str, tuple[str, str]]:
+def _scored_texts(
+    folder: Path, scores: Mapping[str, Any], pair_ids: Sequence[str], pairs: Iterable[ReportPair]
+) -> dict[str, tuple[str, str]]:
     """The texts of the scored pairs from ``pairs``, which must hold every one and be the input
     the folder's fingerprints were made of (the whole input, or only the scored pairs)."""
     given = {p.pair_id: p for p in pairs}
     lost = [p for p in pair_ids if p not in given]
     if lost:
-        raise PairsMismatch(f"{len(lost)} pairs of {folder} are not in the pairs given (e.g. "
-                           f"{', '.join(lost[:5])}); give the file that was evaluated")
+        raise PairsMismatch(
+            f"{len(lost)} pairs of {folder} are not in the pairs given (e.g. "
+            f"{', '.join(lost[:5])}); give the file that was evaluated"
+        )
     scored = [given[p] for p in pair_ids]
-    for key, fingerprint in (("references_sha256", references_fingerprint),
-                             ("candidates_sha256", candidates_fingerprint)):
+    for key, fingerprint in (("references_sha256", references_fingerprint), ("candidates_sha256", candidates_fingerprint)):
         kept = scores.get(key)
         if kept and not fingerprints_comparable(kept, fingerprint(scored)):
-            warnings.warn(f"{folder} was written by an older release, whose {key} cannot be compared: the pairs "
-                          "given are taken as those it was scored on, unchecked", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"{folder} was written by an older release, whose {key} cannot be compared: the pairs "
+                "given are taken as those it was scored on, unchecked",
+                UserWarning,
+                stacklevel=3,
+            )
         elif kept and kept not in (fingerprint(scored), fingerprint(given.values())):
             side = key.split("_")[0]
-            raise PairsMismatch(f"the pairs given are not those {folder} was scored on (their {side} differ from "
-                               f"its {key}); give the file that was evaluated")
+            raise PairsMismatch(
+                f"the pairs given are not those {folder} was scored on (their {side} differ from "
+                f"its {key}); give the file that was evaluated"
+            )
     return {p.pair_id: (p.reference, p.candidate) for p in scored}
 
 
@@ -580,8 +612,16 @@ def evaluate(
     hierarchy: bool = True,
 ) -> EvaluationResult:
     """Functional form of :class:`Evaluator`: ``cxreval.evaluate(pairs)``."""
-    return Evaluator(ontology, uncertain=uncertain, engine=engine, llm=llm, spec_compat=spec_compat, workers=workers,
-                     rules=rules, hierarchy=hierarchy).evaluate(pairs, progress=progress)
+    return Evaluator(
+        ontology,
+        uncertain=uncertain,
+        engine=engine,
+        llm=llm,
+        spec_compat=spec_compat,
+        workers=workers,
+        rules=rules,
+        hierarchy=hierarchy,
+    ).evaluate(pairs, progress=progress)
 
 
 def systems_frame(results: Mapping[str, Sequence[EvaluationScores]]) -> pd.DataFrame:
@@ -594,8 +634,12 @@ def systems_frame(results: Mapping[str, Sequence[EvaluationScores]]) -> pd.DataF
             values = {m["name"]: m["value"] for m in runs[0].metrics()}
         else:
             values = {m["name"]: m["mean"] for m in summarize_runs(runs)["metrics"]}
-        rows[system] = {"n_pairs": min(r.n_pairs for r in runs), "n_failed": max(r.n_failed for r in runs),
-                        **({"runs": len(runs)} if len(runs) > 1 else {}), **values}
+        rows[system] = {
+            "n_pairs": min(r.n_pairs for r in runs),
+            "n_failed": max(r.n_failed for r in runs),
+            **({"runs": len(runs)} if len(runs) > 1 else {}),
+            **values,
+        }
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index.name = "system"
     return frame
@@ -614,9 +658,7 @@ def summarize_runs(results: Sequence[EvaluationScores]) -> dict[str, Any]:
     """Mean and sample sd of each headline metric over runs (``None`` values are left out)."""
     if not results:
         raise ValueError("no runs to summarise")
-    sig = results[0].signature.model_copy(
-        update={"options": {**results[0].signature.options, "runs": str(len(results))}}
-    )
+    sig = results[0].signature.model_copy(update={"options": {**results[0].signature.options, "runs": str(len(results))}})
     metrics = []
     for i, m in enumerate(results[0].metrics()):
         values = [r.metrics()[i]["value"] for r in results]
@@ -627,11 +669,17 @@ def summarize_runs(results: Sequence[EvaluationScores]) -> dict[str, Any]:
             if mean is not None and len(defined) > 1
             else None
         )
-        metrics.append({
-            "name": m["name"], "mean": mean, "sd": sd, "n_runs": len(defined), "values": values,
-            "higher_is_better": m["higher_is_better"],
-            "signature": str(sig.with_metric(m["signature"].split("|")[0].removeprefix("metric:"))),
-        })
+        metrics.append(
+            {
+                "name": m["name"],
+                "mean": mean,
+                "sd": sd,
+                "n_runs": len(defined),
+                "values": values,
+                "higher_is_better": m["higher_is_better"],
+                "signature": str(sig.with_metric(m["signature"].split("|")[0].removeprefix("metric:"))),
+            }
+        )
     return {
         "cxreval_version": __version__,
         "signature": str(sig),

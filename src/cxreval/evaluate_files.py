@@ -80,8 +80,9 @@ class FilesInput(BaseModel):
 
         clash = sorted(set(self.meta_cols) & {"pair_id", "errors", "lookalikes", *ERROR_KINDS})
         if clash:
-            raise ValueError(f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; "
-                             "rename the column in your file")
+            raise ValueError(
+                f"--meta-col {', '.join(clash)}: errors.csv already has a column of that name; rename the column in your file"
+            )
         return self
 
     @property
@@ -101,14 +102,29 @@ class FilesInput(BaseModel):
         assert self.refs is not None and self.cands is not None
         ref_fmt, cand_fmt = formats_of(self.format, self.refs, self.cands)
         return read_pair_files(
-            self.refs, self.cands, id_col=self.id_col, ref_id_col=self.ref_id_col, cand_id_col=self.cand_id_col,
-            reference_col=self.reference_col, candidate_col=self.candidate_col, reference_format=ref_fmt,
-            candidate_format=cand_fmt, section=self.section, meta_cols=self.meta_cols, system_col=self.system_col)
+            self.refs,
+            self.cands,
+            id_col=self.id_col,
+            ref_id_col=self.ref_id_col,
+            cand_id_col=self.cand_id_col,
+            reference_col=self.reference_col,
+            candidate_col=self.candidate_col,
+            reference_format=ref_fmt,
+            candidate_format=cand_fmt,
+            section=self.section,
+            meta_cols=self.meta_cols,
+            system_col=self.system_col,
+        )
 
     def _columns(self) -> dict[str, Any]:
-        return dict(id_col=self.id_col or "id", reference_col=self.reference_col or "reference",
-                    candidate_col=self.candidate_col or "candidate", meta_cols=self.meta_cols,
-                    system_col=self.system_col, format=self.format)
+        return dict(
+            id_col=self.id_col or "id",
+            reference_col=self.reference_col or "reference",
+            candidate_col=self.candidate_col or "candidate",
+            meta_cols=self.meta_cols,
+            system_col=self.system_col,
+            format=self.format,
+        )
 
 
 @dataclass
@@ -154,11 +170,20 @@ def evaluate_files(
     check_out_dir(out)
     rows = rows or RowsFormat.choose()
     streams = evaluator.engine == "rules" and runs == 1
-    planned = streams and not on_ray and source.source is not None and PairStream.streams(source.source,
-                                                                                        source.format)
+    planned = streams and not on_ray and source.source is not None and PairStream.streams(source.source, source.format)
     if planned:
-        return _write(_FileJob(source.stream(), planned=True), out, evaluator, source, runs, rows, progress,
-                      on_ray, ray_address, outputs or OutputRun())
+        return _write(
+            _FileJob(source.stream(), planned=True),
+            out,
+            evaluator,
+            source,
+            runs,
+            rows,
+            progress,
+            on_ray,
+            ray_address,
+            outputs or OutputRun(),
+        )
     if streams and source.source is not None and PairStream.streams(source.source, source.format):
         stream = source.stream()
         stream.check()  # on Ray, this process reads the file: checked whole first
@@ -178,11 +203,9 @@ def _check_executor(evaluator: Evaluator, executor: str, ray_address: str | None
         raise ValueError("--ray-address applies to --executor ray")
     on_ray = executor == "ray" or ray_address is not None
     if on_ray and evaluator.engine != "rules":
-        raise ValueError(f"--executor ray applies to the rule engine; --engine {evaluator.engine} judges in this "
-                         "process")
+        raise ValueError(f"--executor ray applies to the rule engine; --engine {evaluator.engine} judges in this process")
     if on_ray and runs != 1:
-        raise ValueError("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements "
-                         "every run")
+        raise ValueError("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements every run")
     if on_ray:
         from cxreval.ray_executor import import_ray
 
@@ -206,8 +229,18 @@ class _FileJob:
         return {s: len(g) for s, g in by_system(self.pairs).items()}
 
 
-def _write(job: _FileJob, out: Path, evaluator: Evaluator, source: FilesInput, runs: int, rows: RowsFormat,
-           progress: bool | None, on_ray: bool, ray_address: str | None, run: OutputRun) -> FilesOutcome:
+def _write(
+    job: _FileJob,
+    out: Path,
+    evaluator: Evaluator,
+    source: FilesInput,
+    runs: int,
+    rows: RowsFormat,
+    progress: bool | None,
+    on_ray: bool,
+    ray_address: str | None,
+    run: OutputRun,
+) -> FilesOutcome:
     """Judge ``job`` and write its folders in ``run`` (committed when every file is written)."""
     from cxreval.outputs import SYSTEMS_DIR, SystemFolders
 
@@ -225,10 +258,19 @@ def _write(job: _FileJob, out: Path, evaluator: Evaluator, source: FilesInput, r
             from cxreval.streaming import evaluate_systems_to
 
             scores = evaluate_systems_to(
-                evaluator, folders, job.stream if job.stream is not None else job.pairs, total=sum(counts.values()),
-                progress=progress, by_system=system_col is not None, executor="ray" if on_ray else "local",
-                ray_address=ray_address, expected=counts, check_unique=False,  # the readers checked ids
-                outputs=run, rows=rows)
+                evaluator,
+                folders,
+                job.stream if job.stream is not None else job.pairs,
+                total=sum(counts.values()),
+                progress=progress,
+                by_system=system_col is not None,
+                executor="ray" if on_ray else "local",
+                ray_address=ray_address,
+                expected=counts,
+                check_unique=False,  # the readers checked ids
+                outputs=run,
+                rows=rows,
+            )
             outcome.systems += [(system, [scores[system]]) for system in counts]
         else:
             for system, group in by_system(job.pairs).items():
@@ -240,8 +282,16 @@ def _write(job: _FileJob, out: Path, evaluator: Evaluator, source: FilesInput, r
     return outcome
 
 
-def _judge_file(job: _FileJob, folders: Mapping[str | None, Path], evaluator: Evaluator, by_system: bool,
-                progress: bool | None, run: OutputRun, rows: RowsFormat, outcome: FilesOutcome) -> None:
+def _judge_file(
+    job: _FileJob,
+    folders: Mapping[str | None, Path],
+    evaluator: Evaluator,
+    by_system: bool,
+    progress: bool | None,
+    run: OutputRun,
+    rows: RowsFormat,
+    outcome: FilesOutcome,
+) -> None:
     """The rule engine's workers over the byte ranges of one file; a bad input leaves no results folder."""
     from cxreval.engines import RulesEngine
     from cxreval.outputs import OutputError
@@ -250,8 +300,15 @@ def _judge_file(job: _FileJob, folders: Mapping[str | None, Path], evaluator: Ev
     engine = evaluator.judge_engine
     assert isinstance(engine, RulesEngine) and job.stream is not None
     try:
-        scores = evaluate_file(engine, job.stream, folders if by_system else folders[None], workers=engine.workers,
-                               progress=progress, outputs=run, rows=rows)
+        scores = evaluate_file(
+            engine,
+            job.stream,
+            folders if by_system else folders[None],
+            workers=engine.workers,
+            progress=progress,
+            outputs=run,
+            rows=rows,
+        )
     except (InputError, OutputError):
         run.discard()  # a bad input leaves no results folder behind, as a check first would
         raise
@@ -292,8 +349,7 @@ def _stage_runs(results: list[EvaluationResult], run: OutputRun, folder: Path, r
     top.write_text("runs.json", json.dumps(summarize_runs(results), indent=2) + "\n", last=True)
 
 
-def _stage_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path,
-                   run: OutputRun) -> None:
+def _stage_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path, run: OutputRun) -> None:
     """``systems.csv``, put in place last when the run commits (``out/systems``, in the run from its
     start, records the systems' folders then)."""
     from cxreval.evaluate import systems_frame

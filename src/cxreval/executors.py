@@ -111,8 +111,9 @@ class LocalProcesses(_Closing):
     again and again (the reward, batch after batch) starts its workers once.
     """
 
-    def __init__(self, workers: int, make_state: Callable[[], Any], *, start_method: str | None = None,
-                 window: int | None = None) -> None:
+    def __init__(
+        self, workers: int, make_state: Callable[[], Any], *, start_method: str | None = None, window: int | None = None
+    ) -> None:
         self.workers = workers
         self.window = window or 2 * workers
         self._make = make_state
@@ -142,8 +143,15 @@ class LocalProcesses(_Closing):
             self._pool = None
 
 
-def executor(workers: int, make_state: Callable[[], Any], *, kind: str = "local", address: str | None = None,
-             state: Any = None, start_method: str | None = None) -> Executor:
+def executor(
+    workers: int,
+    make_state: Callable[[], Any],
+    *,
+    kind: str = "local",
+    address: str | None = None,
+    state: Any = None,
+    start_method: str | None = None,
+) -> Executor:
     """The executor for ``workers`` workers of ``kind`` (:data:`~cxreval.literals.EXECUTORS`).
 
     ``local`` with one worker runs in this process, on ``state`` when given (the caller's own

@@ -227,7 +227,6 @@ def warn_copied_counts(same: int, n: int, source: str) -> float:
     return share
 
 
-
 def references_fingerprint(pairs: Iterable[ReportPair]) -> str:
     """The fingerprint of the (pair id, reference text) pairs a result was scored against.
 
@@ -327,7 +326,9 @@ def _resolve_format(path: Path, file: str, format: str | None) -> str:
             raise _file_error(file, f"unknown format {format!r}; accepted formats: {accepted}")
         return fmt
     if file == STDIN:
-        raise _file_error(file, f"standard input has no suffix: name its format with --format (format= in Python); accepted formats: {accepted}")
+        raise _file_error(
+            file, f"standard input has no suffix: name its format with --format (format= in Python); accepted formats: {accepted}"
+        )
     fmt_from_suffix = _SUFFIX_TO_FORMAT.get(path.suffix.lower())
     if fmt_from_suffix is None:
         raise _file_error(
@@ -364,8 +365,7 @@ def _decode(data: bytes, file: str) -> str:
             hint = " (the file looks like UTF-16; save it as UTF-8)"
         raise _file_error(
             file,
-            f"not valid UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} "
-            f"(0-based, from the start of the file){hint}",
+            f"not valid UTF-8: byte 0x{data[offset]:02x} at byte offset {offset} (0-based, from the start of the file){hint}",
             row=line,
         ) from None
 
@@ -446,9 +446,7 @@ def _delimited_records(lines: Iterable[str], table: RecordTable, delimiter: str)
         except StopIteration:
             break
         except csv.Error as exc:
-            table.problems.append(
-                InputProblem(file=file, row=start, unit="line", message=f"cannot parse record: {exc}")
-            )
+            table.problems.append(InputProblem(file=file, row=start, unit="line", message=f"cannot parse record: {exc}"))
             start = reader.line_num + 1
             continue
         rec_start, start = start, reader.line_num + 1
@@ -462,9 +460,7 @@ def _delimited_records(lines: Iterable[str], table: RecordTable, delimiter: str)
         rec = _Record(pos=rec_start, values=dict(zip(header, fields, strict=False)))
         if len(fields) != len(header):
             rec.short = len(fields) < len(header)
-            table.problems.append(
-                table.problem(f"record has {len(fields)} fields, the header has {len(header)}", rec)
-            )
+            table.problems.append(table.problem(f"record has {len(fields)} fields, the header has {len(header)}", rec))
         yield rec
 
     if header is None:
@@ -536,8 +532,11 @@ def _jsonl_records(lines: Iterable[str], table: RecordTable) -> Iterator[_Record
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
-                table.problems.append(InputProblem(file=table.file, row=lineno, unit="line",
-                                                   message=f"not valid JSON: {exc.msg} (column {exc.colno})"))
+                table.problems.append(
+                    InputProblem(
+                        file=table.file, row=lineno, unit="line", message=f"not valid JSON: {exc.msg} (column {exc.colno})"
+                    )
+                )
 
     return _object_records(table, parsed(), "line")
 
@@ -566,9 +565,7 @@ def _read_json(text: str, file: str, keyed_ok: bool) -> RecordTable:
         _add_object_records(table, enumerate(doc, start=1), "item")
         return table
     if not isinstance(doc, dict):
-        raise _file_error(
-            file, f"top level must be a list of objects or an object keyed by id (got {_json_type(doc)})"
-        )
+        raise _file_error(file, f"top level must be a list of objects or an object keyed by id (got {_json_type(doc)})")
     if not keyed_ok:
         raise _file_error(
             file,
@@ -623,8 +620,9 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
     return RecordTable(file=file, unit="row", columns=columns, records=records)
 
 
-def load_table(path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool, *,
-               formula_guards: bool = False) -> RecordTable:
+def load_table(
+    path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool, *, formula_guards: bool = False
+) -> RecordTable:
     """Read any supported file into records, collecting (not raising) every problem found.
 
     ``keyed_ok`` accepts the ReXrank layout (a JSON object keyed by id). ``-`` is standard input.
@@ -670,9 +668,7 @@ def _missing_column(table: RecordTable, name: str, what: str = "column") -> Inpu
         close = [c for c in table.columns if c.lower() == name.lower()]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     hint += _delimiter_hint(table)
-    return InputProblem(
-        file=table.file, field=name, unit=table.unit, message=f"missing {what}; {what}s present: {present}{hint}"
-    )
+    return InputProblem(file=table.file, field=name, unit=table.unit, message=f"missing {what}; {what}s present: {present}{hint}")
 
 
 def _delimiter_hint(table: RecordTable) -> str:
@@ -683,8 +679,10 @@ def _delimiter_hint(table: RecordTable) -> str:
     if "\t" in header:
         return "; the header is one column holding tabs: the file looks tab-separated (give --format tsv)"
     if ";" in header:
-        return ("; the header is one column holding ';': the file looks semicolon-separated "
-                "(save it comma- or tab-separated; tabs: --format tsv)")
+        return (
+            "; the header is one column holding ';': the file looks semicolon-separated "
+            "(save it comma- or tab-separated; tabs: --format tsv)"
+        )
     return ""
 
 
@@ -756,9 +754,7 @@ def _text_of(table: RecordTable, rec: _Record, col: str, present: set[str]) -> s
         return None
     text = value.strip()
     if not text:
-        table.problems.append(
-            table.problem("empty report" if not value else "empty report (whitespace only)", rec, col)
-        )
+        table.problems.append(table.problem("empty report" if not value else "empty report (whitespace only)", rec, col))
         return None
     return text
 
@@ -814,8 +810,16 @@ class _RowChecker:
     """The checks of one record (id, texts, kept columns, unique id), shared by the reader of a
     whole table and the streamed reader; problems go to ``table.problems``."""
 
-    def __init__(self, table: RecordTable, id_col: str, text_cols: Sequence[str], meta_cols: Sequence[str] = (),
-                 system_col: str | None = None, *, unique: bool = True) -> None:
+    def __init__(
+        self,
+        table: RecordTable,
+        id_col: str,
+        text_cols: Sequence[str],
+        meta_cols: Sequence[str] = (),
+        system_col: str | None = None,
+        *,
+        unique: bool = True,
+    ) -> None:
         self.table = table
         self.id_col = id_col
         self.text_cols = list(text_cols)
@@ -843,8 +847,7 @@ class _RowChecker:
         absent = [c for c in self.wanted if c not in self.table.columns]
         if not absent:
             return
-        self.table.problems[:] = [q for q in self.table.problems
-                                  if not (q.field in absent and q.message == "missing field")]
+        self.table.problems[:] = [q for q in self.table.problems if not (q.field in absent and q.message == "missing field")]
         what = "field" if self.table.keyed else "column"
         self.table.problems[:0] = [_missing_column(self.table, c, what) for c in absent]
 
@@ -854,8 +857,7 @@ class _RowChecker:
         if self.table.columns:
             check_columns(self.table, self.wanted)
         if not self.table.problems:
-            self.table.problems.append(InputProblem(file=self.table.file, unit=self.table.unit,
-                                                    message="file has no records"))
+            self.table.problems.append(InputProblem(file=self.table.file, unit=self.table.unit, message="file has no records"))
 
     def check(self, rec: _Record) -> _Row | None:
         """The record as a complete row, or None after reporting what is wrong with it."""
@@ -889,8 +891,9 @@ def _section_field(section: str) -> str:
     return SECTIONS[section]
 
 
-def _text_field(table: RecordTable, text_col: str | None, section: str | None, default: str,
-                keyed_default: str | None) -> str | None:
+def _text_field(
+    table: RecordTable, text_col: str | None, section: str | None, default: str, keyed_default: str | None
+) -> str | None:
     """The field a table's report text is read from: the one named, or the layout's default.
 
     Tabular files read ``text_col`` (or ``default``). A ReXrank-layout file reads ``text_col``
@@ -900,9 +903,14 @@ def _text_field(table: RecordTable, text_col: str | None, section: str | None, d
     if not table.keyed:
         return text_col or default
     if text_col is not None and section is not None:
-        table.problems.append(InputProblem(
-            file=table.file, unit=table.unit, field=text_col,
-            message=f"name the field either as a column ({text_col!r}) or as a section ({section!r}), not both"))
+        table.problems.append(
+            InputProblem(
+                file=table.file,
+                unit=table.unit,
+                field=text_col,
+                message=f"name the field either as a column ({text_col!r}) or as a section ({section!r}), not both",
+            )
+        )
         return None
     if text_col is not None:
         return text_col
@@ -910,10 +918,14 @@ def _text_field(table: RecordTable, text_col: str | None, section: str | None, d
         return _section_field(section)
     if keyed_default is not None:
         return keyed_default
-    table.problems.append(InputProblem(
-        file=table.file, unit=table.unit,
-        message="a ReXrank-layout file holds several texts per study; name the field to read "
-                f"(fields present: {', '.join(map(repr, table.columns)) or '(none)'})"))
+    table.problems.append(
+        InputProblem(
+            file=table.file,
+            unit=table.unit,
+            message="a ReXrank-layout file holds several texts per study; name the field to read "
+            f"(fields present: {', '.join(map(repr, table.columns)) or '(none)'})",
+        )
+    )
     return None
 
 
@@ -951,8 +963,13 @@ def read_pairs(
     if table.problems:
         raise InputError(table.problems)
     pairs = [
-        ReportPair(pair_id=r.ident, reference=r.texts[reference_col], candidate=r.texts[candidate_col],
-                   meta=_meta_dict(r, meta_cols), system=r.meta[system_col] if system_col else None)
+        ReportPair(
+            pair_id=r.ident,
+            reference=r.texts[reference_col],
+            candidate=r.texts[candidate_col],
+            meta=_meta_dict(r, meta_cols),
+            system=r.meta[system_col] if system_col else None,
+        )
         for r in rows
     ]
     _warn_copied(pairs, f"{table.file} (column {candidate_col!r})")
@@ -997,8 +1014,9 @@ class PairStream:
         self.file = os.fspath(path)
         self.format = _resolve_format(Path(path), self.file, format)
         if self.format not in STREAM_FORMATS:
-            raise ValueError(f"{self.file}: {self.format} files are read whole (read_pairs); streamed formats are "
-                             f"{', '.join(STREAM_FORMATS)}")
+            raise ValueError(
+                f"{self.file}: {self.format} files are read whole (read_pairs); streamed formats are {', '.join(STREAM_FORMATS)}"
+            )
         self.id_col, self.reference_col, self.candidate_col = id_col, reference_col, candidate_col
         self.meta_cols = list(meta_cols)
         self.system_col = system_col
@@ -1056,8 +1074,7 @@ class PairStream:
             raise self._changed(problems.error().problems if problems.found else ())
 
     def _changed(self, problems: Iterable[InputProblem] = ()) -> InputError:
-        return InputError([InputProblem(file=self.file, message="the file changed after it was checked; run again"),
-                           *problems])
+        return InputError([InputProblem(file=self.file, message="the file changed after it was checked; run again"), *problems])
 
     def _stamp(self) -> tuple[int, int]:
         if self._spool is not None:
@@ -1071,14 +1088,18 @@ class PairStream:
         problems = _Problems(self.file)
         structure = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the parser's problems
         rows = RecordTable(file=self.file, unit="line", columns=[], records=[])  # the records' problems
-        checker = _RowChecker(rows, self.id_col, [self.reference_col, self.candidate_col], self.meta_cols,
-                              self.system_col, unique=unique)
+        checker = _RowChecker(
+            rows, self.id_col, [self.reference_col, self.candidate_col], self.meta_cols, self.system_col, unique=unique
+        )
         jsonl = self.format == "jsonl"
 
         def pairs() -> Iterator[ReportPair]:
             read = self._lines() if lines is None else lines
-            records = (_jsonl_records(read, structure) if jsonl
-                       else _delimited_records(read, structure, "," if self.format == "csv" else "\t"))
+            records = (
+                _jsonl_records(read, structure)
+                if jsonl
+                else _delimited_records(read, structure, "," if self.format == "csv" else "\t")
+            )
             n_records = 0
             for rec in records:
                 if n_records == 0:  # JSON Lines name their columns as they go: assume, settle at the end
@@ -1087,9 +1108,13 @@ class PairStream:
                 row = checker.check(rec)
                 problems.keep(structure.problems, rows.problems)
                 if row is not None:
-                    yield ReportPair(pair_id=row.ident, reference=row.texts[self.reference_col],
-                                     candidate=row.texts[self.candidate_col], meta=_meta_dict(row, self.meta_cols),
-                                     system=row.meta[self.system_col] if self.system_col else None)
+                    yield ReportPair(
+                        pair_id=row.ident,
+                        reference=row.texts[self.reference_col],
+                        candidate=row.texts[self.candidate_col],
+                        meta=_meta_dict(row, self.meta_cols),
+                        system=row.meta[self.system_col] if self.system_col else None,
+                    )
             problems.keep(structure.problems, rows.problems)  # those found after the last record
             if n_records == 0:
                 checker.table = structure
@@ -1125,7 +1150,6 @@ class PairStream:
         with fh:
             yield from _decoded_lines(fh, self.file, split_cr=split_cr)
 
-
     def plan(self, chunk_bytes: int = CHUNK_BYTES) -> list[PairChunk] | None:
         """The file cut into byte ranges of about ``chunk_bytes`` that workers read themselves
         (:class:`PairChunk`), found without parsing a record: a range ends after a line feed that
@@ -1147,8 +1171,7 @@ class PairStream:
         columns = (self.id_col, self.reference_col, self.candidate_col, tuple(self.meta_cols), self.system_col)
         starts = [head, *ends[:-1]]
         prefix = b"" if self.format == "jsonl" else _read_range(self.file, 0, head)
-        return [PairChunk(self.file, self.format, columns, prefix, a, b, stamp) for a, b in zip(starts, ends)
-                if b > a]
+        return [PairChunk(self.file, self.format, columns, prefix, a, b, stamp) for a, b in zip(starts, ends) if b > a]
 
 
 def _record_ends(fh: Any, chunk_bytes: int, *, quoted: bool) -> tuple[int | None, list[int]]:
@@ -1228,8 +1251,15 @@ class PairChunk:
         file unchanged since it was cut. Not clean: the caller reads the file in order, where
         every problem is named with its file, line and field (:meth:`PairStream.check`)."""
         id_col, reference_col, candidate_col, meta_cols, system_col = self.columns
-        stream = PairStream(self.file, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col,
-                            meta_cols=meta_cols, system_col=system_col, format=self.format)
+        stream = PairStream(
+            self.file,
+            id_col=id_col,
+            reference_col=reference_col,
+            candidate_col=candidate_col,
+            meta_cols=meta_cols,
+            system_col=system_col,
+            format=self.format,
+        )
         try:
             with open(self.file, "rb") as fh:
                 if self._stamp(fh) != self.stamp:
@@ -1367,10 +1397,17 @@ def _decoded_lines(fh: Any, file: str, *, split_cr: bool = False) -> Iterator[st
             line = raw[skip:].decode("utf-8")
         except UnicodeDecodeError as exc:
             at = offset + skip + exc.start
-            hint = (" (the file looks like UTF-16; save it as UTF-8)"
-                    if lineno == 1 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "")
-            raise _file_error(file, f"not valid UTF-8: byte 0x{raw[skip + exc.start]:02x} at byte offset {at} "
-                                    f"(0-based, from the start of the file){hint}", row=lineno) from None
+            hint = (
+                " (the file looks like UTF-16; save it as UTF-8)"
+                if lineno == 1 and raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+                else ""
+            )
+            raise _file_error(
+                file,
+                f"not valid UTF-8: byte 0x{raw[skip + exc.start]:02x} at byte offset {at} "
+                f"(0-based, from the start of the file){hint}",
+                row=lineno,
+            ) from None
         offset += len(raw)
         if split_cr and "\r" in line:
             yield from _LONE_CR.split(line)
@@ -1473,25 +1510,42 @@ def read_pair_files(
     cand_id = cand_id_col or id_col or "id"
     system = [system_col] if system_col else []
     refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
-    cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system],
-                       keyed_ok=True)
+    cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system], keyed_ok=True)
     cand_meta = [c for c in meta_cols if c in cands.columns or c not in refs.columns]
     ref_meta = [c for c in meta_cols if c not in cand_meta]
-    ref_rows, ref_col = _reports_rows(refs, ref_id, reference_col, section, default="reference",
-                                      keyed_default=SECTIONS["report"], meta_cols=ref_meta)
-    cand_rows, cand_col = _reports_rows(cands, cand_id, candidate_col, None, default="candidate",
-                                        keyed_default=PREDICTION_FIELD, meta_cols=cand_meta, system_col=system_col)
+    ref_rows, ref_col = _reports_rows(
+        refs, ref_id, reference_col, section, default="reference", keyed_default=SECTIONS["report"], meta_cols=ref_meta
+    )
+    cand_rows, cand_col = _reports_rows(
+        cands,
+        cand_id,
+        candidate_col,
+        None,
+        default="candidate",
+        keyed_default=PREDICTION_FIELD,
+        meta_cols=cand_meta,
+        system_col=system_col,
+    )
     for table, named in ((refs, ref_id_col or id_col), (cands, cand_id_col or id_col)):
         if table.keyed and named is not None:  # a column the user named must be the one read
-            table.problems.append(InputProblem(
-                file=table.file, unit=table.unit, field=named,
-                message="a ReXrank-layout file is keyed by study id, so an id column does not apply to it; "
-                        "leave --id-col / --ref-id-col / --cand-id-col out for this file"))
+            table.problems.append(
+                InputProblem(
+                    file=table.file,
+                    unit=table.unit,
+                    field=named,
+                    message="a ReXrank-layout file is keyed by study id, so an id column does not apply to it; "
+                    "leave --id-col / --ref-id-col / --cand-id-col out for this file",
+                )
+            )
     if section is not None and not refs.keyed:
-        refs.problems.append(InputProblem(
-            file=refs.file, unit=refs.unit,
-            message=f"--section {section} applies to a references file in ReXrank JSON layout; this file is "
-                    "tabular: name its text column with --reference-col"))
+        refs.problems.append(
+            InputProblem(
+                file=refs.file,
+                unit=refs.unit,
+                message=f"--section {section} applies to a references file in ReXrank JSON layout; this file is "
+                "tabular: name its text column with --reference-col",
+            )
+        )
     problems = [*refs.problems, *cands.problems]
     if problems:
         raise InputError(problems)
@@ -1510,19 +1564,25 @@ def read_pair_files(
                 problems.append(refs.problem(f"id has no candidate{of} in {cands.file}", r.rec, id=r.ident))
     if problems:
         loose_refs = {_loose_id(i) for i in ref_by_id}
-        near = [(r.ident, i) for r in cand_rows if r.ident not in ref_by_id
-                for i in [_loose_id(r.ident)] if i in loose_refs]
+        near = [(r.ident, i) for r in cand_rows if r.ident not in ref_by_id for i in [_loose_id(r.ident)] if i in loose_refs]
         if near:
             by_loose = {_loose_id(i): i for i in ref_by_id}
             cid, loose = near[0]
-            problems.append(InputProblem(
-                file=cands.file, field=cand_id, unit=cands.unit,
-                message=f"{len(near)} candidate ids match a reference id only when leading zeros or '.0' are "
-                        f"ignored (e.g. {cid!r} vs {by_loose[loose]!r}); write the ids the same way in both files"))
+            problems.append(
+                InputProblem(
+                    file=cands.file,
+                    field=cand_id,
+                    unit=cands.unit,
+                    message=f"{len(near)} candidate ids match a reference id only when leading zeros or '.0' are "
+                    f"ignored (e.g. {cid!r} vs {by_loose[loose]!r}); write the ids the same way in both files",
+                )
+            )
         raise InputError(problems)
     pairs = [
         ReportPair(
-            pair_id=r.ident, reference=ref_by_id[r.ident].texts[ref_col], candidate=r.texts[cand_col],
+            pair_id=r.ident,
+            reference=ref_by_id[r.ident].texts[ref_col],
+            candidate=r.texts[cand_col],
             meta={c: (r.meta[c] if c in cand_meta else ref_by_id[r.ident].meta[c]) for c in meta_cols},
             system=r.meta[system_col] if system_col else None,
         )
@@ -1568,8 +1628,14 @@ def table_format(path: str | os.PathLike[str], format: str | None = None, defaul
     return next((fmt for fmt, suffixes in FORMATS.items() if suffix in suffixes), default)
 
 
-def load_whole_table(path: str | os.PathLike[str], format: str | None = None, *, default: str | None = "csv",
-                     keyed_ok: bool = False, formula_guards: bool = False) -> RecordTable:
+def load_whole_table(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    default: str | None = "csv",
+    keyed_ok: bool = False,
+    formula_guards: bool = False,
+) -> RecordTable:
     """:func:`~cxreval.io.load_table` with every column read (Parquet converts only the columns named).
 
     For tables whose columns are found from the header (rater columns, label columns).
@@ -1592,8 +1658,16 @@ def _field(table: RecordTable, rec: Record, col: str, present: set[str]) -> Any:
     return _get(table, rec, col) if col in present else _ABSENT
 
 
-def text_value(table: RecordTable, rec: Record, col: str, present: set[str], *, empty_ok: bool = False,
-               numbers_ok: bool = False, what: str = "text") -> str | None:
+def text_value(
+    table: RecordTable,
+    rec: Record,
+    col: str,
+    present: set[str],
+    *,
+    empty_ok: bool = False,
+    numbers_ok: bool = False,
+    what: str = "text",
+) -> str | None:
     """The field as text, exactly as written, or None after reporting why it cannot be used.
 
     A value that is not a string (a JSON number, null, list; a Parquet number) is a problem,
@@ -1638,8 +1712,15 @@ def number_value(table: RecordTable, rec: Record, col: str, present: set[str]) -
     return None
 
 
-def bool_value(table: RecordTable, rec: Record, col: str, present: set[str], *,
-               true: Iterable[str] = TRUE_WORDS, false: Iterable[str] = FALSE_WORDS) -> bool | None:
+def bool_value(
+    table: RecordTable,
+    rec: Record,
+    col: str,
+    present: set[str],
+    *,
+    true: Iterable[str] = TRUE_WORDS,
+    false: Iterable[str] = FALSE_WORDS,
+) -> bool | None:
     """The field as a yes/no value: a JSON boolean, 1 / 0, or one of the words (case-insensitive)."""
     value = _field(table, rec, col, present)
     if value is _ABSENT:
@@ -1686,8 +1767,7 @@ def require_records(table: RecordTable) -> None:
         table.problems.append(InputProblem(file=table.file, unit=table.unit, message="file has no records"))
 
 
-def raise_problems(*tables: RecordTable, extra: Iterable[InputProblem] = (),
-                   error: type[InputError] = InputError) -> None:
+def raise_problems(*tables: RecordTable, extra: Iterable[InputProblem] = (), error: type[InputError] = InputError) -> None:
     """Raise ``error`` listing the problems of every table (in order), then ``extra``; nothing if none."""
     problems = [p for t in tables for p in t.problems] + list(extra)
     if problems:
@@ -1702,4 +1782,3 @@ def read_json_value(path: str | os.PathLike[str]) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise _file_error(file, f"not valid JSON: {exc.msg} (column {exc.colno})", row=exc.lineno) from None
-

@@ -83,8 +83,9 @@ class LLMLabeler:
 
     name = "llm-labels"
 
-    def __init__(self, ontology: Ontology, config: LLMConfig, labelset: str = "ran21",
-                 exemplars: ExemplarLibrary | None = None) -> None:
+    def __init__(
+        self, ontology: Ontology, config: LLMConfig, labelset: str = "ran21", exemplars: ExemplarLibrary | None = None
+    ) -> None:
         if labelset not in ontology.labelsets:
             raise KeyError(f"ontology {ontology.signature} has no label set {labelset!r}")
         self.ontology = ontology
@@ -95,8 +96,10 @@ class LLMLabeler:
         missing = [lab for lab in self.labels if lab not in self.library.labels]
         extra = [lab for lab in self.library.labels if lab not in self.labels]
         if missing or extra:
-            raise ValueError(f"exemplar library {self.library.signature} does not match label set {labelset!r}: "
-                             f"missing {missing}, unknown {extra}")
+            raise ValueError(
+                f"exemplar library {self.library.signature} does not match label set {labelset!r}: "
+                f"missing {missing}, unknown {extra}"
+            )
         self.keys = {label_key(lab): lab for lab in self.labels}
         self.prompt = load_prompt("labels")
         self.schema: dict[str, Any] = {
@@ -123,17 +126,22 @@ class LLMLabeler:
         return f"{self.prompt.signature}+{self.library.signature}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", labels=self._labels_block, keys=", ".join(self.keys),
-                                  **report_blocks(report=text))
+        user = self.prompt.render("user", labels=self._labels_block, keys=", ".join(self.keys), **report_blocks(report=text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:
-        return cache_key({
-            "engine": self.signature, "prompt": self.prompt_signature, "prompt_sha": self.prompt.sha256,
-            "exemplars": self.library.model_dump(), "labelset": self.labels,
-            "params": self.config.answer_params(), "run": run,
-            "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        })
+        return cache_key(
+            {
+                "engine": self.signature,
+                "prompt": self.prompt_signature,
+                "prompt_sha": self.prompt.sha256,
+                "exemplars": self.library.model_dump(),
+                "labelset": self.labels,
+                "params": self.config.answer_params(),
+                "run": run,
+                "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            }
+        )
 
     def parse(self, raw: str) -> ParsedAnswer:
         """Every label key present, each 0 or 1 (``true``/``false`` accepted); nothing else."""
@@ -158,9 +166,16 @@ class LLMLabeler:
         return ParsedAnswer(items=items)
 
     def task(self, text: str, run: int = 0) -> Task:
-        return Task(key=self.key(text, run), kind="labels", engine=self.signature, messages=self.messages(text),
-                    schema=self.schema, schema_name=f"{self.labelset}_labels", parse=self.parse,
-                    reask_hint="with every label key of the list, each 0 or 1, and no other key")
+        return Task(
+            key=self.key(text, run),
+            kind="labels",
+            engine=self.signature,
+            messages=self.messages(text),
+            schema=self.schema,
+            schema_name=f"{self.labelset}_labels",
+            parse=self.parse,
+            reask_hint="with every label key of the list, each 0 or 1, and no other key",
+        )
 
 
 class LabelFailure(BaseModel):
@@ -185,15 +200,30 @@ class LabelRun(BaseModel):
     model: str
 
 
-def label_reports(texts: dict[str, str], ontology: Ontology, config: LLMConfig, *, labelset: str = "ran21",
-                  cache: AnswerCache | None = None, progress: bool = False, run: int = 0) -> LabelRun:
+def label_reports(
+    texts: dict[str, str],
+    ontology: Ontology,
+    config: LLMConfig,
+    *,
+    labelset: str = "ran21",
+    cache: AnswerCache | None = None,
+    progress: bool = False,
+    run: int = 0,
+) -> LabelRun:
     """Label every report (id -> text); identical texts cost one call; failures are listed."""
-    return asyncio.run(alabel_reports(texts, ontology, config, labelset=labelset, cache=cache,
-                                      progress=progress, run=run))
+    return asyncio.run(alabel_reports(texts, ontology, config, labelset=labelset, cache=cache, progress=progress, run=run))
 
 
-async def alabel_reports(texts: dict[str, str], ontology: Ontology, config: LLMConfig, *, labelset: str = "ran21",
-                         cache: AnswerCache | None = None, progress: bool = False, run: int = 0) -> LabelRun:
+async def alabel_reports(
+    texts: dict[str, str],
+    ontology: Ontology,
+    config: LLMConfig,
+    *,
+    labelset: str = "ran21",
+    cache: AnswerCache | None = None,
+    progress: bool = False,
+    run: int = 0,
+) -> LabelRun:
     labeler = LLMLabeler(ontology, config, labelset)
     own_cache = cache is None
     store = cache or AnswerCache(config.resolved_cache_path())
@@ -215,8 +245,14 @@ async def alabel_reports(texts: dict[str, str], ontology: Ontology, config: LLMC
             failures.append(LabelFailure(id=rid, reason=out.stage or "answer", error=out.error, raw=out.raw))
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=labeler.labels, dtype=float)
     frame.index.name = "id"
-    return LabelRun(labels=frame, failures=failures, usage=usage, engine=labeler.signature,
-                    prompt=labeler.prompt_signature, model=config.model)
+    return LabelRun(
+        labels=frame,
+        failures=failures,
+        usage=usage,
+        engine=labeler.signature,
+        prompt=labeler.prompt_signature,
+        model=config.model,
+    )
 
 
 def answer_json(values: dict[str, int]) -> str:
@@ -234,8 +270,15 @@ class PairLabels(BaseModel):
     run: LabelRun
 
 
-def llm_label_metrics(pairs: list[Any], ontology: Ontology, config: LLMConfig, *, labelset: str = "ran21",
-                      cache: AnswerCache | None = None, progress: bool = False) -> PairLabels:
+def llm_label_metrics(
+    pairs: list[Any],
+    ontology: Ontology,
+    config: LLMConfig,
+    *,
+    labelset: str = "ran21",
+    cache: AnswerCache | None = None,
+    progress: bool = False,
+) -> PairLabels:
     """Ran Score (``labelset="ran21"``: macro F1) and the other label metrics, labelled by the LLM.
 
     Each distinct report text costs one call. A pair is scored only when both of its reports got
@@ -255,7 +298,6 @@ def llm_label_metrics(pairs: list[Any], ontology: Ontology, config: LLMConfig, *
     ok = [p.pair_id for p in pairs if p.pair_id not in by_id]
     ref = run.labels.loc[[f"reference:{i}" for i in ok]].set_axis(ok)
     cand = run.labels.loc[[f"candidate:{i}" for i in ok]].set_axis(ok)
-    base = Signature(metric="labels", ontology=ontology.signature, engine=run.engine, model=run.model,
-                     prompt=run.prompt)
+    base = Signature(metric="labels", ontology=ontology.signature, engine=run.engine, model=run.model, prompt=run.prompt)
     metrics = label_metrics(ref, cand, labelset=labelset, signature=base)
     return PairLabels(metrics=metrics, failed_pairs=by_id, run=run)

@@ -26,9 +26,22 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import IO, Any, Self
 
-__all__ = ["AtomicFile", "OutputError", "OutputManifest", "OutputRun", "atomic_write_text", "atomic_writer",
-           "check_out_dir", "csv_cell", "csv_text", "csv_value", "frame_rows", "process_alive", "sigterm_raises",
-           "write_csv"]
+__all__ = [
+    "AtomicFile",
+    "OutputError",
+    "OutputManifest",
+    "OutputRun",
+    "atomic_write_text",
+    "atomic_writer",
+    "check_out_dir",
+    "csv_cell",
+    "csv_text",
+    "csv_value",
+    "frame_rows",
+    "process_alive",
+    "sigterm_raises",
+    "write_csv",
+]
 
 
 class OutputError(ValueError):
@@ -68,8 +81,14 @@ class AtomicFile:
     chunks arrive, and commits them together at the end.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, newline: str | None = None,
-                 tmp: str | os.PathLike[str] | None = None, binary: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        newline: str | None = None,
+        tmp: str | os.PathLike[str] | None = None,
+        binary: bool = False,
+    ) -> None:
         """``tmp``: the name to write under (an :class:`OutputRun`'s partial name); default a hidden
         temporary name. ``binary``: :attr:`fh` takes bytes (a gzip or Parquet file)."""
         self.path = Path(path)
@@ -83,8 +102,7 @@ class AtomicFile:
             fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results get the mode any new file gets
         try:
-            self.fh: IO[Any] = (os.fdopen(fd, "wb") if binary
-                                else os.fdopen(fd, "w", encoding="utf-8", newline=newline))
+            self.fh: IO[Any] = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=newline)
         except BaseException:
             os.close(fd)
             self.discard()
@@ -264,8 +282,10 @@ def _plain(value: object) -> object:
 PARTIAL = ".partial"
 
 #: Names an output folder of ``cxreval evaluate`` may hold, for folders written before manifests.
-KNOWN_OUTPUTS = re.compile(r"(scores\.json|judgements\.jsonl(?:\.gz)?|judgements\.parquet|errors\.csv|failures\.jsonl"
-                           r"|runs\.json|systems\.csv|run-\d+|systems)")
+KNOWN_OUTPUTS = re.compile(
+    r"(scores\.json|judgements\.jsonl(?:\.gz)?|judgements\.parquet|errors\.csv|failures\.jsonl"
+    r"|runs\.json|systems\.csv|run-\d+|systems)"
+)
 
 
 class OutputManifest:
@@ -350,8 +370,7 @@ class OutputManifest:
         self.scratch_files.clear()
 
     @contextlib.contextmanager
-    def writer(self, name: str, *, newline: str | None = None, last: bool = False,
-               binary: bool = False) -> Iterator[IO[Any]]:
+    def writer(self, name: str, *, newline: str | None = None, last: bool = False, binary: bool = False) -> Iterator[IO[Any]]:
         """:meth:`open` as a block: the file is closed when it ends (on an error too, kept partial)."""
         file = self.open(name, newline=newline, last=last, binary=binary)
         try:
@@ -405,8 +424,7 @@ class OutputManifest:
         if not self.written or not self.folder.is_dir():
             return
         partial = list(dict.fromkeys([*self.unfinished, *self.written]))
-        atomic_write_text(self.folder / self.name,
-                          json.dumps({"entries": self.previous, "partial": partial}, indent=1) + "\n")
+        atomic_write_text(self.folder / self.name, json.dumps({"entries": self.previous, "partial": partial}, indent=1) + "\n")
 
 
 #: The folder of the systems' folders of a long-format evaluation (``OUT/systems/NAME``).
@@ -433,8 +451,10 @@ class SystemFolders(Mapping[str | None, Path]):
         if system not in self._folders:
             name = re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("._") or "system"
             if name.lower() in self._names:
-                raise OutputError(f"systems {self._names[name.lower()]!r} and {system!r} would share the output "
-                                  f"folder {self.out / SYSTEMS_DIR / name}; rename one")
+                raise OutputError(
+                    f"systems {self._names[name.lower()]!r} and {system!r} would share the output "
+                    f"folder {self.out / SYSTEMS_DIR / name}; rename one"
+                )
             self._names[name.lower()] = system
             self._folders[system] = self.out / SYSTEMS_DIR / name
         return self._folders[system]
@@ -492,8 +512,10 @@ class OutputRun:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 if _claimed_by_a_live_process(path):
-                    raise OutputError(f"{folder}: another cxreval run is writing into this folder now; wait for "
-                                      "it to end, or give another output folder") from None
+                    raise OutputError(
+                        f"{folder}: another cxreval run is writing into this folder now; wait for "
+                        "it to end, or give another output folder"
+                    ) from None
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue
@@ -604,8 +626,12 @@ def _legacy_entries(folder: Path) -> list[str]:
     folders it names that hold cxreval's results (a user's own ``systems/`` is left alone)."""
     if not folder.is_dir():
         return []
-    return [p.name for p in folder.iterdir() if KNOWN_OUTPUTS.fullmatch(p.name)
-            and (p.is_file() or (p.is_dir() and any((p / n).is_file() for n in (OutputManifest.NAME, "scores.json"))))]
+    return [
+        p.name
+        for p in folder.iterdir()
+        if KNOWN_OUTPUTS.fullmatch(p.name)
+        and (p.is_file() or (p.is_dir() and any((p / n).is_file() for n in (OutputManifest.NAME, "scores.json"))))
+    ]
 
 
 def _remove_entry(path: Path, *, committed: bool, tool: str = "evaluate") -> list[Path]:
@@ -622,9 +648,12 @@ def _remove_entry(path: Path, *, committed: bool, tool: str = "evaluate") -> lis
         shutil.rmtree(path)
         return [path]
     inner = OutputManifest(path, tool)
-    removed = [p for name in inner.unfinished if _valid_name(name)
-               for p in _remove_entry(inner.partial(name), committed=True)
-               + _remove_entry(path / name, committed=False, tool=tool)]
+    removed = [
+        p
+        for name in inner.unfinished
+        if _valid_name(name)
+        for p in _remove_entry(inner.partial(name), committed=True) + _remove_entry(path / name, committed=False, tool=tool)
+    ]
     if not inner.previous and (path / inner.name).is_file():
         (path / inner.name).unlink()
     with contextlib.suppress(OSError):

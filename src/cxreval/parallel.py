@@ -56,16 +56,16 @@ def default_workers(memory_mib: float | None = None) -> int:
     return max(1, min(cores(), int(memory * MEMORY_SHARE // WORKER_MIB)))
 
 
-def worker_pool(workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...], *,
-                start_method: str | None = None) -> Any:
+def worker_pool(
+    workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...], *, start_method: str | None = None
+) -> Any:
     """A pool of ``workers`` processes, started with the signals of :func:`worker_signals` (set
     around the fork too, before their initializer runs). ``start_method``: "spawn" where the
     parent may hold what a fork must not copy (a CUDA context in a trainer); default: fork where
     the platform has it."""
     method = start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     main = threading.current_thread() is threading.main_thread()
-    previous = (signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_DFL)) \
-        if main else None
+    previous = (signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_DFL)) if main else None
     try:
         return mp.get_context(method).Pool(workers, initializer=initializer, initargs=initargs)
     finally:

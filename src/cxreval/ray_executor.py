@@ -41,8 +41,9 @@ def import_ray() -> Any:
     return ray
 
 
-def ray_imap(make_state: Callable[[], Any], fn: Callable[[Any, T], R], items: Iterable[T], *, workers: int,
-             address: str | None = None) -> Iterator[R]:
+def ray_imap(
+    make_state: Callable[[], Any], fn: Callable[[Any, T], R], items: Iterable[T], *, workers: int, address: str | None = None
+) -> Iterator[R]:
     """``fn(state, item)`` for each item, in order, on Ray actors that each build their ``state``
     once with ``make_state()``.
 

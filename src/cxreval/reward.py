@@ -87,8 +87,14 @@ SHAPES: tuple[str, ...] = ("neg-errors", "entity-f1", "critical-weighted", "grad
 #: specificity keeps the finding, so it costs less than leaving the finding out; saying a finding
 #: is absent misleads the reader more than saying nothing; inventing a critical finding (an
 #: intervention the patient does not need) costs most.
-GRADED_WEIGHTS: dict[str, float] = {"attribute": 0.5, "specificity": 0.5, "omission": 1.0, "denial": 1.25,
-                                    "invented": 1.0, "invented_critical": 2.0}
+GRADED_WEIGHTS: dict[str, float] = {
+    "attribute": 0.5,
+    "specificity": 0.5,
+    "omission": 1.0,
+    "denial": 1.25,
+    "invented": 1.0,
+    "invented_critical": 2.0,
+}
 #: Pairs judged into one table at a time when a batch is scored.
 TABLE_PAIRS = 64
 #: Batches smaller than this are scored in the calling process even with ``num_workers`` > 1.
@@ -149,26 +155,34 @@ class ClinicalReward:
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self.uncertain = uncertain
         self.hierarchy = hierarchy
-        self._runner = EngineRunner.build(self.ontology, uncertain=uncertain, rules=rules,  # type: ignore[arg-type]
-                                          hierarchy=hierarchy)
+        self._runner = EngineRunner.build(
+            self.ontology,
+            uncertain=uncertain,  # type: ignore[arg-type]
+            rules=rules,
+            hierarchy=hierarchy,
+        )
         self._extractor = self._runner.engine.extractor  # type: ignore[attr-defined]
         # the registered metrics whose per-pair values the shapes are (one arithmetic for all)
         self._metric = table_metric("spec-presence-micro-f1" if shape == "entity-f1" else "spec-errors", self.ontology)
-        self._references: BoundedCache[str, Any] = BoundedCache(mib(reference_cache_mib), _states_weight,
-                                                                "reward references")
-        self._completions: BoundedCache[str, Any] = BoundedCache(mib(completion_cache_mib), _states_weight,
-                                                                 "reward completions")
+        self._references: BoundedCache[str, Any] = BoundedCache(mib(reference_cache_mib), _states_weight, "reward references")
+        self._completions: BoundedCache[str, Any] = BoundedCache(mib(completion_cache_mib), _states_weight, "reward completions")
         self.__name__ = f"cxreval_{shape.replace('-', '_')}"  # TRL logs a reward function by its name
         self.num_workers = num_workers
         """Processes that score a batch of at least :attr:`parallel_min` completions (spawned, so a
         trainer's CUDA context is never forked; results identical to one process)."""
         self.parallel_min = parallel_min
         #: What builds this reward again in a worker (its rule set travels whole).
-        self._init_args = {"shape": shape, "reference_key": reference_key, "critical_weight": critical_weight,
-                           "ontology": self.ontology, "uncertain": uncertain,
-                           "reference_cache_mib": reference_cache_mib, "completion_cache_mib": completion_cache_mib,
-                           "rules": self._runner.engine.rules,  # type: ignore[attr-defined]
-                           "hierarchy": hierarchy}
+        self._init_args = {
+            "shape": shape,
+            "reference_key": reference_key,
+            "critical_weight": critical_weight,
+            "ontology": self.ontology,
+            "uncertain": uncertain,
+            "reference_cache_mib": reference_cache_mib,
+            "completion_cache_mib": completion_cache_mib,
+            "rules": self._runner.engine.rules,  # type: ignore[attr-defined]
+            "hierarchy": hierarchy,
+        }
         self._pool: LocalProcesses | None = None
 
     @property
@@ -213,8 +227,16 @@ class ClinicalReward:
         """The rewards of candidate states against reference states, in this shape, a slice of
         :data:`TABLE_PAIRS` pairs at a time (a batch's judgement rows all alive at once would
         make the garbage collector walk them again and again)."""
-        return np.concatenate([self._table_values(refs[i:i + TABLE_PAIRS], cands[i:i + TABLE_PAIRS])
-                               for i in range(0, len(refs), TABLE_PAIRS)]) if len(refs) else np.zeros(0)
+        return (
+            np.concatenate(
+                [
+                    self._table_values(refs[i : i + TABLE_PAIRS], cands[i : i + TABLE_PAIRS])
+                    for i in range(0, len(refs), TABLE_PAIRS)
+                ]
+            )
+            if len(refs)
+            else np.zeros(0)
+        )
 
     def _table_values(self, refs: Sequence[Any], cands: Sequence[Any]) -> np.ndarray:
         """Each pair's value of a registered table metric (``spec-presence-micro-f1``,
@@ -224,10 +246,19 @@ class ClinicalReward:
         from cxreval.scores.statistics import TableStatistics
 
         ids = [str(i) for i in range(len(refs))]
-        rows = [row for i, ref, cand in zip(ids, refs, cands, strict=True)
-                for row in compare_states(i, ref, cand, self.ontology, self.uncertain,  # type: ignore[arg-type]
-                                          hierarchy=self.hierarchy)
-                if not row.implied]  # a TN row without error counts in no statistic
+        rows = [
+            row
+            for i, ref, cand in zip(ids, refs, cands, strict=True)
+            for row in compare_states(
+                i,
+                ref,
+                cand,
+                self.ontology,
+                self.uncertain,  # type: ignore[arg-type]
+                hierarchy=self.hierarchy,
+            )
+            if not row.implied
+        ]  # a TN row without error counts in no statistic
         stats = TableStatistics(JudgementTable.from_rows(rows, ids), self.ontology)
         values = np.asarray(self._metric.compute(self._metric.table_stats(stats)), dtype=float)
         if self.shape == "entity-f1":
@@ -264,8 +295,7 @@ class ClinicalReward:
         from cxreval.parallel import chunked
 
         if self._pool is None:
-            self._pool = LocalProcesses(self.num_workers, partial(ClinicalReward, **self._init_args),
-                                        start_method="spawn")
+            self._pool = LocalProcesses(self.num_workers, partial(ClinicalReward, **self._init_args), start_method="spawn")
             weakref.finalize(self, self._pool.close)
         parts = chunked(list(zip(references, texts, strict=True)), self.num_workers)
         return [v for values in self._pool.map(_score_chunk, parts) for v in values]
@@ -292,8 +322,10 @@ class ClinicalReward:
         if completions is None:
             raise TypeError("a reward function is called with completions=...")
         if self.reference_key not in columns:
-            raise KeyError(f"the dataset has no column {self.reference_key!r} (columns given: "
-                           f"{', '.join(sorted(columns)) or 'none'}); set reference_key=")
+            raise KeyError(
+                f"the dataset has no column {self.reference_key!r} (columns given: "
+                f"{', '.join(sorted(columns)) or 'none'}); set reference_key="
+            )
         return self.score(columns[self.reference_key], completions)
 
 
@@ -307,9 +339,14 @@ def graded_cost(stats: Any) -> np.ndarray:
     denials, critical = stats.denials(), stats.invented_critical()
     attribute = sum(column[k] for k in ERROR_COLUMNS if k not in ("fp", "fn", *SPECIFICITY_KINDS))
     w = GRADED_WEIGHTS
-    cost: np.ndarray = (w["attribute"] * attribute + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
-                        + w["omission"] * (column["fn"] - denials) + w["denial"] * denials
-                        + w["invented"] * (column["fp"] - critical) + w["invented_critical"] * critical).astype(float)
+    cost: np.ndarray = (
+        w["attribute"] * attribute
+        + w["specificity"] * sum(column[k] for k in SPECIFICITY_KINDS)
+        + w["omission"] * (column["fn"] - denials)
+        + w["denial"] * denials
+        + w["invented"] * (column["fp"] - critical)
+        + w["invented_critical"] * critical
+    ).astype(float)
     return cost
 
 
@@ -322,8 +359,9 @@ def _score_chunk(reward: ClinicalReward, part: Sequence[tuple[str, str]]) -> lis
 _DEFAULT: dict[str, ClinicalReward] = {}
 
 
-def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None,
-                  shape: RewardShape = "neg-errors") -> float:
+def compute_score(
+    data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None, shape: RewardShape = "neg-errors"
+) -> float:
     """verl's reward entry point: the reward of ``solution_str`` against the reference report
     ``ground_truth`` (one shared :class:`ClinicalReward` per shape and process)."""
     reward = _DEFAULT.get(shape)

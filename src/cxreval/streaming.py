@@ -115,8 +115,9 @@ class JudgedChunk:
     """Where the worker wrote them instead (Arrow's stream format)."""
 
 
-def judge_chunk(engine: RulesEngine, items: Sequence[PairItem], part: Path | None = None,
-                rows: RowsFormat = RowsFormat()) -> JudgedChunk:
+def judge_chunk(
+    engine: RulesEngine, items: Sequence[PairItem], part: Path | None = None, rows: RowsFormat = RowsFormat()
+) -> JudgedChunk:
     """Judge a chunk of pairs with the rule engine and render what it adds to the results in the
     format ``rows`` asks (``part``: write its rows of ``judgements.jsonl.gz``, ``errors.csv`` and
     ``judgements.parquet`` to files of that name with the suffixes ``.jsonl.gz``, ``.csv`` and
@@ -137,8 +138,11 @@ def judge_chunk(engine: RulesEngine, items: Sequence[PairItem], part: Path | Non
     csv_rows = csv_text(frame_rows(kept, header=False))
     files: dict[str, str] = {}
     if part is not None:  # the worker writes the bulk; the parent appends the files
-        files = {"judgements": str(part.with_suffix(".jsonl.gz")), "errors": str(part.with_suffix(".csv")),
-                 "parquet": str(part.with_suffix(".arrow"))}
+        files = {
+            "judgements": str(part.with_suffix(".jsonl.gz")),
+            "errors": str(part.with_suffix(".csv")),
+            "parquet": str(part.with_suffix(".arrow")),
+        }
         Path(files["judgements"]).write_bytes(member)
         Path(files["errors"]).write_bytes(csv_rows.encode("utf-8"))
         if arrow is not None:
@@ -163,8 +167,7 @@ class ResultWriter:
     """One results folder, filled chunk by chunk (:data:`FILES`) under partial names; :meth:`finish`
     completes it, and the commit of the run that owns ``folder`` puts it in place."""
 
-    def __init__(self, folder: OutputManifest, ontology: Ontology, signature: Signature,
-                 rows: RowsFormat = RowsFormat()) -> None:
+    def __init__(self, folder: OutputManifest, ontology: Ontology, signature: Signature, rows: RowsFormat = RowsFormat()) -> None:
         self.manifest = folder
         self.folder = folder.folder
         self.ontology = ontology
@@ -212,10 +215,17 @@ class ResultWriter:
         """The scores of every pair added so far."""
         spec = self.totals.scores(self.ontology)
         return EvaluationScores(
-            signature=self.signature, n_pairs=self.totals.n_pairs, entities=spec.entities, groups=spec.groups,
-            averages=spec.averages, error_summary=spec.error_summary, ontology=self.ontology,
-            block_sums=spec.block_sums, references_sha256=fingerprint_hex(self.reference_digests),
-            candidates_sha256=fingerprint_hex(self.candidate_digests), judgement_rows=self.rows.style,
+            signature=self.signature,
+            n_pairs=self.totals.n_pairs,
+            entities=spec.entities,
+            groups=spec.groups,
+            averages=spec.averages,
+            error_summary=spec.error_summary,
+            ontology=self.ontology,
+            block_sums=spec.block_sums,
+            references_sha256=fingerprint_hex(self.reference_digests),
+            candidates_sha256=fingerprint_hex(self.candidate_digests),
+            judgement_rows=self.rows.style,
         )
 
     def finish(self) -> EvaluationScores:
@@ -234,9 +244,17 @@ class ResultWriter:
         return scores
 
 
-def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[ReportPair], *,
-                total: int | None = None, progress: bool | None = None, executor: str = "local",
-                ray_address: str | None = None, rows: RowsFormat | None = None) -> EvaluationScores:
+def evaluate_to(
+    evaluator: Evaluator,
+    out_dir: str | Path,
+    pairs: Iterable[ReportPair],
+    *,
+    total: int | None = None,
+    progress: bool | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+    rows: RowsFormat | None = None,
+) -> EvaluationScores:
     """Judge ``pairs`` with ``evaluator`` and write ``judgements.jsonl``, ``errors.csv`` and
     ``scores.json`` into ``out_dir``; return the scores.
 
@@ -254,16 +272,34 @@ def evaluate_to(evaluator: Evaluator, out_dir: str | Path, pairs: Iterable[Repor
     >>> evaluate_to(Evaluator(), tempfile.mkdtemp(), pairs).error_summary.mean
     1.0
     """
-    return evaluate_systems_to(evaluator, {None: Path(out_dir)}, pairs, total=total, progress=progress,
-                               by_system=False, executor=executor, ray_address=ray_address, rows=rows)[None]
+    return evaluate_systems_to(
+        evaluator,
+        {None: Path(out_dir)},
+        pairs,
+        total=total,
+        progress=progress,
+        by_system=False,
+        executor=executor,
+        ray_address=ray_address,
+        rows=rows,
+    )[None]
 
 
-def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path], pairs: Iterable[ReportPair], *,
-                        total: int | None = None, progress: bool | None = None,
-                        by_system: bool = True, executor: str = "local",
-                        ray_address: str | None = None, expected: Mapping[str | None, int] | None = None,
-                        check_unique: bool = True, outputs: OutputRun | None = None,
-                        rows: RowsFormat | None = None) -> dict[str | None, EvaluationScores]:
+def evaluate_systems_to(
+    evaluator: Evaluator,
+    folders: Mapping[str | None, Path],
+    pairs: Iterable[ReportPair],
+    *,
+    total: int | None = None,
+    progress: bool | None = None,
+    by_system: bool = True,
+    executor: str = "local",
+    ray_address: str | None = None,
+    expected: Mapping[str | None, int] | None = None,
+    check_unique: bool = True,
+    outputs: OutputRun | None = None,
+    rows: RowsFormat | None = None,
+) -> dict[str | None, EvaluationScores]:
     """:func:`evaluate_to` for long-format input: each pair's results go to the folder of its
     :attr:`ReportPair.system` (every system needs one); returns each system's scores, in order
     of first appearance. ``by_system=False``: ``folders`` holds one folder, for every pair.
@@ -279,12 +315,24 @@ def evaluate_systems_to(evaluator: Evaluator, folders: Mapping[str | None, Path]
         else:
             [only] = folders.values()
             to = Path(only)
-        return evaluate_stream(engine, pairs, to, workers=engine.workers, total=total, progress=progress,
-                               executor=executor, ray_address=ray_address, expected=expected,
-                               check_unique=check_unique, outputs=outputs, rows=rows)
+        return evaluate_stream(
+            engine,
+            pairs,
+            to,
+            workers=engine.workers,
+            total=total,
+            progress=progress,
+            executor=executor,
+            ray_address=ray_address,
+            expected=expected,
+            check_unique=check_unique,
+            outputs=outputs,
+            rows=rows,
+        )
     if executor != "local" or ray_address is not None:
-        raise ValueError(f"executor {executor!r} and ray_address apply to the rule engine; "
-                         f"engine {engine.name!r} judges in this process")
+        raise ValueError(
+            f"executor {executor!r} and ray_address apply to the rule engine; engine {engine.name!r} judges in this process"
+        )
     groups: dict[str | None, list[ReportPair]] = {}
     for p in pairs:
         groups.setdefault(p.system if by_system else None, []).append(p)
@@ -337,9 +385,18 @@ def evaluate_file(
                         folders[system]  # noqa: B018
                 return _judge_planned(pool, engine, plan, counted, folders, outputs, progress, rows)
     stream.check()  # names every problem; passes only where a cut fell inside a quoted field
-    return evaluate_stream(engine, stream, folders, workers=workers, total=stream.n_pairs,
-                           progress=_show(progress, stream.n_pairs),
-                           expected=stream.systems, check_unique=False, outputs=outputs, rows=rows)
+    return evaluate_stream(
+        engine,
+        stream,
+        folders,
+        workers=workers,
+        total=stream.n_pairs,
+        progress=_show(progress, stream.n_pairs),
+        expected=stream.systems,
+        check_unique=False,
+        outputs=outputs,
+        rows=rows,
+    )
 
 
 def _census(pool: Executor, plan: Sequence[PairChunk], stream: PairStream) -> dict[str | None, int] | None:
@@ -370,9 +427,16 @@ def _census_of(engine: RulesEngine, chunk: PairChunk) -> ChunkCensus:
     return chunk.census()
 
 
-def _judge_planned(pool: Executor, engine: RulesEngine, plan: Sequence[PairChunk], counts: Mapping[str | None, int],
-                   folders: Path | Mapping[str | None, Path], outputs: OutputRun | None,
-                   progress: bool | None, rows: RowsFormat) -> dict[str | None, EvaluationScores]:
+def _judge_planned(
+    pool: Executor,
+    engine: RulesEngine,
+    plan: Sequence[PairChunk],
+    counts: Mapping[str | None, int],
+    folders: Path | Mapping[str | None, Path],
+    outputs: OutputRun | None,
+    progress: bool | None,
+    rows: RowsFormat,
+) -> dict[str | None, EvaluationScores]:
     """The checked chunks judged and written, each system finished once its last pair is in."""
     with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run:
         writers = _Writers(run, folders, engine, rows)
@@ -382,8 +446,13 @@ def _judge_planned(pool: Executor, engine: RulesEngine, plan: Sequence[PairChunk
         try:
             judged = pool.map(_judge_file_chunk, [(chunk, parts / f"{k:06d}", rows) for k, chunk in enumerate(plan)])
             total = sum(counts.values())
-            for systems in progress_iter(judged, _show(progress, total), "judging pairs", total=total,
-                                         step=lambda got: sum(chunk.n_pairs for _, chunk in got)):
+            for systems in progress_iter(
+                judged,
+                _show(progress, total),
+                "judging pairs",
+                total=total,
+                step=lambda got: sum(chunk.n_pairs for _, chunk in got),
+            ):
                 for system, chunk in systems:
                     writers.add(system, chunk, counts)
             return writers.finish()
@@ -431,8 +500,10 @@ def _judge_file_chunk(engine: RulesEngine, task: tuple[PairChunk, Path, RowsForm
     groups: dict[str | None, list[PairItem]] = {}
     for p in pairs:
         groups.setdefault(p.system, []).append((p.pair_id, p.reference, p.candidate, p.meta))
-    return [(system, judge_chunk(engine, items, part.with_name(f"{part.name}-{k}.part"), rows))
-            for k, (system, items) in enumerate(groups.items())]
+    return [
+        (system, judge_chunk(engine, items, part.with_name(f"{part.name}-{k}.part"), rows))
+        for k, (system, items) in enumerate(groups.items())
+    ]
 
 
 def _run_of(outputs: OutputRun | None) -> AbstractContextManager[OutputRun]:
@@ -484,9 +555,11 @@ def evaluate_stream(
     if ray_address is not None and executor != "ray":
         raise ValueError("ray_address applies to executor 'ray'")
     many = executor == "ray" or (workers > 1 and (total is None or total >= PARALLEL_MIN_PAIRS))
-    with sigterm_raises(lambda: SystemExit(143)), _run_of(outputs) as run, \
-            make_executor(workers if many else 1, engine.factory, kind=executor, address=ray_address,
-                          state=engine) as pool:  # its workers / actors stop on every exit, Ctrl-C included
+    with (
+        sigterm_raises(lambda: SystemExit(143)),
+        _run_of(outputs) as run,
+        make_executor(workers if many else 1, engine.factory, kind=executor, address=ray_address, state=engine) as pool,
+    ):  # its workers / actors stop on every exit, Ctrl-C included
         writers = _Writers(run, folders, engine, rows)
         parts = _chunks(pairs, chunk_pairs, by_system=not isinstance(folders, Path), check_unique=check_unique)
         judged = pool.map(_judge_part, ((system, items, rows) for system, items in parts))
@@ -499,8 +572,7 @@ def evaluate_stream(
 class _Writers:
     """The results folders of one stream, each made when its system's first chunk comes."""
 
-    def __init__(self, run: OutputRun, folders: Path | Mapping[str | None, Path], engine: RulesEngine,
-                 rows: RowsFormat) -> None:
+    def __init__(self, run: OutputRun, folders: Path | Mapping[str | None, Path], engine: RulesEngine, rows: RowsFormat) -> None:
         self.run = run
         self.rows = rows
         self.folders = folders
@@ -518,8 +590,7 @@ class _Writers:
                 folder = self.folders[system]
             else:
                 raise ValueError(f"no output folder for system {system!r}")
-            self.open[system] = ResultWriter(self.run.folder(folder), self.engine.ontology, self.engine.signature,
-                                             self.rows)
+            self.open[system] = ResultWriter(self.run.folder(folder), self.engine.ontology, self.engine.signature, self.rows)
             self.done[system] = None
         return self.open[system]
 
@@ -537,8 +608,9 @@ class _Writers:
         return {system: scores for system, scores in self.done.items() if scores is not None}
 
 
-def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,
-            check_unique: bool = True) -> Iterator[tuple[str | None, list[PairItem]]]:
+def _chunks(
+    pairs: Iterable[ReportPair], size: int, *, by_system: bool, check_unique: bool = True
+) -> Iterator[tuple[str | None, list[PairItem]]]:
     """Chunks of at most ``size`` pairs, each of one system (pairs keep their order within a system).
 
     Each system's kept columns are those of its first pair, in that order (``errors.csv`` has one
@@ -556,8 +628,10 @@ def _chunks(pairs: Iterable[ReportPair], size: int, *, by_system: bool,
             seen.add((system, p.pair_id))
         keys = columns.setdefault(system, tuple(p.meta))
         if len(p.meta) != len(keys) or any(k not in p.meta for k in keys):
-            raise ValueError(f"pair {p.pair_id!r} keeps the columns {sorted(p.meta)}, the first pair of its system "
-                             f"{sorted(keys)}: every pair must keep the same columns")
+            raise ValueError(
+                f"pair {p.pair_id!r} keeps the columns {sorted(p.meta)}, the first pair of its system "
+                f"{sorted(keys)}: every pair must keep the same columns"
+            )
         buf = buffers.setdefault(system, [])
         buf.append((p.pair_id, p.reference, p.candidate, {k: p.meta[k] for k in keys}))
         if len(buf) >= size:

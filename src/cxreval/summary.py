@@ -33,8 +33,9 @@ class Column:
     keep: int = 0
 
 
-def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]],
-                 note: str = "all in scores.json") -> Table:
+def fitted_table(
+    console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], note: str = "all in scores.json"
+) -> Table:
     """A table that fits the console: columns are dropped by priority, never squeezed to ``0.…``.
 
     Every kept column shows its values in full; the first (name) column is cut with an ellipsis
@@ -58,8 +59,12 @@ def fitted_table(console: Console, title: str, columns: Sequence[Column], rows: 
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for i in kept:
         c = columns[i]
-        table.add_column(c.header, justify=c.justify, no_wrap=True,
-                         **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": widths[i]}))
+        table.add_column(
+            c.header,
+            justify=c.justify,
+            no_wrap=True,
+            **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": widths[i]}),
+        )
     for r in rows:
         table.add_row(*(Text(r[i]) for i in kept))  # Text: a "[" in a name is never markup
     return table
@@ -81,25 +86,49 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
-    console.print(fitted_table(
-        console, "Headline metrics",
-        [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
-        [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
-    ))
+    console.print(
+        fitted_table(
+            console,
+            "Headline metrics",
+            [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
+            [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
+        )
+    )
 
     group_rows = []
     for g in result.groups:
         p = g.presence
         if p.tp + p.fp + p.fn == 0:
             continue
-        group_rows.append((g.name, str(p.support), _f(p.precision), _f(p.recall), _f(p.f1),
-                           _acc(g.location, False), _acc(g.severity, False), _acc(g.comparison, False)))
-    console.print(fitted_table(
-        console, "By group (counts pooled over the group's entities)",
-        [Column("group", "left"), Column("support", keep=5), Column("P", keep=3), Column("R", keep=3),
-         Column("F1", keep=6), Column("loc", keep=2), Column("sev", keep=1), Column("cmp", keep=0)],
-        group_rows,
-    ))
+        group_rows.append(
+            (
+                g.name,
+                str(p.support),
+                _f(p.precision),
+                _f(p.recall),
+                _f(p.f1),
+                _acc(g.location, False),
+                _acc(g.severity, False),
+                _acc(g.comparison, False),
+            )
+        )
+    console.print(
+        fitted_table(
+            console,
+            "By group (counts pooled over the group's entities)",
+            [
+                Column("group", "left"),
+                Column("support", keep=5),
+                Column("P", keep=3),
+                Column("R", keep=3),
+                Column("F1", keep=6),
+                Column("loc", keep=2),
+                Column("sev", keep=1),
+                Column("cmp", keep=0),
+            ],
+            group_rows,
+        )
+    )
 
     ranked = sorted(
         (e for e in result.entities if e.presence.tp + e.presence.fp + e.presence.fn > 0),
@@ -108,15 +137,27 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
     entity_rows = []
     for e in ranked[:top]:
         p = e.presence
-        entity_rows.append((e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1),
-                            _acc(e.location), _acc(e.severity)))
-    console.print(fitted_table(
-        console, f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
-        [Column("entity", "left"), Column("TP", keep=5), Column("FP", keep=5), Column("FN", keep=5),
-         Column("P", keep=3), Column("R", keep=3), Column("F1", keep=6), Column("location", keep=1),
-         Column("severity", keep=0)],
-        entity_rows,
-    ))
+        entity_rows.append(
+            (e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1), _acc(e.location), _acc(e.severity))
+        )
+    console.print(
+        fitted_table(
+            console,
+            f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
+            [
+                Column("entity", "left"),
+                Column("TP", keep=5),
+                Column("FP", keep=5),
+                Column("FN", keep=5),
+                Column("P", keep=3),
+                Column("R", keep=3),
+                Column("F1", keep=6),
+                Column("location", keep=1),
+                Column("severity", keep=0),
+            ],
+            entity_rows,
+        )
+    )
 
     d = result.error_summary
     console.print(
@@ -141,8 +182,11 @@ def print_llm_usage(result: EvaluationScores, console: Console) -> None:
         highlight=False,
     )
     if u.estimated:
-        console.print(f"[bold yellow]{u.estimated} answer(s) came without usable token usage[/]: their tokens and "
-                      "cost are estimated (1 token per 3 bytes)", highlight=False)
+        console.print(
+            f"[bold yellow]{u.estimated} answer(s) came without usable token usage[/]: their tokens and "
+            "cost are estimated (1 token per 3 bytes)",
+            highlight=False,
+        )
     if result.failures:
         reasons: dict[str, int] = {}
         for f in result.failures:
@@ -157,15 +201,24 @@ def print_llm_usage(result: EvaluationScores, console: Console) -> None:
 
 def print_runs(results: Sequence[EvaluationScores], summary: dict[str, Any], console: Console) -> None:
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
-    console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs",
-                  highlight=False)
-    console.print(fitted_table(
-        console, "Headline metrics, mean +- sd over runs",
-        [Column("metric", "left"), Column("mean", keep=4), Column("sd", keep=3), Column("runs", keep=1),
-         Column("better", "center", keep=2)],
-        [(m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
-         for m in summary["metrics"]],
-    ))
+    console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs", highlight=False)
+    console.print(
+        fitted_table(
+            console,
+            "Headline metrics, mean +- sd over runs",
+            [
+                Column("metric", "left"),
+                Column("mean", keep=4),
+                Column("sd", keep=3),
+                Column("runs", keep=1),
+                Column("better", "center", keep=2),
+            ],
+            [
+                (m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
+                for m in summary["metrics"]
+            ],
+        )
+    )
     for r in results:
         if r.failures:
             console.print(f"run {r.run}: {r.n_failed} pair(s) not scored (run-{r.run}/failures.jsonl)", highlight=False)
@@ -195,14 +248,16 @@ def print_systems(frame: pd.DataFrame, console: Console, *, signature: str) -> N
     cols = [c for c in SYSTEM_COLUMNS if c in frame.columns]
     rows = []
     for system, row in frame.iterrows():
-        rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") or c == "runs" else _f(_num(row[c]))
-                                    for c in cols)))
-    console.print(fitted_table(
-        console, f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
-        [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
-        rows,
-        note="all in systems.csv",
-    ))
+        rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") or c == "runs" else _f(_num(row[c])) for c in cols)))
+    console.print(
+        fitted_table(
+            console,
+            f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
+            [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
+            rows,
+            note="all in systems.csv",
+        )
+    )
     print_signature(signature, console)
 
 

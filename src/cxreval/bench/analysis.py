@@ -82,15 +82,15 @@ class Features:
         dense = self.values[idx]
         pres = self.presence[idx]
         if weights is None:
-            return np.concatenate([dense.astype(float).sum(axis=0, keepdims=True),
-                                   np.asarray(pres.sum(axis=0), dtype=float).reshape(1, -1)], axis=1)
+            return np.concatenate(
+                [dense.astype(float).sum(axis=0, keepdims=True), np.asarray(pres.sum(axis=0), dtype=float).reshape(1, -1)], axis=1
+            )
         w = weights.astype(dense.dtype)
         return np.concatenate([(w @ dense).astype(float), np.asarray((pres.T @ weights.T).T, dtype=float)], axis=1)
 
     def scores(self, sums: np.ndarray) -> np.ndarray:
         """Column sums ``(R, F + 3E)`` -> scores ``(R, len(names))``."""
-        return np.stack([np.asarray(self.compute[name](sums[:, self.blocks[name]]), dtype=float)
-                         for name in self.names], axis=1)
+        return np.stack([np.asarray(self.compute[name](sums[:, self.blocks[name]]), dtype=float) for name in self.names], axis=1)
 
 
 @dataclass
@@ -155,8 +155,7 @@ def features(sys: SystemRun, table: PairTable, metric_names: Sequence[str], runn
         compute[name] = runner.table_metric(name).compute
     values = np.concatenate(cols, axis=1) if cols else np.zeros((table.stats.n_pairs, 0))
     exact = values.size == 0 or (np.array_equal(values, np.round(values)) and len(values) * np.abs(values).max() < 2**24)
-    return Features(values.astype(np.float32 if exact else np.float64), table.presence, list(metric_names),
-                    blocks, compute)
+    return Features(values.astype(np.float32 if exact else np.float64), table.presence, list(metric_names), blocks, compute)
 
 
 # ------------------------------------------------------------------------------------------
@@ -212,17 +211,26 @@ def leaderboard(
             lo = np.nanquantile(boots, alpha, axis=1) if resamples else np.full_like(point, np.nan)
             hi = np.nanquantile(boots, 1 - alpha, axis=1) if resamples else np.full_like(point, np.nan)
     rows = []
-    for s, (name, base, f, failed) in enumerate(systems):
-        metrics = {m: Interval(value=finite_or_none(point[s, j]), low=finite_or_none(lo[s, j]), high=finite_or_none(hi[s, j]))
-                   for j, m in enumerate(names)}
+    for s, (name, base, f, _failed) in enumerate(systems):
+        metrics = {
+            m: Interval(value=finite_or_none(point[s, j]), low=finite_or_none(lo[s, j]), high=finite_or_none(hi[s, j]))
+            for j, m in enumerate(names)
+        }
         n_judged = int(f.values[idx][:, f.blocks[JUDGEMENT_METRIC]][:, 1].sum())
-        rows.append(LeaderboardRow(
-            system=name, n_pairs=n_judged, n_failed=n - n_judged, metrics=metrics,
-            rank=int(rank[s]), rank_low=int(r_lo[s]), rank_high=int(r_hi[s]),
-            error_free=metrics.get("spec-report-error-free-rate"),
-            critical_error_free=metrics.get("spec-report-critical-error-free-rate"),
-            baseline=base,
-        ))
+        rows.append(
+            LeaderboardRow(
+                system=name,
+                n_pairs=n_judged,
+                n_failed=n - n_judged,
+                metrics=metrics,
+                rank=int(rank[s]),
+                rank_low=int(r_lo[s]),
+                rank_high=int(r_hi[s]),
+                error_free=metrics.get("spec-report-error-free-rate"),
+                critical_error_free=metrics.get("spec-report-critical-error-free-rate"),
+                baseline=base,
+            )
+        )
     rows.sort(key=lambda r: (r.rank, r.system))
     return Leaderboard(dataset=dataset, stratum=stratum, rank_by=rank_by, rows=rows, n_pairs=n)
 
@@ -254,26 +262,54 @@ def entity_results(
             for kind in kinds:
                 if per_kind.get((ent, kind), 0) < max_examples:
                     per_kind[(ent, kind)] = per_kind.get((ent, kind), 0) + 1
-                    examples.setdefault(ent, []).append(ExamplePair(
-                        pair_id=ids[i], kind=kind, reference=ref, candidate=cand, reference_rules=ref_rules,
-                        candidate_rules=cand_rules))
+                    examples.setdefault(ent, []).append(
+                        ExamplePair(
+                            pair_id=ids[i],
+                            kind=kind,
+                            reference=ref,
+                            candidate=cand,
+                            reference_rules=ref_rules,
+                            candidate_rules=cand_rules,
+                        )
+                    )
     ents: list[EntityResult] = []
     for e in table.spec.entities:
         p = e.presence
         if p.tp + p.fp + p.fn == 0:
             continue
-        ents.append(EntityResult(
-            system=sys.name, dataset=dataset, entity=e.entity, name=e.name, group=e.group, tp=p.tp, fp=p.fp, fn=p.fn,
-            precision=p.precision, recall=p.recall, f1=p.f1,
-            **{f"{a}_acc": getattr(e, a).accuracy for a in _ATTRS},
-            examples=examples.get(e.entity, []), critical=E[e.entity].critical,
-            **{f"{a}_errors": getattr(e, a).judged - getattr(e, a).correct for a in _ATTRS},
-        ))
-    groups = [GroupResult(
-        system=sys.name, dataset=dataset, group=g.group, name=g.name, support=g.presence.support,
-        precision=g.presence.precision, recall=g.presence.recall, f1=g.presence.f1,
-        **{f"{a}_acc": getattr(g, a).accuracy for a in _ATTRS},
-    ) for g in table.spec.groups]
+        ents.append(
+            EntityResult(
+                system=sys.name,
+                dataset=dataset,
+                entity=e.entity,
+                name=e.name,
+                group=e.group,
+                tp=p.tp,
+                fp=p.fp,
+                fn=p.fn,
+                precision=p.precision,
+                recall=p.recall,
+                f1=p.f1,
+                **{f"{a}_acc": getattr(e, a).accuracy for a in _ATTRS},
+                examples=examples.get(e.entity, []),
+                critical=E[e.entity].critical,
+                **{f"{a}_errors": getattr(e, a).judged - getattr(e, a).correct for a in _ATTRS},
+            )
+        )
+    groups = [
+        GroupResult(
+            system=sys.name,
+            dataset=dataset,
+            group=g.group,
+            name=g.name,
+            support=g.presence.support,
+            precision=g.presence.precision,
+            recall=g.presence.recall,
+            f1=g.presence.f1,
+            **{f"{a}_acc": getattr(g, a).accuracy for a in _ATTRS},
+        )
+        for g in table.spec.groups
+    ]
     return ents, groups
 
 
@@ -313,23 +349,35 @@ def metric_infos(config: BenchConfig, runner: Runner) -> list[MetricInfo]:
     bs = config.bootstrap
 
     def with_interval(signature: Signature) -> Signature:
-        return signature.with_intervals(method="percentile", resamples=bs.resamples, seed=bs.seed,
-                                        confidence=bs.confidence)
+        return signature.with_intervals(method="percentile", resamples=bs.resamples, seed=bs.seed, confidence=bs.confidence)
 
     sig = with_interval(runner.evaluator.signature)
     infos = []
     for name in [JUDGEMENT_METRIC, *(m for m in config.metrics if m != JUDGEMENT_METRIC), *DERIVED_METRICS]:
         if name in TABLE_METRIC_NAMES:
             t = runner.table_metric(name)
-            infos.append(MetricInfo(name=name, higher_is_better=t.higher_is_better, label=t.label,
-                                    description=t.description, level=t.level,
-                                    signature=str(sig.with_metric(t.signature_id))))
+            infos.append(
+                MetricInfo(
+                    name=name,
+                    higher_is_better=t.higher_is_better,
+                    label=t.label,
+                    description=t.description,
+                    level=t.level,
+                    signature=str(sig.with_metric(t.signature_id)),
+                )
+            )
             continue
         m = runner.metric(name)
-        infos.append(MetricInfo(name=name, higher_is_better=bool(m.higher_is_better),
-                                signature=str(with_interval(m.signature)),
-                                label=getattr(m, "label", name), level=getattr(m, "level", "pair"),
-                                description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else ""))
+        infos.append(
+            MetricInfo(
+                name=name,
+                higher_is_better=bool(m.higher_is_better),
+                signature=str(with_interval(m.signature)),
+                label=getattr(m, "label", name),
+                level=getattr(m, "level", "pair"),
+                description=(m.__doc__ or "").strip().splitlines()[0] if m.__doc__ else "",
+            )
+        )
     return infos
 
 
@@ -361,21 +409,30 @@ def _strata(d: DatasetRun, normal: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return strata
 
 
-def _site_cells(dataset: str, site: str, lb: Leaderboard, names: Sequence[str],
-                higher: dict[str, bool]) -> list[SiteCell]:
+def _site_cells(dataset: str, site: str, lb: Leaderboard, names: Sequence[str], higher: dict[str, bool]) -> list[SiteCell]:
     """One site's leaderboard as cells: each system's value and rank on each metric."""
     cells = []
     for m in names:
         vals = np.array([np.nan if r.metrics[m].value is None else r.metrics[m].value for r in lb.rows])
         ranks = _ranks(vals, higher[m])
         for r, rk in zip(lb.rows, ranks):
-            cells.append(SiteCell(dataset=dataset, site=site, system=r.system, metric=m, value=r.metrics[m].value,
-                                  rank=None if r.metrics[m].value is None else int(rk), n_pairs=r.n_pairs))
+            cells.append(
+                SiteCell(
+                    dataset=dataset,
+                    site=site,
+                    system=r.system,
+                    metric=m,
+                    value=r.metrics[m].value,
+                    rank=None if r.metrics[m].value is None else int(rk),
+                    n_pairs=r.n_pairs,
+                )
+            )
     return cells
 
 
-def _pooled_per_pair(d: DatasetRun, tables: Sequence[PairTable], config: BenchConfig,
-                     runner: Runner) -> dict[str, list[np.ndarray]]:
+def _pooled_per_pair(
+    d: DatasetRun, tables: Sequence[PairTable], config: BenchConfig, runner: Runner
+) -> dict[str, list[np.ndarray]]:
     """Each metric's per-pair values for every non-baseline system of a dataset (for correlations)."""
     per_pair: dict[str, list[np.ndarray]] = {}
     for s, t in zip(d.systems, tables):
@@ -413,8 +470,7 @@ def analyse(config: BenchConfig, runs: Sequence[DatasetRun], runner: Runner, cre
         f"Intervals: {int(bs.confidence * 100)} % percentile bootstrap over studies, {bs.resamples} resamples, "
         f"seed {bs.seed}; the same resamples for every system of a dataset (rank intervals from the ranks "
         "in each resample).",
-        "Correlations pool the per-pair values of every non-baseline system; bleu4-corpus enters them as "
-        "sentence-level BLEU-4.",
+        "Correlations pool the per-pair values of every non-baseline system; bleu4-corpus enters them as sentence-level BLEU-4.",
     ]
     for d in runs:
         if not d.systems:
@@ -426,14 +482,16 @@ def analyse(config: BenchConfig, runs: Sequence[DatasetRun], runner: Runner, cre
         for k, (stratum, idx) in enumerate(_strata(d, normal)):
             if len(idx) == 0:
                 continue
-            lb = leaderboard(d.name, stratum, entries, idx, config.rank_by, higher,
-                             bs.resamples, bs.seed + k, bs.confidence)
+            lb = leaderboard(d.name, stratum, entries, idx, config.rank_by, higher, bs.resamples, bs.seed + k, bs.confidence)
             boards.append(lb)
             if stratum.startswith("site:"):
                 sites.extend(_site_cells(d.name, stratum[5:], lb, names, higher))
         for s, t in zip(d.systems, tables):
-            summaries.append(SystemSummary(system=s.name, dataset=d.name, n_pairs=len(t.spec.errors),
-                                           values=headline_values(headline, t.spec.block_sums)))
+            summaries.append(
+                SystemSummary(
+                    system=s.name, dataset=d.name, n_pairs=len(t.spec.errors), values=headline_values(headline, t.spec.block_sums)
+                )
+            )
             e, g = entity_results(d.name, s, t, d.ids, ontology, config.examples_per_kind)
             ents.extend(e)
             groups.extend(g)
@@ -441,13 +499,27 @@ def analyse(config: BenchConfig, runs: Sequence[DatasetRun], runner: Runner, cre
         if per_pair:
             corrs.extend(correlations(d.name, {m: np.concatenate(v) for m, v in per_pair.items()}))
         if d.normal is None:
-            notes.append(f"{d.name}: normal = the reference states no positive entity "
-                         f"({int(normal.sum())} normal, {int((~normal).sum())} abnormal studies).")
+            notes.append(
+                f"{d.name}: normal = the reference states no positive entity "
+                f"({int(normal.sum())} normal, {int((~normal).sum())} abnormal studies)."
+            )
     systems = list(dict.fromkeys(s.name for d in runs for s in d.systems))
     return BenchmarkResult(
-        name=config.name, created=created, cxreval_version=__version__,
-        engine_signature=runner.engine_signature, ontology=ontology.signature, metrics=infos,
-        primary_metric=config.rank_by, datasets=[d.name for d in runs], systems=systems,
-        leaderboards=boards, groups=groups, entities=ents, summaries=summaries, correlations=corrs, sites=sites, notes=notes,
+        name=config.name,
+        created=created,
+        cxreval_version=__version__,
+        engine_signature=runner.engine_signature,
+        ontology=ontology.signature,
+        metrics=infos,
+        primary_metric=config.rank_by,
+        datasets=[d.name for d in runs],
+        systems=systems,
+        leaderboards=boards,
+        groups=groups,
+        entities=ents,
+        summaries=summaries,
+        correlations=corrs,
+        sites=sites,
+        notes=notes,
         baselines=[s.name for s in config.systems if s.baseline is not None],
     )

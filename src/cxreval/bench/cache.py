@@ -55,8 +55,20 @@ def compact_rows(rows: Iterable[EntityJudgement]) -> list[CompactRow]:
         if r.implied:
             continue
         if row_has_error(r.presence, r.location, r.severity, r.comparison, r.specificity):
-            out.append((r.entity, r.presence, r.location, r.severity, r.comparison, r.reference, r.candidate,
-                        r.reference_rules, r.candidate_rules, r.specificity))
+            out.append(
+                (
+                    r.entity,
+                    r.presence,
+                    r.location,
+                    r.severity,
+                    r.comparison,
+                    r.reference,
+                    r.candidate,
+                    r.reference_rules,
+                    r.candidate_rules,
+                    r.specificity,
+                )
+            )
         else:
             out.append((r.entity, r.presence, r.location, r.severity, r.comparison, "", "", "", "", r.specificity))
     return out

@@ -146,8 +146,10 @@ class SystemConfig(_Model):
         if self.text is not None and self.baseline != "normal-template":
             raise ValueError(f"system {self.name!r}: text applies to baseline: normal-template only")
         if self.text_col is not None and self.section is not None:
-            raise ValueError(f"system {self.name!r}: give text_col or section, not both "
-                             "(text_col names the field; section picks a ReXrank report section)")
+            raise ValueError(
+                f"system {self.name!r}: give text_col or section, not both "
+                "(text_col names the field; section picks a ReXrank report section)"
+            )
         return self
 
     @property
@@ -168,24 +170,30 @@ class EngineConfig(_Model):
     rules: Path | None = None
     llm: dict[str, Any] | None = None
     workers: int | None = Field(None, ge=1, description="processes for the rule engine; None = CPU count")
-    executor: Executor | None = Field(None, description=(
-        "where the rule engine judges the missing pairs: local processes, or Ray actors (workers of them; "
-        "optional extra 'ray'); None = local, or ray when ray_address is set"))
-    ray_address: str | None = Field(None, min_length=1, description=(
-        "an existing Ray cluster (auto, ray://head:10001, head:6379); None = start a local one"))
+    executor: Executor | None = Field(
+        None,
+        description=(
+            "where the rule engine judges the missing pairs: local processes, or Ray actors (workers of them; "
+            "optional extra 'ray'); None = local, or ray when ray_address is set"
+        ),
+    )
+    ray_address: str | None = Field(
+        None, min_length=1, description=("an existing Ray cluster (auto, ray://head:10001, head:6379); None = start a local one")
+    )
 
     @model_validator(mode="after")
     def _graded_needs_rules(self) -> EngineConfig:
         if self.name != "rules" and self.uncertain not in UNGRADED_POLICIES:
-            raise ValueError(f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
-                             f"grades; engine {self.name!r} takes positive or negative")
+            raise ValueError(
+                f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
+                f"grades; engine {self.name!r} takes positive or negative"
+            )
         if self.ray_address is not None and self.executor == "local":
             raise ValueError("ray_address applies to executor: ray")
         if self.on_ray and self.name != "rules":
             raise ValueError(f"executor: ray applies to the rules engine; engine {self.name!r} judges in this process")
         if self.rules is not None and self.name != "rules":
-            raise ValueError(f"rules (a rule file) applies to the rules engine; engine {self.name!r} reads reports "
-                             "without it")
+            raise ValueError(f"rules (a rule file) applies to the rules engine; engine {self.name!r} reads reports without it")
         return self
 
     @property
@@ -244,11 +252,12 @@ class BenchConfig(_Model):
         registered = [m for m in available_metrics() if m not in DERIVED_METRICS]
         for name in dict.fromkeys(self.metrics):
             if name in DERIVED_METRICS:
-                problems.append(f"metric {name!r} is computed from the judgements for every benchmark: "
-                                "rank by it with rank_by, do not list it under metrics")
+                problems.append(
+                    f"metric {name!r} is computed from the judgements for every benchmark: "
+                    "rank by it with rank_by, do not list it under metrics"
+                )
             elif name not in registered:
-                problems.append(f"unknown metric {name!r}{did_you_mean(name, registered)}; "
-                                f"known: {', '.join(registered)}")
+                problems.append(f"unknown metric {name!r}{did_you_mean(name, registered)}; known: {', '.join(registered)}")
         if JUDGEMENT_METRIC not in self.metrics:
             problems.append(f"metrics must include {JUDGEMENT_METRIC!r} (the judgement-based metric)")
         if len(set(self.metrics)) != len(self.metrics):
@@ -257,12 +266,16 @@ class BenchConfig(_Model):
             if name not in self.metrics:
                 problems.append(f"metric_options names {name!r}, which is not among metrics {self.metrics}")
             elif name in table_metric_names():
-                problems.append(f"metric_options names {name!r}, which is computed from the judgement table with "
-                                "the engine section's settings: set them under engine")
+                problems.append(
+                    f"metric_options names {name!r}, which is computed from the judgement table with "
+                    "the engine section's settings: set them under engine"
+                )
         if self.rank_by not in self.metrics and self.rank_by not in DERIVED_METRICS:
             rankable = [*self.metrics, *DERIVED_METRICS]
-            problems.append(f"rank_by {self.rank_by!r} is not one of the metrics{did_you_mean(self.rank_by, rankable)}; "
-                            f"choose from {', '.join(rankable)}")
+            problems.append(
+                f"rank_by {self.rank_by!r} is not one of the metrics{did_you_mean(self.rank_by, rankable)}; "
+                f"choose from {', '.join(rankable)}"
+            )
         return problems
 
     def systems_for(self, dataset: str) -> list[SystemConfig]:
@@ -306,22 +319,19 @@ def _resolve(path: Path, base: Path, data_dir: Path | None) -> Path:
 def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
     """``config`` with every input path absolute (see module doc)."""
     env = os.environ.get(DATA_DIR_ENV)
-    data_dir = Path(env).resolve() if env else (
-        None if config.data_dir is None else _resolve(config.data_dir, base, None))
+    data_dir = Path(env).resolve() if env else (None if config.data_dir is None else _resolve(config.data_dir, base, None))
 
     def fix(model: BaseModel, field: str = "path") -> Any:
         value = getattr(model, field)
         return model if value is None else model.model_copy(update={field: _resolve(value, base, data_dir)})
 
     datasets = [
-        d.model_copy(update={"references": fix(d.references),
-                             "metadata": None if d.metadata is None else fix(d.metadata)})
+        d.model_copy(update={"references": fix(d.references), "metadata": None if d.metadata is None else fix(d.metadata)})
         for d in config.datasets
     ]
     systems = [fix(s) for s in config.systems]
     engine = fix(fix(config.engine, "ontology"), "rules")
-    return config.model_copy(update={"datasets": datasets, "systems": systems, "engine": engine,
-                                     "data_dir": data_dir})
+    return config.model_copy(update={"datasets": datasets, "systems": systems, "engine": engine, "data_dir": data_dir})
 
 
 def _messages(err: Any) -> list[str]:
@@ -345,9 +355,12 @@ def load_config(path: str | Path) -> BenchConfig:
         config = BenchConfig.model_validate(raw)
         return resolve_paths(config, p.resolve().parent)
     except ValidationError as exc:
-        raise InputError([
-            InputProblem(file=str(p), field=".".join(str(x) for x in err["loc"]) or None, message=line)
-            for err in exc.errors() for line in _messages(err)
-        ]) from None
+        raise InputError(
+            [
+                InputProblem(file=str(p), field=".".join(str(x) for x in err["loc"]) or None, message=line)
+                for err in exc.errors()
+                for line in _messages(err)
+            ]
+        ) from None
     except ValueError as exc:
         raise InputError([InputProblem(file=str(p), message=str(exc))]) from None

@@ -120,8 +120,13 @@ _FALSE = {"0", "false", "no", "n", "abnormal", "f"}
 def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | None, np.ndarray | None]:
     """ids, reference texts, sites (or None) and metadata normal flags (or None), in file order."""
     ref = cfg.references
-    refs = read_reports(ref.path, id_col=ref.id_col, text_col=ref.text_col, format=ref.format,
-                        section=ref.section if ref.text_col is None else None)
+    refs = read_reports(
+        ref.path,
+        id_col=ref.id_col,
+        text_col=ref.text_col,
+        format=ref.format,
+        section=ref.section if ref.text_col is None else None,
+    )
     ids = list(refs)
     sites: list[str] | None = None
     normal: np.ndarray | None = None
@@ -133,15 +138,24 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
         for col, values in table.items():
             missing = [i for i in ids if i not in values]
             if missing:
-                problems.append(InputProblem(file=str(meta.path), field=col,
-                                             message=f"{len(missing)} studies have no value, e.g. {missing[:3]}"))
+                problems.append(
+                    InputProblem(
+                        file=str(meta.path), field=col, message=f"{len(missing)} studies have no value, e.g. {missing[:3]}"
+                    )
+                )
         if meta.normal_col is not None and not problems:
             flags = []
             for i in ids:
                 v = table[meta.normal_col][i].strip().lower()
                 if v not in _TRUE | _FALSE:
-                    problems.append(InputProblem(file=str(meta.path), field=meta.normal_col, id=i,
-                                                 message=f"normal flag {v!r} is not one of {sorted(_TRUE | _FALSE)}"))
+                    problems.append(
+                        InputProblem(
+                            file=str(meta.path),
+                            field=meta.normal_col,
+                            id=i,
+                            message=f"normal flag {v!r} is not one of {sorted(_TRUE | _FALSE)}",
+                        )
+                    )
                 flags.append(v in _TRUE)
             normal = np.array(flags, dtype=bool)
         if problems:
@@ -151,8 +165,15 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
     return ids, [refs[i] for i in ids], sites, normal
 
 
-def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[str], dataset: str, *,
-                    data_dir: Path | None = None, section: Section = "findings") -> list[str]:
+def load_candidates(
+    cfg: SystemConfig,
+    ids: Sequence[str],
+    references: Sequence[str],
+    dataset: str,
+    *,
+    data_dir: Path | None = None,
+    section: Section = "findings",
+) -> list[str]:
     """The system's candidate per study of the dataset; every study needs exactly one.
 
     A ReXrank-layout file with neither ``text_col`` nor ``section`` reads ``model_prediction``.
@@ -166,19 +187,34 @@ def load_candidates(cfg: SystemConfig, ids: Sequence[str], references: Sequence[
     if cfg.baseline in IU_BASELINES:
         return load_iu_baseline(cfg, ids, section, data_dir).texts
     assert cfg.path is not None
-    cands = read_reports(cfg.path, id_col=cfg.id_col, text_col=cfg.text_col, format=cfg.format, section=cfg.section,
-                         keyed_default=PREDICTION_FIELD)
+    cands = read_reports(
+        cfg.path, id_col=cfg.id_col, text_col=cfg.text_col, format=cfg.format, section=cfg.section, keyed_default=PREDICTION_FIELD
+    )
     missing = [i for i in ids if i not in cands]
     if missing:
-        raise InputError([InputProblem(
-            file=str(cfg.path), field=cfg.id_col,
-            message=f"system {cfg.name!r} has no report for {len(missing)} of the {len(ids)} studies of "
-                    f"dataset {dataset!r}, e.g. {missing[:3]}")])
+        raise InputError(
+            [
+                InputProblem(
+                    file=str(cfg.path),
+                    field=cfg.id_col,
+                    message=f"system {cfg.name!r} has no report for {len(missing)} of the {len(ids)} studies of "
+                    f"dataset {dataset!r}, e.g. {missing[:3]}",
+                )
+            ]
+        )
     return [cands[i] for i in ids]
 
 
-def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, data_dir: Path | None,
-                     ontology: Any = None, *, data: Any = None, cache: BenchCache | None = None) -> Any:
+def load_iu_baseline(
+    cfg: SystemConfig,
+    ids: Sequence[str],
+    section: Section,
+    data_dir: Path | None,
+    ontology: Any = None,
+    *,
+    data: Any = None,
+    cache: BenchCache | None = None,
+) -> Any:
     """The :class:`~cxreval.datasets.baselines.BaselineReports` of an IU train-split baseline for
     ``ids``: the system's ``section`` if set, else ``section`` (the dataset's reference section).
     ``data``: the run's :class:`~cxreval.datasets.baselines.RetrievalData` (read once for all its
@@ -198,8 +234,7 @@ def load_iu_baseline(cfg: SystemConfig, ids: Sequence[str], section: Section, da
             cache.put_baseline(key, made.to_json())
         return made
     except FileNotFoundError as exc:
-        raise InputError([InputProblem(file=str(data_dir), field="data_dir",
-                                       message=f"system {cfg.name!r}: {exc}")]) from None
+        raise InputError([InputProblem(file=str(data_dir), field="data_dir", message=f"system {cfg.name!r}: {exc}")]) from None
 
 
 def retrieval_data(cfg: SystemConfig, data_dir: Path | None, ontology: Any = None) -> Any:
@@ -209,15 +244,25 @@ def retrieval_data(cfg: SystemConfig, data_dir: Path | None, ontology: Any = Non
 
     data_dir = data_dir or (Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV) else None)
     if data_dir is None:
-        raise InputError([InputProblem(file="config", field="data_dir", message=(
-            f"system {cfg.name!r}: baseline {cfg.baseline} reads the IU X-ray train split from data_dir; "
-            f"set data_dir in the config or ${DATA_DIR_ENV}"))])
+        raise InputError(
+            [
+                InputProblem(
+                    file="config",
+                    field="data_dir",
+                    message=(
+                        f"system {cfg.name!r}: baseline {cfg.baseline} reads the IU X-ray train split from data_dir; "
+                        f"set data_dir in the config or ${DATA_DIR_ENV}"
+                    ),
+                )
+            ]
+        )
     return RetrievalData.load(data_dir, ontology)
 
 
 # ------------------------------------------------------------------------------------------
 # Judging (rule engine in worker processes)
 # ------------------------------------------------------------------------------------------
+
 
 def _judge_chunk(engine: RulesEngine, items: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
     """Judge one chunk of ``(key, reference, candidate)`` (sorted by reference) with ``engine`` (an
@@ -276,8 +321,15 @@ TABLE_METRIC_NAMES = frozenset(table_metric_names())
 class Runner:
     """Runs one benchmark config; ``stats`` says what was computed and what came from the cache."""
 
-    def __init__(self, config: BenchConfig, out: str | Path | None = None, log: Log | None = None, *,
-                 warn: Log | None = None, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        config: BenchConfig,
+        out: str | Path | None = None,
+        log: Log | None = None,
+        *,
+        warn: Log | None = None,
+        progress: Progress | None = None,
+    ) -> None:
         """``log`` gets progress messages, ``warn`` warnings (default: a Python warning),
         ``progress`` the advance of every stage (see :data:`Progress`)."""
         from cxreval.evaluate import Evaluator
@@ -294,12 +346,20 @@ class Runner:
             from cxreval.llm.config import LLMConfig
 
             if eng.llm is None:
-                raise InputError([InputProblem(file="config", field="engine.llm",
-                                               message=f"engine {eng.name!r} needs llm settings")])
+                raise InputError(
+                    [InputProblem(file="config", field="engine.llm", message=f"engine {eng.name!r} needs llm settings")]
+                )
             llm = LLMConfig.from_settings(eng.llm)
         # a rule file that cannot be used raises RulesError (a ValueError naming the file and line)
-        self.evaluator = Evaluator(eng.ontology, uncertain=eng.uncertain, engine=eng.name, llm=llm,
-                                   spec_compat=eng.spec_compat, rules=eng.rules, hierarchy=eng.hierarchy)
+        self.evaluator = Evaluator(
+            eng.ontology,
+            uncertain=eng.uncertain,
+            engine=eng.name,
+            llm=llm,
+            spec_compat=eng.spec_compat,
+            rules=eng.rules,
+            hierarchy=eng.hierarchy,
+        )
         self.engine_signature = str(self.evaluator.signature)
         #: What the judgements' cache keys are made of: the engine signature (the rule engine's rows
         #: carry rule ids, so its key says so: rows cached without them are judged again).
@@ -352,9 +412,12 @@ class Runner:
             except MetricUnavailable as exc:
                 extra = (metric_spec(name).needs or (name,))[0]  # the registry says which extra
                 missing = _missing_extra(extra)
-                problems.append(f"metric {name!r} needs the optional extra {extra!r} (not installed: "
-                                f"{', '.join(missing)}): pip install 'cxreval[{extra}]'"
-                                if missing else f"metric {name!r} cannot run here: {exc}")
+                problems.append(
+                    f"metric {name!r} needs the optional extra {extra!r} (not installed: "
+                    f"{', '.join(missing)}): pip install 'cxreval[{extra}]'"
+                    if missing
+                    else f"metric {name!r} cannot run here: {exc}"
+                )
             except TypeError as exc:
                 problems.append(f"metric {name!r} does not take the metric_options given: {exc}")
         if problems:
@@ -380,8 +443,9 @@ class Runner:
                     if s.baseline in IU_BASELINES:
                         if data is None:
                             data = retrieval_data(s, self.config.data_dir, self.evaluator.ontology)
-                        made = load_iu_baseline(s, ids, d.references.section, self.config.data_dir,
-                                                self.evaluator.ontology, data=data, cache=cache)
+                        made = load_iu_baseline(
+                            s, ids, d.references.section, self.config.data_dir, self.evaluator.ontology, data=data, cache=cache
+                        )
                         cands = made.texts
                         self.stats.notes.append(made.note(s.name, d.name))
                     else:
@@ -463,8 +527,13 @@ class Runner:
         many = eng.on_ray or (self.workers > 1 and len(items) >= PARALLEL_MIN_PAIRS)
         # the same chunks in this process, local processes or Ray actors (cxreval.executors); every
         # chunk is stored as it comes, so Ctrl-C keeps what was judged, and the workers stop with it
-        with executor(self.workers if many else 1, engine.factory, kind="ray" if eng.on_ray else "local",
-                      address=eng.ray_address, state=engine) as pool:
+        with executor(
+            self.workers if many else 1,
+            engine.factory,
+            kind="ray" if eng.on_ray else "local",
+            address=eng.ray_address,
+            state=engine,
+        ) as pool:
             for part in pool.map(_judge_chunk, chunks):
                 store(part)
 
@@ -483,8 +552,10 @@ class Runner:
                 stage, done = f"metric {name}", 0
                 self.progress(stage, 0, len(missing))
                 chunks = _chunked(missing, self.workers)
-                tasks = [(name, self.config.metric_options.get(name, {}), [texts[k][0] for k in ch],
-                          [texts[k][1] for k in ch]) for ch in chunks]
+                tasks = [
+                    (name, self.config.metric_options.get(name, {}), [texts[k][0] for k in ch], [texts[k][1] for k in ch])
+                    for ch in chunks
+                ]
 
                 def store(keys: Sequence[str], values: Sequence[Any]) -> None:
                     nonlocal done
@@ -532,12 +603,19 @@ class Runner:
         result = analyse(self.config, runs, self, created=datetime.now(UTC).isoformat(timespec="seconds"))
         self.stats.timings["analyse"] = time.perf_counter() - t
         self.stats.timings["total"] = time.perf_counter() - t0
-        return result.model_copy(update={"timings": dict(self.stats.timings),
-                                         "notes": [*result.notes, *self.stats.notes, *self.stats.warnings]})
+        return result.model_copy(
+            update={"timings": dict(self.stats.timings), "notes": [*result.notes, *self.stats.notes, *self.stats.warnings]}
+        )
 
 
-def run_benchmark(config: BenchConfig, out: str | Path | None = None, log: Log | None = None, *,
-                  warn: Log | None = None, progress: Progress | None = None) -> tuple[BenchmarkResult, RunStats]:
+def run_benchmark(
+    config: BenchConfig,
+    out: str | Path | None = None,
+    log: Log | None = None,
+    *,
+    warn: Log | None = None,
+    progress: Progress | None = None,
+) -> tuple[BenchmarkResult, RunStats]:
     """Run ``config``; returns the result and what was computed vs taken from the cache."""
     runner = Runner(config, out, log, warn=warn, progress=progress)
     return runner.run(), runner.stats

@@ -44,8 +44,7 @@ def _rank_text(row_rank: int, low: int, high: int) -> str:
     return f"{row_rank}" if low == high else f"{row_rank} ({low}-{high})"
 
 
-def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None,
-                         digits: int = 3) -> str:
+def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None, digits: int = 3) -> str:
     """A Markdown table of one leaderboard: rank (interval), system, each metric with its CI."""
     names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
     labels = {m.name: f"{m.label} {'↑' if m.higher_is_better else '↓'}" for m in result.metrics}
@@ -53,25 +52,35 @@ def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequ
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in lb.rows:
         name = f"{r.system} (baseline)" if r.baseline else r.system
-        cells = [_rank_text(r.rank, r.rank_low, r.rank_high), name, str(r.n_pairs),
-                 *[_cell(r.metrics.get(n), digits) for n in names]]
+        cells = [
+            _rank_text(r.rank, r.rank_low, r.rank_high),
+            name,
+            str(r.n_pairs),
+            *[_cell(r.metrics.get(n), digits) for n in names],
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None,
-                      digits: int = 3) -> str:
+def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None, digits: int = 3) -> str:
     """A booktabs LaTeX table of one leaderboard (value and 95 % CI per metric)."""
     names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
     info = {m.name: m for m in result.metrics}
-    head = ["Rank", "System", *[_latex_escape(info[n].label) + (r" $\uparrow$" if info[n].higher_is_better
-                                                                else r" $\downarrow$") for n in names]]
+    head = [
+        "Rank",
+        "System",
+        *[_latex_escape(info[n].label) + (r" $\uparrow$" if info[n].higher_is_better else r" $\downarrow$") for n in names],
+    ]
     lines = [
         r"\begin{table}[t]",
         r"\centering\small",
-        r"\caption{" + _latex_escape(f"{result.name}: {lb.dataset}, {lb.stratum} ({lb.n_pairs} studies), "
-                                     f"ranked by {info[lb.rank_by].label if lb.rank_by in info else lb.rank_by}; "
-                                     "95 % bootstrap intervals") + "}",
+        r"\caption{"
+        + _latex_escape(
+            f"{result.name}: {lb.dataset}, {lb.stratum} ({lb.n_pairs} studies), "
+            f"ranked by {info[lb.rank_by].label if lb.rank_by in info else lb.rank_by}; "
+            "95 % bootstrap intervals"
+        )
+        + "}",
         r"\begin{tabular}{ll" + "c" * len(names) + "}",
         r"\toprule",
         " & ".join(head) + r" \\",
@@ -110,37 +119,156 @@ def write_tables(result: BenchmarkResult, out_dir: str | Path, run: OutputRun | 
     for lb in result.leaderboards:
         for r in lb.rows:
             for m, iv in r.metrics.items():
-                lb_rows.append([lb.dataset, lb.stratum, lb.rank_by, r.system, int(r.baseline), r.rank, r.rank_low,
-                                r.rank_high, r.n_pairs, r.n_failed, m, _num(iv.value, 6), _num(iv.low, 6),
-                                _num(iv.high, 6)])
-    paths["leaderboards"] = _write_csv(folder, "leaderboards.csv", [
-        "dataset", "stratum", "rank_by", "system", "baseline", "rank", "rank_low", "rank_high", "n_pairs",
-        "n_failed", "metric", "value", "low", "high"], lb_rows)
-    paths["entities"] = _write_csv(folder, "entities.csv", [
-        "dataset", "system", "entity", "name", "group", "critical", "tp", "fp", "fn", "precision", "recall", "f1",
-        "location_acc", "severity_acc", "comparison_acc", "location_errors", "severity_errors", "comparison_errors",
-        "example_pairs"], [
-        [e.dataset, e.system, e.entity, e.name, e.group, int(e.critical), e.tp, e.fp, e.fn, _num(e.precision),
-         _num(e.recall), _num(e.f1), _num(e.location_acc), _num(e.severity_acc), _num(e.comparison_acc),
-         e.location_errors, e.severity_errors, e.comparison_errors,
-         " ".join(f"{x.kind}:{x.pair_id}" for x in e.examples)] for e in result.entities])
-    paths["groups"] = _write_csv(folder, "groups.csv", [
-        "dataset", "system", "group", "name", "support", "precision", "recall", "f1", "location_acc",
-        "severity_acc", "comparison_acc"], [
-        [g.dataset, g.system, g.group, g.name, g.support, _num(g.precision), _num(g.recall), _num(g.f1),
-         _num(g.location_acc), _num(g.severity_acc), _num(g.comparison_acc)] for g in result.groups])
-    paths["sites"] = _write_csv(folder, "sites.csv", ["dataset", "site", "system", "metric", "value", "rank", "n_pairs"], [
-        [s.dataset, s.site, s.system, s.metric, _num(s.value, 6), "" if s.rank is None else s.rank, s.n_pairs]
-        for s in result.sites])
-    paths["correlations"] = _write_csv(folder, "correlations.csv", ["dataset", "method", "n", "metric_a", "metric_b", "value"], [
-        [c.dataset, c.method, c.n, a, b, _num(c.matrix[i][j])]
-        for c in result.correlations for i, a in enumerate(c.metrics) for j, b in enumerate(c.metrics)])
+                lb_rows.append(
+                    [
+                        lb.dataset,
+                        lb.stratum,
+                        lb.rank_by,
+                        r.system,
+                        int(r.baseline),
+                        r.rank,
+                        r.rank_low,
+                        r.rank_high,
+                        r.n_pairs,
+                        r.n_failed,
+                        m,
+                        _num(iv.value, 6),
+                        _num(iv.low, 6),
+                        _num(iv.high, 6),
+                    ]
+                )
+    paths["leaderboards"] = _write_csv(
+        folder,
+        "leaderboards.csv",
+        [
+            "dataset",
+            "stratum",
+            "rank_by",
+            "system",
+            "baseline",
+            "rank",
+            "rank_low",
+            "rank_high",
+            "n_pairs",
+            "n_failed",
+            "metric",
+            "value",
+            "low",
+            "high",
+        ],
+        lb_rows,
+    )
+    paths["entities"] = _write_csv(
+        folder,
+        "entities.csv",
+        [
+            "dataset",
+            "system",
+            "entity",
+            "name",
+            "group",
+            "critical",
+            "tp",
+            "fp",
+            "fn",
+            "precision",
+            "recall",
+            "f1",
+            "location_acc",
+            "severity_acc",
+            "comparison_acc",
+            "location_errors",
+            "severity_errors",
+            "comparison_errors",
+            "example_pairs",
+        ],
+        [
+            [
+                e.dataset,
+                e.system,
+                e.entity,
+                e.name,
+                e.group,
+                int(e.critical),
+                e.tp,
+                e.fp,
+                e.fn,
+                _num(e.precision),
+                _num(e.recall),
+                _num(e.f1),
+                _num(e.location_acc),
+                _num(e.severity_acc),
+                _num(e.comparison_acc),
+                e.location_errors,
+                e.severity_errors,
+                e.comparison_errors,
+                " ".join(f"{x.kind}:{x.pair_id}" for x in e.examples),
+            ]
+            for e in result.entities
+        ],
+    )
+    paths["groups"] = _write_csv(
+        folder,
+        "groups.csv",
+        [
+            "dataset",
+            "system",
+            "group",
+            "name",
+            "support",
+            "precision",
+            "recall",
+            "f1",
+            "location_acc",
+            "severity_acc",
+            "comparison_acc",
+        ],
+        [
+            [
+                g.dataset,
+                g.system,
+                g.group,
+                g.name,
+                g.support,
+                _num(g.precision),
+                _num(g.recall),
+                _num(g.f1),
+                _num(g.location_acc),
+                _num(g.severity_acc),
+                _num(g.comparison_acc),
+            ]
+            for g in result.groups
+        ],
+    )
+    paths["sites"] = _write_csv(
+        folder,
+        "sites.csv",
+        ["dataset", "site", "system", "metric", "value", "rank", "n_pairs"],
+        [
+            [s.dataset, s.site, s.system, s.metric, _num(s.value, 6), "" if s.rank is None else s.rank, s.n_pairs]
+            for s in result.sites
+        ],
+    )
+    paths["correlations"] = _write_csv(
+        folder,
+        "correlations.csv",
+        ["dataset", "method", "n", "metric_a", "metric_b", "value"],
+        [
+            [c.dataset, c.method, c.n, a, b, _num(c.matrix[i][j])]
+            for c in result.correlations
+            for i, a in enumerate(c.metrics)
+            for j, b in enumerate(c.metrics)
+        ],
+    )
     tex = run.folder(out / "latex")
     md = []
     for lb in result.leaderboards:
         tex.write_text(f"leaderboard_{_slug(lb.dataset)}_{_slug(lb.stratum)}.tex", leaderboard_latex(result, lb))
-        md.append(f"### {lb.dataset}: {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}\n\n"
-                  + leaderboard_markdown(result, lb) + "\n")
+        md.append(
+            f"### {lb.dataset}: {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}\n\n"
+            + leaderboard_markdown(result, lb)
+            + "\n"
+        )
     paths["latex"] = tex.folder
     paths["markdown"] = out / "leaderboards.md"
     folder.write_text("leaderboards.md", "\n".join(md))

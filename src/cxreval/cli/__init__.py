@@ -13,7 +13,7 @@ import json
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ParamSpec
 
@@ -127,8 +127,9 @@ def main(
     warnings.showwarning = _show_warning
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: object = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: object = None, line: str | None = None
+) -> None:
     """A warning as one ``WARNING:`` line on standard error (no file and line of cxreval's code)."""
     err_console.print(f"[bold yellow]WARNING:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
@@ -143,8 +144,11 @@ def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
             with sigterm_as_interrupt():
                 command(*args, **kwargs)
         except KeyboardInterrupt as exc:
-            err_console.print("[bold yellow]interrupted:[/] before any result was written; rerun the same command",
-                              highlight=False, soft_wrap=True)
+            err_console.print(
+                "[bold yellow]interrupted:[/] before any result was written; rerun the same command",
+                highlight=False,
+                soft_wrap=True,
+            )
             raise typer.Exit(interrupt_code(exc)) from None
 
     return wrapper
@@ -153,55 +157,223 @@ def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
 @app.command()
 @_interruptible
 def evaluate(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for judgements.jsonl.gz, errors.csv, scores.json (checked before any work).")],
-    pairs: Annotated[Path | None, typer.Option("--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT)] = None,
-    refs: Annotated[Path | None, typer.Option("--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT)] = None,
-    cands: Annotated[Path | None, typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT)] = None,
-    example: Annotated[bool, typer.Option("--example", help="Score the small example shipped with the package.", rich_help_panel=INPUT)] = False,
-    input_format: Annotated[InputFormat | None, typer.Option("--format", help="Input format: of each file whose suffix does not tell (needed for -), or of every file when all suffixes tell.", rich_help_panel=INPUT)] = None,
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Folder for judgements.jsonl.gz, errors.csv, scores.json (checked before any work)."),
+    ],
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs", help="One file with id, reference and candidate columns; - reads standard input.", rich_help_panel=INPUT
+        ),
+    ] = None,
+    refs: Annotated[
+        Path | None,
+        typer.Option(
+            "--refs", help="References file (tabular, or ReXrank JSON), joined on id with --cands.", rich_help_panel=INPUT
+        ),
+    ] = None,
+    cands: Annotated[
+        Path | None,
+        typer.Option("--cands", help="Candidates file, joined on id with --refs; - reads standard input.", rich_help_panel=INPUT),
+    ] = None,
+    example: Annotated[
+        bool, typer.Option("--example", help="Score the small example shipped with the package.", rich_help_panel=INPUT)
+    ] = False,
+    input_format: Annotated[
+        InputFormat | None,
+        typer.Option(
+            "--format",
+            help="Input format: of each file whose suffix does not tell (needed for -), or of every file when all suffixes tell.",
+            rich_help_panel=INPUT,
+        ),
+    ] = None,
     id_col: Annotated[str | None, typer.Option("--id-col", help="Id column [default: id].", rich_help_panel=INPUT)] = None,
-    ref_id_col: Annotated[str | None, typer.Option("--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
-    cand_id_col: Annotated[str | None, typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)] = None,
-    reference_col: Annotated[str | None, typer.Option("--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT)] = None,
-    candidate_col: Annotated[str | None, typer.Option("--candidate-col", help="Candidate text column [default: candidate; ReXrank JSON: model_prediction].", rich_help_panel=INPUT)] = None,
-    system_col: Annotated[str | None, typer.Option("--system-col", help="Long format: the column naming the system; every system is scored, one folder each.", rich_help_panel=INPUT)] = None,
-    meta_col: Annotated[list[str] | None, typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT)] = None,
-    section: Annotated[Section | None, typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT)] = None,
-    ontology: Annotated[Path | None, typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")] = None,
+    ref_id_col: Annotated[
+        str | None,
+        typer.Option(
+            "--ref-id-col", help="Id column of --refs, when it differs from --cands [default: --id-col].", rich_help_panel=INPUT
+        ),
+    ] = None,
+    cand_id_col: Annotated[
+        str | None, typer.Option("--cand-id-col", help="Id column of --cands [default: --id-col].", rich_help_panel=INPUT)
+    ] = None,
+    reference_col: Annotated[
+        str | None,
+        typer.Option(
+            "--reference-col", help="Reference text column [default: reference; ReXrank JSON: --section].", rich_help_panel=INPUT
+        ),
+    ] = None,
+    candidate_col: Annotated[
+        str | None,
+        typer.Option(
+            "--candidate-col",
+            help="Candidate text column [default: candidate; ReXrank JSON: model_prediction].",
+            rich_help_panel=INPUT,
+        ),
+    ] = None,
+    system_col: Annotated[
+        str | None,
+        typer.Option(
+            "--system-col",
+            help="Long format: the column naming the system; every system is scored, one folder each.",
+            rich_help_panel=INPUT,
+        ),
+    ] = None,
+    meta_col: Annotated[
+        list[str] | None,
+        typer.Option("--meta-col", metavar="COL", help="Extra column to keep in errors.csv (repeatable).", rich_help_panel=INPUT),
+    ] = None,
+    section: Annotated[
+        Section | None,
+        typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT),
+    ] = None,
+    ontology: Annotated[
+        Path | None, typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")
+    ] = None,
     rules: RulesOption = None,
-    uncertain: Annotated[Uncertain, typer.Option("--uncertain", help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').")] = Uncertain["positive"],
+    uncertain: Annotated[
+        Uncertain,
+        typer.Option(
+            "--uncertain",
+            help="Count hedged mentions as positive, negative, positive only when probable ('likely'; not 'may', 'X or Y'), or when probable or an alternative ('X or Y'; not 'may').",
+        ),
+    ] = Uncertain["positive"],
     spec_compat: SpecCompatOption = False,
     flat: FlatOption = False,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")] = None,
-    top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")] = 15,
+    progress: Annotated[
+        bool | None, typer.Option("--progress/--no-progress", help="Progress bar [default: on for long inputs in a terminal].")
+    ] = None,
+    top: Annotated[
+        int, typer.Option("--top", min=0, metavar="N", help="Entities to list in the summary (by reference support).")
+    ] = 15,
     as_json: Annotated[bool, typer.Option("--json", help="Print the headline metrics as JSON instead of tables.")] = False,
-    rows: Annotated[Rows, typer.Option("--rows", help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input: no report text) or full (every row, evidence as text). Scores are the same.")] = Rows["compact"],
-    parquet: Annotated[bool | None, typer.Option("--parquet/--no-parquet", help="Also write judgements.parquet [default: when pyarrow is installed].")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, metavar="N", help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].")] = None,
-    executor: Annotated[Executor | None, typer.Option("--executor", help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].")] = None,
-    ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDR", help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].")] = None,
-    allow_failures: Annotated[float, typer.Option("--allow-failures", min=0.0, max=1.0, metavar="SHARE", help="Share of pairs an LLM run may leave unscored before exiting 4.")] = 0.0,
-    engine: Annotated[Engine, typer.Option("--engine", help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).")] = Engine["rules"],
+    rows: Annotated[
+        Rows,
+        typer.Option(
+            "--rows",
+            help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input: no report text) or full (every row, evidence as text). Scores are the same.",
+        ),
+    ] = Rows["compact"],
+    parquet: Annotated[
+        bool | None,
+        typer.Option("--parquet/--no-parquet", help="Also write judgements.parquet [default: when pyarrow is installed]."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            metavar="N",
+            help="Processes for the rule engine on inputs of 2,000 pairs or more (results identical) [default: all cores, at most one per 250 MiB of half the available memory].",
+        ),
+    ] = None,
+    executor: Annotated[
+        Executor | None,
+        typer.Option(
+            "--executor",
+            help="Where the rule engine judges: local processes, or Ray actors (--workers of them; optional extra 'ray'; results identical) [default: local; ray with --ray-address].",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="An existing Ray cluster for --executor ray: auto, ray://head:10001, head:6379 [default: start a local one].",
+        ),
+    ] = None,
+    allow_failures: Annotated[
+        float,
+        typer.Option(
+            "--allow-failures",
+            min=0.0,
+            max=1.0,
+            metavar="SHARE",
+            help="Share of pairs an LLM run may leave unscored before exiting 4.",
+        ),
+    ] = 0.0,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            "--engine",
+            help="rules (offline), llm-extract (one call per report), llm-pairwise (SPEC-CXR, one call per pair) or llm-pairwise-2pass (then a verification call per pair).",
+        ),
+    ] = Engine["rules"],
     llm_config: LLMConfigOption = None,
-    provider: Annotated[Provider | None, typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM)] = None,
+    provider: Annotated[
+        Provider | None,
+        typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM),
+    ] = None,
     base_url: BaseURLOption = None,
     model: ModelOption = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).", rich_help_panel=LLM)] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
     temperature: TemperatureOption = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].", rich_help_panel=LLM)] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM)] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)] = None,
-    retries: Annotated[int | None, typer.Option("--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM)] = None,
-    rate_limit: Annotated[float | None, typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)] = None,
-    response_format: Annotated[ResponseFormat | None, typer.Option("--response-format", help="Structured-output variant; auto tries json_schema, then json_object, then none.", rich_help_panel=LLM)] = None,
-    schema: Annotated[SchemaStyle | None, typer.Option("--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM)] = None,
-    price_input: Annotated[float | None, typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)] = None,
-    price_output: Annotated[float | None, typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM)] = None,
-    runs: Annotated[int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)] = 1,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)
+    ] = None,
+    retries: Annotated[
+        int | None,
+        typer.Option(
+            "--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM
+        ),
+    ] = None,
+    rate_limit: Annotated[
+        float | None, typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)
+    ] = None,
+    response_format: Annotated[
+        ResponseFormat | None,
+        typer.Option(
+            "--response-format",
+            help="Structured-output variant; auto tries json_schema, then json_object, then none.",
+            rich_help_panel=LLM,
+        ),
+    ] = None,
+    schema: Annotated[
+        SchemaStyle | None,
+        typer.Option(
+            "--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM
+        ),
+    ] = None,
+    price_input: Annotated[
+        float | None, typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)
+    ] = None,
+    price_output: Annotated[
+        float | None, typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM),
+    ] = None,
+    runs: Annotated[
+        int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)
+    ] = 1,
     local_only: LocalOnlyOption = None,
     cache: CacheOption = None,
-    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)] = False,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)
+    ] = False,
 ) -> None:
     """Score candidate reports against references, entity by entity (SPEC-CXR).
 
@@ -216,26 +388,67 @@ def evaluate(
     from cxreval.outputs import OutputError, check_out_dir
 
     try:
-        source = FilesInput(pairs=pairs, refs=refs, cands=cands, example=example,
-                            format=input_format.value if input_format else None, id_col=id_col, ref_id_col=ref_id_col,
-                            cand_id_col=cand_id_col, reference_col=reference_col, candidate_col=candidate_col,
-                            system_col=system_col, meta_cols=meta_col or [], section=section.value if section else None)
+        source = FilesInput(
+            pairs=pairs,
+            refs=refs,
+            cands=cands,
+            example=example,
+            format=input_format.value if input_format else None,
+            id_col=id_col,
+            ref_id_col=ref_id_col,
+            cand_id_col=cand_id_col,
+            reference_col=reference_col,
+            candidate_col=candidate_col,
+            system_col=system_col,
+            meta_cols=meta_col or [],
+            section=section.value if section else None,
+        )
         check_out_dir(out)
         rows_format = RowsFormat.choose(rows.value, parquet)  # ValueError: --parquet without pyarrow
     except (ValidationError, OutputError, ValueError) as exc:
         _fail(_first_error(exc))
         return
     llm_options = dict(
-        provider=provider.value if provider else None, base_url=base_url, model=model, api_key_env=api_key_env,
-        temperature=temperature, max_tokens=max_tokens, timeout=timeout, concurrency=concurrency, retries=retries,
-        rate_limit=rate_limit, response_format=response_format.value if response_format else None,
-        schema_style=schema.value if schema else None, price_input=price_input, price_output=price_output,
-        max_cost=max_cost, local_only=local_only, cache_path=cache)
-    evaluator = _evaluator(engine.value, ontology, rules, uncertain.value, workers, spec_compat, flat, retry_failed,
-                           llm_config if engine.value != "rules" else None, llm_options)
-    outcome = _run_evaluate(source, out, evaluator, runs=runs, rows=rows_format,
-                            progress=progress, executor=executor.value if executor else ("ray" if ray_address else "local"),
-                            ray_address=ray_address)
+        provider=provider.value if provider else None,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        timeout=timeout,
+        concurrency=concurrency,
+        retries=retries,
+        rate_limit=rate_limit,
+        response_format=response_format.value if response_format else None,
+        schema_style=schema.value if schema else None,
+        price_input=price_input,
+        price_output=price_output,
+        max_cost=max_cost,
+        local_only=local_only,
+        cache_path=cache,
+    )
+    evaluator = _evaluator(
+        engine.value,
+        ontology,
+        rules,
+        uncertain.value,
+        workers,
+        spec_compat,
+        flat,
+        retry_failed,
+        llm_config if engine.value != "rules" else None,
+        llm_options,
+    )
+    outcome = _run_evaluate(
+        source,
+        out,
+        evaluator,
+        runs=runs,
+        rows=rows_format,
+        progress=progress,
+        executor=executor.value if executor else ("ray" if ray_address else "local"),
+        ray_address=ray_address,
+    )
     if system_col:
         _print_systems(outcome.systems, out, as_json)
     else:
@@ -251,11 +464,13 @@ def _exit_for_unscored(outcome: FilesOutcome, allow_failures: float) -> None:
         err_console.print(
             f"[bold yellow]stopped early:[/] {escape(stopped)}. Pairs not judged are listed in failures.jsonl; "
             "finished calls are cached, so rerunning the same command resumes.",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(EXIT_STOPPED)
-    unscored = [msg for system, results in outcome.systems
-                if (msg := _unscored(system, results, outcome.counts[system], allow_failures))]
+    unscored = [
+        msg for system, results in outcome.systems if (msg := _unscored(system, results, outcome.counts[system], allow_failures))
+    ]
     if unscored:
         for msg in unscored:
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
@@ -274,9 +489,18 @@ def _first_error(exc: Exception) -> str:
     return str(exc)
 
 
-def _evaluator(engine: str, ontology: Path | None, rules: Path | None, uncertain: str, workers: int | None,
-               spec_compat: bool, flat: bool, retry_failed: bool, llm_config: Path | None,
-               llm_options: dict[str, object] | None) -> Evaluator:
+def _evaluator(
+    engine: str,
+    ontology: Path | None,
+    rules: Path | None,
+    uncertain: str,
+    workers: int | None,
+    spec_compat: bool,
+    flat: bool,
+    retry_failed: bool,
+    llm_config: Path | None,
+    llm_options: dict[str, object] | None,
+) -> Evaluator:
     """The evaluator of ``cxreval evaluate``'s settings; ends the command on a bad one (the ontology,
     a rule file, the LLM settings) before any input is read."""
     from cxreval.evaluate import Evaluator
@@ -294,16 +518,33 @@ def _evaluator(engine: str, ontology: Path | None, rules: Path | None, uncertain
             from cxreval.llm.cache import check_answer_store
 
             check_answer_store(llm.resolved_cache_path())  # NotAnAnswerStore is a ValueError
-        return Evaluator(onto, uncertain=uncertain, engine=engine, llm=llm,  # type: ignore[arg-type]
-                         retry_failed=retry_failed, workers=workers if workers is not None else default_workers(),
-                         spec_compat=spec_compat, rules=rule_set, hierarchy=not flat)
+        return Evaluator(
+            onto,
+            uncertain=uncertain,  # type: ignore[arg-type]
+            engine=engine,  # type: ignore[arg-type]
+            llm=llm,
+            retry_failed=retry_failed,
+            workers=workers if workers is not None else default_workers(),
+            spec_compat=spec_compat,
+            rules=rule_set,
+            hierarchy=not flat,
+        )
     except (OntologyError, LLMConfigError, ValueError) as exc:
         _fail(str(exc))
         raise AssertionError("unreachable") from exc
 
 
-def _run_evaluate(source: FilesInput, out: Path, evaluator: Evaluator, *, runs: int, rows: RowsFormat,
-                  progress: bool | None, executor: str, ray_address: str | None) -> FilesOutcome:
+def _run_evaluate(
+    source: FilesInput,
+    out: Path,
+    evaluator: Evaluator,
+    *,
+    runs: int,
+    rows: RowsFormat,
+    progress: bool | None,
+    executor: str,
+    ray_address: str | None,
+) -> FilesOutcome:
     """:func:`cxreval.evaluate_files.evaluate_files`, with the command's messages and exit codes:
     what was kept when interrupted, a bad input or folder (2), a disk that fails (5)."""
     from cxreval.evaluate_files import evaluate_files
@@ -314,14 +555,27 @@ def _run_evaluate(source: FilesInput, out: Path, evaluator: Evaluator, *, runs: 
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CopiedCandidatesWarning)
-            outcome = evaluate_files(source, out, evaluator, runs=runs, rows=rows, progress=progress,
-                                     executor=executor, ray_address=ray_address, outputs=run)
+            outcome = evaluate_files(
+                source,
+                out,
+                evaluator,
+                runs=runs,
+                rows=rows,
+                progress=progress,
+                executor=executor,
+                ray_address=ray_address,
+                outputs=run,
+            )
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         llm = evaluator.llm
-        kept = (f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
-                if llm is not None else "rerun the same command to score again")
-        err_console.print(f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}",
-                          highlight=False, soft_wrap=True)
+        kept = (
+            f"finished LLM answers are kept in {llm.resolved_cache_path()}, so rerunning the same command resumes"
+            if llm is not None
+            else "rerun the same command to score again"
+        )
+        err_console.print(
+            f"[bold yellow]interrupted:[/] {escape(_what_was_kept(run, out) + kept)}", highlight=False, soft_wrap=True
+        )
         raise typer.Exit(interrupt_code(exc)) from None
     except (InputError, OutputError, RayUnavailable, ValueError) as exc:  # a bad input, a folder in use, no Ray
         _fail(str(exc))
@@ -352,7 +606,10 @@ def _warn_flagged(results: Sequence[EvaluationScores]) -> None:
     err_console.print(
         f"[bold yellow]flagged:[/] {len(flagged)} pairs hold text that reads like instructions to the judge "
         f"(scores.json, injection_check); {len(listed)} of them disagree with the rule engine and are not scored "
-        "(failures.jsonl, reason injection).", highlight=False, soft_wrap=True)
+        "(failures.jsonl, reason injection).",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: int, allow: float) -> str | None:
@@ -369,8 +626,10 @@ def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: 
     if n_failed <= limit and n_failed < n_total:
         return None
     who = f"system {system!r}: " if system is not None else ""
-    return (f"{who}{n_failed} of {n_total} pairs were not scored; --allow-failures {allow:g} accepts at most "
-            f"{min(limit, n_total - 1)}")
+    return (
+        f"{who}{n_failed} of {n_total} pairs were not scored; --allow-failures {allow:g} accepts at most "
+        f"{min(limit, n_total - 1)}"
+    )
 
 
 def _what_was_kept(run: OutputRun, out: Path) -> str:
@@ -380,8 +639,7 @@ def _what_was_kept(run: OutputRun, out: Path) -> str:
     if run.committed:
         return f"the results were written to {out} just before; "
     if any(m.files for m in run.folders.values()):
-        return (f"nothing in {out} was replaced (this run's unfinished files end in {PARTIAL}; the next run "
-                "removes them); ")
+        return f"nothing in {out} was replaced (this run's unfinished files end in {PARTIAL}; the next run removes them); "
     return ""
 
 
@@ -396,17 +654,22 @@ def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool
             return
         print_summary(result, out_console, top=top)
         twin = " (+ .parquet)" if (out / "judgements.parquet").is_file() else ""
-        out_console.print(f"wrote {out}/: judgements.jsonl.gz{twin}, errors.csv, scores.json"
-                          + (", failures.jsonl" if result.usage is not None or result.failures else ""),
-                          style="dim", highlight=False, soft_wrap=True)
+        out_console.print(
+            f"wrote {out}/: judgements.jsonl.gz{twin}, errors.csv, scores.json"
+            + (", failures.jsonl" if result.usage is not None or result.failures else ""),
+            style="dim",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     summary = summarize_runs(results)
     if as_json:
         out_console.print_json(json.dumps(summary["metrics"]))
         return
     print_runs(results, summary, out_console)
-    out_console.print(f"wrote {out / 'runs.json'} and {out}/run-1 ... run-{len(results)}", style="dim",
-                      highlight=False, soft_wrap=True)
+    out_console.print(
+        f"wrote {out / 'runs.json'} and {out}/run-1 ... run-{len(results)}", style="dim", highlight=False, soft_wrap=True
+    )
 
 
 def _print_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path, as_json: bool) -> None:
@@ -419,11 +682,15 @@ def _print_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]]
         out_console.print_json(frame.reset_index().to_json(orient="records"))
         return
     print_systems(frame, out_console, signature=systems_signature([r for _, r in outcomes]))
-    out_console.print(f"wrote {out / 'systems.csv'} and one folder per system in {out / SYSTEMS_DIR}", style="dim",
-                      highlight=False, soft_wrap=True)
+    out_console.print(
+        f"wrote {out / 'systems.csv'} and one folder per system in {out / SYSTEMS_DIR}",
+        style="dim",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
-class CIMethodChoice(str, Enum):
+class CIMethodChoice(StrEnum):
     bca = "bca"
     percentile = "percentile"
 
@@ -434,12 +701,22 @@ def compare(
     a_dir: Annotated[Path, typer.Argument(metavar="A_DIR", help="Results folder of system A (from cxreval evaluate).")],
     b_dir: Annotated[Path, typer.Argument(metavar="B_DIR", help="Results folder of system B, same pairs, same signature.")],
     resamples: Annotated[int, typer.Option("--resamples", min=1, metavar="N", help="Paired bootstrap resamples.")] = 1000,
-    permutations: Annotated[int, typer.Option("--permutations", min=1, metavar="N", help="Approximate-randomisation permutations.")] = 1000,
+    permutations: Annotated[
+        int, typer.Option("--permutations", min=1, metavar="N", help="Approximate-randomisation permutations.")
+    ] = 1000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the resamples and permutations.")] = 0,
-    method: Annotated[CIMethodChoice, typer.Option("--method", help="Bootstrap interval of the difference.")] = CIMethodChoice.bca,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the interval.")] = 0.95,
-    all_scores: Annotated[bool, typer.Option("--all", help="Every score (each entity's P/R/F1 too), not only the overall ones.")] = False,
-    ontology: Annotated[Path | None, typer.Option("--ontology", help="The ontology YAML both runs used, if not the packaged one.")] = None,
+    method: Annotated[
+        CIMethodChoice, typer.Option("--method", help="Bootstrap interval of the difference.")
+    ] = CIMethodChoice.bca,
+    confidence: Annotated[
+        float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the interval.")
+    ] = 0.95,
+    all_scores: Annotated[
+        bool, typer.Option("--all", help="Every score (each entity's P/R/F1 too), not only the overall ones.")
+    ] = False,
+    ontology: Annotated[
+        Path | None, typer.Option("--ontology", help="The ontology YAML both runs used, if not the packaged one.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Paired test of two evaluations on the same pairs: A - B with its CI and p-values.
@@ -456,8 +733,9 @@ def compare(
         b = load_result(b_dir, onto)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            result = compare_evaluations(a, b, resamples=resamples, permutations=permutations, seed=seed,
-                                         method=method.value, confidence=confidence)
+            result = compare_evaluations(
+                a, b, resamples=resamples, permutations=permutations, seed=seed, method=method.value, confidence=confidence
+            )
     except (ResultsError, OntologyError, SignatureMismatch, ValueError) as exc:
         _fail(str(exc))
         return
@@ -466,8 +744,7 @@ def compare(
     entity_ids = {e.id for e in onto.entities}
     tests = [t for t in result.tests if all_scores or t.name.split("/", 1)[0] not in entity_ids]
     if as_json:
-        doc = {**result.model_dump(mode="json"), "tests": [t.model_dump() for t in tests],
-               "signature": str(result.signature)}
+        doc = {**result.model_dump(mode="json"), "tests": [t.model_dump() for t in tests], "signature": str(result.signature)}
         out_console.print_json(json.dumps(doc))
         return
     from cxreval.summary import Column, fitted_table, print_signature
@@ -475,24 +752,41 @@ def compare(
     def f(v: float | None, digits: int = 3) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
 
-    out_console.print(f"[bold]A[/] {escape(str(a_dir))}  vs  [bold]B[/] {escape(str(b_dir))}: "
-                      f"{result.n_pairs} paired reports", highlight=False, soft_wrap=True)
+    out_console.print(
+        f"[bold]A[/] {escape(str(a_dir))}  vs  [bold]B[/] {escape(str(b_dir))}: {result.n_pairs} paired reports",
+        highlight=False,
+        soft_wrap=True,
+    )
     ci = f"{confidence:.0%} CI"
-    out_console.print(fitted_table(
-        out_console, f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
-        [Column("score", "left"), Column("A", keep=5), Column("B", keep=5), Column("A-B", keep=7),
-         Column(ci, keep=6), Column("p boot", keep=3), Column("p rand", keep=4)],
-        [(t.name, f(t.a), f(t.b), f(t.difference), f"[{f(t.low)}, {f(t.high)}]", f(t.p_bootstrap),
-          f(t.p_randomization)) for t in tests],
-        note="--json prints them all",
-    ))
+    out_console.print(
+        fitted_table(
+            out_console,
+            f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
+            [
+                Column("score", "left"),
+                Column("A", keep=5),
+                Column("B", keep=5),
+                Column("A-B", keep=7),
+                Column(ci, keep=6),
+                Column("p boot", keep=3),
+                Column("p rand", keep=4),
+            ],
+            [
+                (t.name, f(t.a), f(t.b), f(t.difference), f"[{f(t.low)}, {f(t.high)}]", f(t.p_bootstrap), f(t.p_randomization))
+                for t in tests
+            ],
+            note="--json prints them all",
+        )
+    )
     print_signature(str(result.signature), out_console)
 
 
 @app.command("report")
 def report_cmd(
     result: Annotated[Path, typer.Argument(metavar="RESULT_JSON", help="A result.json written by cxreval bench.")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")
+    ] = None,
 ) -> None:
     """Render a saved benchmark result as the self-contained HTML page again."""
     from pydantic import ValidationError
@@ -506,8 +800,10 @@ def report_cmd(
         _fail(f"{result}: cannot read ({exc.strerror or exc})")
         return
     except ValidationError as exc:
-        _fail(f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: "
-              f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']})")
+        _fail(
+            f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: "
+            f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']})"
+        )
         return
     out_console.print(str(write_html(loaded, out or result.with_name("report.html"))), highlight=False, soft_wrap=True)
 
@@ -541,7 +837,9 @@ def cache_cmd(
     clear: Annotated[bool, typer.Option("--clear", help="Delete entries (all, or those chosen by --model / --failed).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Only this model's entries.")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only entries whose answer stayed invalid.")] = False,
-    reset_budget: Annotated[bool, typer.Option("--reset-budget", help="Start a new --max-cost budget for this store (answers are kept).")] = False,
+    reset_budget: Annotated[
+        bool, typer.Option("--reset-budget", help="Start a new --max-cost budget for this store (answers are kept).")
+    ] = False,
 ) -> None:
     """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
     from rich.table import Table
@@ -573,11 +871,21 @@ def cache_cmd(
     for col in ("kind", "engine", "model", "status", "entries", "calls", "input tokens", "output tokens", "cost USD"):
         table.add_column(col, justify="right" if col[0] in "eciosc" and col not in ("engine",) else "left")
     for r in rows:
-        table.add_row(r["kind"], r["engine"], r["model"], r["status"], str(r["entries"]), str(r["calls"]),
-                      f"{r['input_tokens']:,}", f"{r['output_tokens']:,}", f"{r['cost']:.4f}")
+        table.add_row(
+            r["kind"],
+            r["engine"],
+            r["model"],
+            r["status"],
+            str(r["entries"]),
+            str(r["calls"]),
+            f"{r['input_tokens']:,}",
+            f"{r['output_tokens']:,}",
+            f"{r['cost']:.4f}",
+        )
     out_console.print(table)
-    out_console.print(f"budget: {budget_spent:.4f} USD spent since the last --reset-budget (what --max-cost counts)",
-                      highlight=False)
+    out_console.print(
+        f"budget: {budget_spent:.4f} USD spent since the last --reset-budget (what --max-cost counts)", highlight=False
+    )
 
 
 # `cxreval agree` lives with its readers and tables in cxreval.agree.
@@ -587,4 +895,6 @@ app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
 app.add_typer(rules_app, name="rules", help="The rule engine's rules: ids, kinds and docs (what --explain names).")
 app.add_typer(snapshot_app, name="snapshot", help="Pin what the rule engine reads in a corpus; show what a change alters.")
-app.add_typer(review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data.")
+app.add_typer(
+    review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data."
+)

@@ -78,9 +78,16 @@ class _Bars:
 
     def __init__(self, show: bool) -> None:
         self.console = Console(stderr=True, force_terminal=True) if show and not _err.is_terminal else _err
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True,
-                            disable=not show)
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+            disable=not show,
+        )
         self.tasks: dict[str, TaskID] = {}
 
     def log(self, message: str) -> None:
@@ -109,11 +116,15 @@ def _interrupted(exc: KeyboardInterrupt, cache: Path | None, answers: Path | Non
         with BenchCache(cache) as db:
             cached = db.count()
     else:
-        _err.print(f"interrupted before any pair was judged{llm or '; nothing was cached'}; "
-                   "rerun the same command to resume", soft_wrap=True)
+        _err.print(
+            f"interrupted before any pair was judged{llm or '; nothing was cached'}; rerun the same command to resume",
+            soft_wrap=True,
+        )
         return
-    _err.print(f"interrupted: {cached} judged pairs are cached in {escape(str(cache))}{llm}; "
-               "rerun the same command to resume", soft_wrap=True)
+    _err.print(
+        f"interrupted: {cached} judged pairs are cached in {escape(str(cache))}{llm}; rerun the same command to resume",
+        soft_wrap=True,
+    )
 
 
 def _answer_store(cfg: BenchConfig) -> Path | None:
@@ -131,10 +142,13 @@ def _answer_store(cfg: BenchConfig) -> Path | None:
 def bench(
     config: Annotated[Path, typer.Argument(metavar="CONFIG", help="benchmark YAML (datasets, systems, metrics, engine)")],
     out: Annotated[Path | None, typer.Option("--out", metavar="DIR", help="output folder (default: the config's out)")] = None,
-    resamples: Annotated[int | None, typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")] = None,
+    resamples: Annotated[
+        int | None, typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")
+    ] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="write report.html")] = True,
-    progress: Annotated[bool | None, typer.Option(
-        "--progress/--no-progress", help="progress bars on stderr (default: when stderr is a terminal)")] = None,
+    progress: Annotated[
+        bool | None, typer.Option("--progress/--no-progress", help="progress bars on stderr (default: when stderr is a terminal)")
+    ] = None,
 ) -> None:
     """Score systems on datasets, rank them with bootstrap intervals, and write the report."""
     bars = _Bars(_err.is_terminal if progress is None else progress)
@@ -150,14 +164,18 @@ def bench(
         # an LLM engine left pairs unjudged: each system is scored on the pairs it got, so systems
         # with failures are ranked on fewer studies than the others (their n shows it); like
         # cxreval evaluate, say so with exit code 4 rather than present a full leaderboard
-        _err.print(f"[bold red]unscored:[/] {stats.failed:,} pairs were not judged (LLM answers that stayed "
-                   "invalid); the systems concerned are scored on fewer studies (see n). Rerun to retry them.",
-                   soft_wrap=True, highlight=False)
+        _err.print(
+            f"[bold red]unscored:[/] {stats.failed:,} pairs were not judged (LLM answers that stayed "
+            "invalid); the systems concerned are scored on fewer studies (see n). Rerun to retry them.",
+            soft_wrap=True,
+            highlight=False,
+        )
         raise typer.Exit(EXIT_UNSCORED)
 
 
-def _run(config: Path, out: Path | None, resamples: int | None, bars: _Bars,
-         stores: dict[str, Path | None]) -> tuple[BenchmarkResult, RunStats, Path]:
+def _run(
+    config: Path, out: Path | None, resamples: int | None, bars: _Bars, stores: dict[str, Path | None]
+) -> tuple[BenchmarkResult, RunStats, Path]:
     """Load the config and run the benchmark; bad input or settings end the command (exit 2).
     ``stores`` gets the judgement cache and LLM answer store as soon as they are known."""
     from cxreval.bench.config import load_config
@@ -215,5 +233,6 @@ def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html
     _out.print(
         f"{stats.pairs:,} pairs: {stats.judged:,} judged now, {stats.judgement_hits:,} from the cache"
         + (f", {stats.failed:,} failed" if stats.failed else "")
-        + f"; {result.timings.get('total', 0):.1f} s")
+        + f"; {result.timings.get('total', 0):.1f} s"
+    )
     _out.print(f"wrote {paths['json']}, CSV and LaTeX tables in {out_dir}")

@@ -101,30 +101,57 @@ def interrupt_code(exc: BaseException) -> int:
     return EXIT_INTERRUPTED
 
 
-RulesOption = Annotated[Path | None, typer.Option(
-    "--rules", metavar="FILE", help="A rule file that adds or overrides the rule engine's rules (docs/engine.md, "
-    "'Adding a rule'); its hash enters the signature.")]
+RulesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--rules",
+        metavar="FILE",
+        help="A rule file that adds or overrides the rule engine's rules (docs/engine.md, "
+        "'Adding a rule'); its hash enters the signature.",
+    ),
+]
 
-FlatOption = Annotated[bool, typer.Option(
-    "--flat", help="Judge every entity on its own (SPEC-CXR's flat rule): no finding hierarchy, so "
-    "'pneumothorax' for 'tension pneumothorax' is a miss and a false finding, not a specificity error.")]
-SpecCompatOption = Annotated[bool, typer.Option(
-    "--spec-compat", help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "
-    "increased) counts as other, not as an error.")]
+FlatOption = Annotated[
+    bool,
+    typer.Option(
+        "--flat",
+        help="Judge every entity on its own (SPEC-CXR's flat rule): no finding hierarchy, so "
+        "'pneumothorax' for 'tension pneumothorax' is a miss and a false finding, not a specificity error.",
+    ),
+]
+SpecCompatOption = Annotated[
+    bool,
+    typer.Option(
+        "--spec-compat",
+        help="SPEC-CXR's three comparison verdicts only: a conflicting change (stable vs "
+        "increased) counts as other, not as an error.",
+    ),
+]
 
 
 # The LLM option group ------------------------------------------------------------------------
-LLMConfigOption = Annotated[Path | None, typer.Option(
-    "--llm-config", help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).",
-    rich_help_panel=LLM_PANEL)]
-BaseURLOption = Annotated[str | None, typer.Option(
-    "--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).",
-    rich_help_panel=LLM_PANEL)]
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", help="Model name as the server knows it.", rich_help_panel=LLM_PANEL)]
-TemperatureOption = Annotated[float | None, typer.Option(
-    "--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM_PANEL)]
-LocalOnlyOption = Annotated[bool | None, typer.Option(
-    "--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM_PANEL)]
-CacheOption = Annotated[Path | None, typer.Option(
-    "--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM_PANEL)]
+LLMConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--llm-config",
+        help="YAML file of LLM settings (flags and CXREVAL_LLM_* variables override it).",
+        rich_help_panel=LLM_PANEL,
+    ),
+]
+BaseURLOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM_PANEL
+    ),
+]
+ModelOption = Annotated[str | None, typer.Option("--model", help="Model name as the server knows it.", rich_help_panel=LLM_PANEL)]
+TemperatureOption = Annotated[
+    float | None, typer.Option("--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM_PANEL)
+]
+LocalOnlyOption = Annotated[
+    bool | None, typer.Option("--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM_PANEL)
+]
+CacheOption = Annotated[
+    Path | None,
+    typer.Option("--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM_PANEL),
+]

@@ -37,12 +37,41 @@ FILE = "Reports from a file"
 def extract(
     # described in the docstring: typer's help would show its type as <list[str]>
     texts: Annotated[list[str] | None, typer.Argument(metavar="TEXT", hidden=True, show_default=False)] = None,
-    file: Annotated[Path | None, typer.Option("--file", metavar="PATH", help="Read the reports from a file instead: a table (CSV, TSV, JSONL, Parquet, JSON) gives one report per row; any other file is one report; - reads standard input (one report, or a table with --format).", rich_help_panel=FILE)] = None,
-    text_col: Annotated[str, typer.Option("--text-col", metavar="COL", help="The report column of a --file table.", rich_help_panel=FILE)] = "report",
-    id_col: Annotated[str, typer.Option("--id-col", metavar="COL", help="The id column of a --file table.", rich_help_panel=FILE)] = "id",
-    input_format: Annotated[TableFormat | None, typer.Option("--format", help="Read --file as this kind of table (needed for - and for a suffix that does not tell).", rich_help_panel=FILE)] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="Under each mention, the rules behind each reading: rule id, cue phrase and the rule's doc.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per mention (its fields, the rule ids under rules, the evidence, the report's id).")] = False,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            metavar="PATH",
+            help="Read the reports from a file instead: a table (CSV, TSV, JSONL, Parquet, JSON) gives one report per row; any other file is one report; - reads standard input (one report, or a table with --format).",
+            rich_help_panel=FILE,
+        ),
+    ] = None,
+    text_col: Annotated[
+        str, typer.Option("--text-col", metavar="COL", help="The report column of a --file table.", rich_help_panel=FILE)
+    ] = "report",
+    id_col: Annotated[
+        str, typer.Option("--id-col", metavar="COL", help="The id column of a --file table.", rich_help_panel=FILE)
+    ] = "id",
+    input_format: Annotated[
+        TableFormat | None,
+        typer.Option(
+            "--format",
+            help="Read --file as this kind of table (needed for - and for a suffix that does not tell).",
+            rich_help_panel=FILE,
+        ),
+    ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Under each mention, the rules behind each reading: rule id, cue phrase and the rule's doc."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="One JSON object per mention (its fields, the rule ids under rules, the evidence, the report's id)."
+        ),
+    ] = False,
     rules: RulesOption = None,
     ontology: Annotated[Path | None, typer.Option("--ontology", help="Your own ontology YAML.")] = None,
 ) -> None:
@@ -70,7 +99,7 @@ def _reports(texts: list[str], file: Path | None, text_col: str, id_col: str, fm
         fail("give report texts or --file PATH, not both")
     if file is None:
         if not texts:
-            fail("give a report text to read (cxreval extract \"No pneumothorax.\"), or --file PATH")
+            fail('give a report text to read (cxreval extract "No pneumothorax."), or --file PATH')
         return {str(i): t for i, t in enumerate(texts, start=1)}
     from cxreval.io import FORMATS, InputError, read_reports
 

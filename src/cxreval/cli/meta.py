@@ -22,19 +22,29 @@ from cxreval.cli.common import (
 )
 from cxreval.literals import LLM_PAIRWISE_ENGINES
 
-meta_app = typer.Typer(help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.",
-                       no_args_is_help=True)
+meta_app = typer.Typer(
+    help="Meta-evaluation: human alignment, perturbation suite, discrimination / robustness.", no_args_is_help=True
+)
 
-_METRIC_HELP = ("metric names (repeat): any registered metric (spec-errors, bleu2, rouge-l, bertscore...), "
-                "or llm-pairwise / llm-pairwise-2pass with --llm-config or --base-url/--model")
+_METRIC_HELP = (
+    "metric names (repeat): any registered metric (spec-errors, bleu2, rouge-l, bertscore...), "
+    "or llm-pairwise / llm-pairwise-2pass with --llm-config or --base-url/--model"
+)
 
 
-def _llm_config(llm_config: Path | None, base_url: str | None, model: str | None, local_only: bool | None,
-                cache: Path | None, temperature: float | None) -> Any:
+def _llm_config(
+    llm_config: Path | None,
+    base_url: str | None,
+    model: str | None,
+    local_only: bool | None,
+    cache: Path | None,
+    temperature: float | None,
+) -> Any:
     from cxreval.llm.config import LLMConfig
 
-    return LLMConfig.load(llm_config, base_url=base_url, model=model, local_only=local_only or None,
-                          cache_path=cache, temperature=temperature)
+    return LLMConfig.load(
+        llm_config, base_url=base_url, model=model, local_only=local_only or None, cache_path=cache, temperature=temperature
+    )
 
 
 def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
@@ -59,8 +69,11 @@ _fail = fail
 
 @meta_app.command("human")
 def human(
-    file: Path = typer.Argument(..., help="plain CSV (id, reference, candidate, rater_1..k) or ReXVal's "
-                                          "50_samples_gt_and_candidates.csv with --rexval-ratings"),
+    file: Path = typer.Argument(
+        ...,
+        help="plain CSV (id, reference, candidate, rater_1..k) or ReXVal's "
+        "50_samples_gt_and_candidates.csv with --rexval-ratings",
+    ),
     rexval_ratings: Path | None = typer.Option(None, help="ReXVal's 6_valid_raters_per_rater_error_categories.csv"),
     metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
     runs: int = typer.Option(1, min=1, metavar="N", help="repeated runs (stochastic metrics): mean +- sd of tau"),
@@ -74,8 +87,12 @@ def human(
     rater_prefix: str = typer.Option("rater_", help="columns starting with this hold one rater's error count each"),
     rexval_columns: str | None = typer.Option(None, help="JSON object overriding ReXVal column names"),
     out: Path | None = typer.Option(None, help="write the alignment as JSON"),
-    llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
-    local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
+    llm_config: LLMConfigOption = None,
+    base_url: BaseURLOption = None,
+    model: ModelOption = None,
+    local_only: LocalOnlyOption = None,
+    cache: CacheOption = None,
+    temperature: TemperatureOption = None,
 ) -> None:
     """Kendall tau-b and Spearman between each metric and the mean rater error count."""
     from cxreval.meta.human import RexvalColumns, human_alignment, read_plain_ratings, read_rexval
@@ -85,8 +102,9 @@ def human(
             cols = RexvalColumns(**json.loads(rexval_columns)) if rexval_columns else RexvalColumns()
             ratings = read_rexval(file, rexval_ratings, columns=cols, significance=significance)
         else:
-            ratings = read_plain_ratings(file, id_col=id_col, reference_col=reference_col,
-                                         candidate_col=candidate_col, rater_prefix=rater_prefix)
+            ratings = read_plain_ratings(
+                file, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col, rater_prefix=rater_prefix
+            )
     except (OSError, ValueError) as exc:  # InputError (every problem of the files) is a ValueError
         _fail(str(exc))
     llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
@@ -95,8 +113,7 @@ def human(
     for m in build_metrics(metric, llm):
         a = human_alignment(m, ratings, runs=runs, categories=cats, resamples=resamples, seed=seed)
         results.append(a)
-        typer.echo(f"{a.metric}  ({len(ratings.ids)} pairs, {len(ratings.raters)} raters; scores oriented "
-                   f"higher = more errors)")
+        typer.echo(f"{a.metric}  ({len(ratings.ids)} pairs, {len(ratings.raters)} raters; scores oriented higher = more errors)")
         for c in a.correlations:
             tau = "n/a" if c.tau_b is None else f"{c.tau_b:.3f}"
             ci = "" if c.tau_b_ci[0] is None else f" [{c.tau_b_ci[0]:.3f}, {c.tau_b_ci[1]:.3f}]"
@@ -111,17 +128,22 @@ def human(
 @meta_app.command("perturb")
 def perturb(
     out: Path = typer.Option(..., help="suite file: .jsonl or .csv"),
-    refs: Path | None = typer.Option(None, help="references (id, reference) instead of IU X-ray: CSV, or TSV, "
-                                                   "JSONL, JSON, Parquet by suffix"),
+    refs: Path | None = typer.Option(
+        None, help="references (id, reference) instead of IU X-ray: CSV, or TSV, JSONL, JSON, Parquet by suffix"
+    ),
     id_col: str = typer.Option("id", help="id column of --refs"),
     reference_col: str = typer.Option("reference", help="reference text column of --refs"),
     data_dir: Path | None = typer.Option(None, help="shared data folder (default $CXREVAL_DATA_DIR)"),
     split: str = typer.Option("val,test", help="IU X-ray splits, comma separated"),
-    seed: int = typer.Option(0, help="seed of the perturbation draws"), per_type: int = typer.Option(1, min=1, metavar="N", help="variants per report and type"),
+    seed: int = typer.Option(0, help="seed of the perturbation draws"),
+    per_type: int = typer.Option(1, min=1, metavar="N", help="variants per report and type"),
     types: str | None = typer.Option(None, help="comma-separated perturbation types (default: all)"),
-    targets: str = typer.Option("mesh,engine", help="target variants of the significant types, comma separated: "
-                                                    "mesh (the human MeSH codes, sentences by word search) and/or "
-                                                    "engine (the rule engine's mentions)"),
+    targets: str = typer.Option(
+        "mesh,engine",
+        help="target variants of the significant types, comma separated: "
+        "mesh (the human MeSH codes, sentences by word search) and/or "
+        "engine (the rule engine's mentions)",
+    ),
     mesh_col: str | None = typer.Option(None, help="MeSH field column of --refs (needed for mesh targets there)"),
 ) -> None:
     """Turn reference reports into labelled (reference, candidate) pairs."""
@@ -170,8 +192,12 @@ def score(
     html: Path | None = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
     out: Path | None = typer.Option(None, help="write the report as JSON"),
     failures_out: Path | None = typer.Option(None, help="JSONL of the variants each metric got wrong"),
-    llm_config: LLMConfigOption = None, base_url: BaseURLOption = None, model: ModelOption = None,
-    local_only: LocalOnlyOption = None, cache: CacheOption = None, temperature: TemperatureOption = None,
+    llm_config: LLMConfigOption = None,
+    base_url: BaseURLOption = None,
+    model: ModelOption = None,
+    local_only: LocalOnlyOption = None,
+    cache: CacheOption = None,
+    temperature: TemperatureOption = None,
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
     from cxreval.io import InputError
@@ -186,9 +212,10 @@ def score(
     llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
     report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
     typer.echo(format_table(report))
-    typer.echo("cells: discrimination (right entity) for significant types, robustness for insignificant ones"
-               + ("; [mesh] / [engine]: target variants (insignificant pairs are shared)"
-                  if len(report.variants) > 1 else ""))
+    typer.echo(
+        "cells: discrimination (right entity) for significant types, robustness for insignificant ones"
+        + ("; [mesh] / [engine]: target variants (insignificant pairs are shared)" if len(report.variants) > 1 else "")
+    )
     if out is not None:
         out.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if html is not None:

@@ -19,8 +19,9 @@ from rich.markup import escape
 
 from cxreval.cli.common import fail
 
-review_app = typer.Typer(help="Radiologists check the engine's judgements in a browser; the engine's accuracy on "
-                              "your data.", no_args_is_help=True)
+review_app = typer.Typer(
+    help="Radiologists check the engine's judgements in a browser; the engine's accuracy on your data.", no_args_is_help=True
+)
 _out = Console()
 if not _out.is_terminal:
     _out = Console(width=140)
@@ -34,13 +35,31 @@ def init(
     db: Annotated[Path, typer.Option("--db", metavar="FILE", help="New review database (SQLite) to create.")],
     sample: Annotated[int, typer.Option("--sample", min=1, metavar="N", help="Pairs to draw (all, if fewer).")],
     seed: Annotated[int, typer.Option("--seed", metavar="S", help="Seed of the draw.")] = 0,
-    pairs: Annotated[Path | None, typer.Option("--pairs", metavar="FILE", help="The file that was evaluated, for the report texts [default: RESULTS_DIR/pairs.csv or .jsonl, .tsv, .json, .parquet].")] = None,
-    input_format: Annotated[str | None, typer.Option("--format", metavar="FORMAT", help="Format of --pairs when its suffix does not tell (csv, tsv, jsonl, json, parquet).")] = None,
+    pairs: Annotated[
+        Path | None,
+        typer.Option(
+            "--pairs",
+            metavar="FILE",
+            help="The file that was evaluated, for the report texts [default: RESULTS_DIR/pairs.csv or .jsonl, .tsv, .json, .parquet].",
+        ),
+    ] = None,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format", metavar="FORMAT", help="Format of --pairs when its suffix does not tell (csv, tsv, jsonl, json, parquet)."
+        ),
+    ] = None,
     id_col: Annotated[str, typer.Option("--id-col", help="Id column of --pairs.")] = "id",
     reference_col: Annotated[str, typer.Option("--reference-col", help="Reference text column of --pairs.")] = "reference",
     candidate_col: Annotated[str, typer.Option("--candidate-col", help="Candidate text column of --pairs.")] = "candidate",
-    critical_boost: Annotated[float, typer.Option("--critical-boost", min=1.0, metavar="X", help="Over-sampling factor of strata led by a critical entity.")] = 3.0,
-    ontology: Annotated[Path | None, typer.Option("--ontology", metavar="FILE", help="The ontology the results were scored with, if not the packaged one.")] = None,
+    critical_boost: Annotated[
+        float,
+        typer.Option("--critical-boost", min=1.0, metavar="X", help="Over-sampling factor of strata led by a critical entity."),
+    ] = 3.0,
+    ontology: Annotated[
+        Path | None,
+        typer.Option("--ontology", metavar="FILE", help="The ontology the results were scored with, if not the packaged one."),
+    ] = None,
 ) -> None:
     """Draw a seeded, stratified sample of pairs from a results folder into a review database."""
     from cxreval.io import InputError, read_pairs
@@ -51,25 +70,32 @@ def init(
     if pairs is None:
         found = [results / n for n in PAIR_NAMES if (results / n).is_file()]
         if not found:
-            fail(f"give --pairs FILE (the file that was evaluated): {results} holds only scores, not the report "
-                 f"texts the reviewers read (or put them there as {' / '.join(PAIR_NAMES)})")
+            fail(
+                f"give --pairs FILE (the file that was evaluated): {results} holds only scores, not the report "
+                f"texts the reviewers read (or put them there as {' / '.join(PAIR_NAMES)})"
+            )
         pairs = found[0]
     from cxreval.judge.files import judgements_file
 
     if judgements_file(results) is None:
         fail(f"{results}: no judgements.jsonl.gz; RESULTS_DIR must be a folder written by cxreval evaluate")
     try:
-        loaded = read_pairs(pairs, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col,
-                            format=input_format)
-        drawn = init_review(results, db, loaded, sample, seed=seed, critical_boost=critical_boost,
-                            ontology_path=ontology, pairs_file=str(pairs))
+        loaded = read_pairs(pairs, id_col=id_col, reference_col=reference_col, candidate_col=candidate_col, format=input_format)
+        drawn = init_review(
+            results, db, loaded, sample, seed=seed, critical_boost=critical_boost, ontology_path=ontology, pairs_file=str(pairs)
+        )
     except (InputError, OntologyError, ReviewSetupError, ReviewDBError) as exc:
         fail(str(exc))
-    _out.print(f"{db}: {len(drawn.pairs)} of {drawn.n_pairs} pairs drawn (seed {seed}) from {len(drawn.strata)} strata",
-               highlight=False)
+    _out.print(
+        f"{db}: {len(drawn.pairs)} of {drawn.n_pairs} pairs drawn (seed {seed}) from {len(drawn.strata)} strata", highlight=False
+    )
     if drawn.implied_tn:
-        _out.print(f"note: {results} holds compact rows, so the reviewers see the rows that count in a score and no "
-                   "true negatives; to review those too, evaluate with --rows full", highlight=False, soft_wrap=True)
+        _out.print(
+            f"note: {results} holds compact rows, so the reviewers see the rows that count in a score and no "
+            "true negatives; to review those too, evaluate with --rows full",
+            highlight=False,
+            soft_wrap=True,
+        )
     for s in drawn.strata:
         _out.print(f"  {s.key:<32} {s.sampled:>4} of {s.size:<5} weight {s.weight:.3g}", highlight=False)
     _out.print(f"next: cxreval review serve {db}", highlight=False)
@@ -78,9 +104,19 @@ def init(
 @review_app.command("serve")
 def serve(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database made by cxreval review init.")],
-    host: Annotated[str, typer.Option("--host", help="Address to listen on; any other than loopback requires a token (printed in the URL).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on; any other than loopback requires a token (printed in the URL).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, metavar="P", help="Port (0: any free one).")] = 8765,
-    lock_timeout: Annotated[float, typer.Option("--lock-timeout", min=0.0, metavar="SECONDS", help="How long a write waits for another program's lock on the database before the page is told it was not saved (it keeps the answer and retries).")] = 30.0,
+    lock_timeout: Annotated[
+        float,
+        typer.Option(
+            "--lock-timeout",
+            min=0.0,
+            metavar="SECONDS",
+            help="How long a write waits for another program's lock on the database before the page is told it was not saved (it keeps the answer and retries).",
+        ),
+    ] = 30.0,
 ) -> None:
     """Serve the review page locally until Ctrl-C; every answer is saved as it is given."""
     from cxreval.review.db import ReviewDB, ReviewDBError
@@ -112,14 +148,28 @@ def serve(
 def stats(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
-    csv_file: Annotated[Path | None, typer.Option("--csv", metavar="FILE", help="Write every number with its signature as CSV.")] = None,
-    latex_file: Annotated[Path | None, typer.Option("--latex", metavar="FILE", help="Write SPEC-CXR's validation table as LaTeX.")] = None,
-    html_file: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the review section as a self-contained HTML page.")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=0, metavar="N", help="Bootstrap resamples of the weighted interval.")] = 2000,
+    csv_file: Annotated[
+        Path | None, typer.Option("--csv", metavar="FILE", help="Write every number with its signature as CSV.")
+    ] = None,
+    latex_file: Annotated[
+        Path | None, typer.Option("--latex", metavar="FILE", help="Write SPEC-CXR's validation table as LaTeX.")
+    ] = None,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", metavar="FILE", help="Write the review section as a self-contained HTML page.")
+    ] = None,
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=0, metavar="N", help="Bootstrap resamples of the weighted interval.")
+    ] = 2000,
     seed: Annotated[int | None, typer.Option("--seed", metavar="S", help="Bootstrap seed [default: the sample's seed].")] = None,
-    confidence: Annotated[float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the intervals.")] = 0.95,
-    top: Annotated[int, typer.Option("--top", min=0, metavar="N", help="Entities the engine gets wrong most often, to list.")] = 10,
-    reviewer: Annotated[list[str] | None, typer.Option("--reviewer", metavar="NAME", help="Only these reviewers' answers (repeatable).")] = None,
+    confidence: Annotated[
+        float, typer.Option("--confidence", min=0.5, max=0.999, metavar="LEVEL", help="Confidence level of the intervals.")
+    ] = 0.95,
+    top: Annotated[
+        int, typer.Option("--top", min=0, metavar="N", help="Entities the engine gets wrong most often, to list.")
+    ] = 10,
+    reviewer: Annotated[
+        list[str] | None, typer.Option("--reviewer", metavar="NAME", help="Only these reviewers' answers (repeatable).")
+    ] = None,
 ) -> None:
     """The engine's accuracy per field against the reviewers (SPEC-CXR's layout), re-weighted for the sampling."""
     from rich.table import Table
@@ -130,8 +180,7 @@ def stats(
 
     try:
         with ReviewDB.open(db) as opened:
-            result = review_stats(opened, resamples=resamples, seed=seed, confidence=confidence, top=top,
-                                  reviewers=reviewer)
+            result = review_stats(opened, resamples=resamples, seed=seed, confidence=confidence, top=top, reviewers=reviewer)
     except ReviewDBError as exc:
         fail(str(exc))
     for path, render in ((csv_file, to_csv), (latex_file, to_latex), (html_file, to_html)):
@@ -140,9 +189,12 @@ def stats(
     if as_json:
         typer.echo(json.dumps(result.model_dump(), indent=2))
         return
-    _out.print(f"{escape(str(db))}: {result.pairs_reviewed} of {result.pairs_sampled} sampled pairs checked "
-               f"({result.reviews} reviews by {', '.join(result.reviewers) or 'nobody yet'}); the weighted estimate "
-               f"stands for {result.pairs_represented} of {result.pairs_in_results} pairs", highlight=False)
+    _out.print(
+        f"{escape(str(db))}: {result.pairs_reviewed} of {result.pairs_sampled} sampled pairs checked "
+        f"({result.reviews} reviews by {', '.join(result.reviewers) or 'nobody yet'}); the weighted estimate "
+        f"stands for {result.pairs_represented} of {result.pairs_in_results} pairs",
+        highlight=False,
+    )
     table = Table(title="Engine accuracy against reviewers (%)", title_justify="left")
     for col in ("field", "judgements", "correct", "accuracy [95% CI]", "weighted [95% CI]", "SPEC-CXR"):
         table.add_column(col, justify="left" if col == "field" else "right")
@@ -151,20 +203,36 @@ def stats(
         if v is None:
             return "n/a"
         return f"{100 * v:.1f}" + ("" if lo is None or hi is None else f" [{100 * lo:.1f}, {100 * hi:.1f}]")
+
     for a in result.fields:
-        table.add_row(a.field, str(a.observations), str(a.correct), pct(a.accuracy, a.low, a.high),
-                      pct(a.weighted_accuracy, a.weighted_low, a.weighted_high), f"{100 * a.spec_cxr_reported:.1f}")
+        table.add_row(
+            a.field,
+            str(a.observations),
+            str(a.correct),
+            pct(a.accuracy, a.low, a.high),
+            pct(a.weighted_accuracy, a.weighted_low, a.weighted_high),
+            f"{100 * a.spec_cxr_reported:.1f}",
+        )
     _out.print(table)
-    _out.print(f"accuracy: {escape(result.fields[0].signature)}\nweighted: {escape(result.fields[0].weighted_signature)}",
-               highlight=False, soft_wrap=True)
+    _out.print(
+        f"accuracy: {escape(result.fields[0].signature)}\nweighted: {escape(result.fields[0].weighted_signature)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     rated = [g for g in result.agreement if g.items]
     if rated:
         ktable = Table(title="Agreement between reviewers (pairs checked twice or more)", title_justify="left")
         for col in ("field", "method", "raters", "items", "observed", "kappa"):
             ktable.add_column(col, justify="left" if col in ("field", "method") else "right")
         for g in rated:
-            ktable.add_row(g.field, g.method, str(g.raters), str(g.items), f"{g.observed:.3f}" if g.observed is not None
-                           else "n/a", f"{g.kappa:.3f}" if g.kappa is not None else "n/a")
+            ktable.add_row(
+                g.field,
+                g.method,
+                str(g.raters),
+                str(g.items),
+                f"{g.observed:.3f}" if g.observed is not None else "n/a",
+                f"{g.kappa:.3f}" if g.kappa is not None else "n/a",
+            )
         _out.print(ktable)
     if result.worst_entities:
         etable = Table(title="Entities the engine gets wrong most often", title_justify="left")
@@ -174,17 +242,32 @@ def stats(
             ex = e.examples[0]
             fields = ", ".join(f"{f} {n}" for f, n in e.by_field.items() if n)
             example = f"{ex.pair_id}: {ex.field} {ex.engine} -> {ex.reviewer_value}"
-            etable.add_row(escape(e.name + (" (critical)" if e.critical else "")), f"{e.errors} / {e.observations}",
-                           f"{e.weighted_errors:.1f}", fields, escape(example))
+            etable.add_row(
+                escape(e.name + (" (critical)" if e.critical else "")),
+                f"{e.errors} / {e.observations}",
+                f"{e.weighted_errors:.1f}",
+                fields,
+                escape(example),
+            )
         _out.print(etable)
 
 
 @review_app.command("export")
 def export(
     db: Annotated[Path, typer.Argument(metavar="DB", help="Review database.")],
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for judgements.jsonl.gz, errors.csv, scores.json.")],
-    prefer: Annotated[list[str] | None, typer.Option("--prefer", metavar="NAME", help="Reviewer whose answer wins a tie (repeatable, in order) [default: alphabetical].")] = None,
-    ontology: Annotated[Path | None, typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one.")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Folder for judgements.jsonl.gz, errors.csv, scores.json.")
+    ],
+    prefer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prefer", metavar="NAME", help="Reviewer whose answer wins a tie (repeatable, in order) [default: alphabetical]."
+        ),
+    ] = None,
+    ontology: Annotated[
+        Path | None,
+        typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one."),
+    ] = None,
 ) -> None:
     """Write the reviewed judgements as a gold judgement table (the files cxreval evaluate writes)."""
     from cxreval.ontology import OntologyError
@@ -198,7 +281,10 @@ def export(
             result = export_gold(opened, out, prefer=prefer or [], ontology_path=ontology)
     except (OutputError, OntologyError, ValueError) as exc:  # ReviewDBError is a ValueError
         fail(str(exc))
-    _out.print(f"wrote {escape(str(out))}/: judgements.jsonl.gz, errors.csv, scores.json, and human_ratings.csv for "
-               f"cxreval meta human ({result.n_pairs} checked pairs, "
-               f"{len(result.judgements)} judgement rows; signature {escape(str(result.signature))})", highlight=False,
-               soft_wrap=True)
+    _out.print(
+        f"wrote {escape(str(out))}/: judgements.jsonl.gz, errors.csv, scores.json, and human_ratings.csv for "
+        f"cxreval meta human ({result.n_pairs} checked pairs, "
+        f"{len(result.judgements)} judgement rows; signature {escape(str(result.signature))})",
+        highlight=False,
+        soft_wrap=True,
+    )

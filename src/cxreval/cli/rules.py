@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 rules_app = typer.Typer(help="The rule engine's rules: ids, kinds, docs.", no_args_is_help=True)
 
-OntologyOption = Annotated[Path | None, typer.Option(
-    "--ontology", help="Your own ontology YAML (a rule file may name its entities).")]
+OntologyOption = Annotated[
+    Path | None, typer.Option("--ontology", help="Your own ontology YAML (a rule file may name its entities).")
+]
 
 
 def _rule_set(rules: Path | None, ontology: Path | None) -> RuleSet:
@@ -49,9 +50,11 @@ def _holds(record: Record) -> str:
         return f"{len(phrases)} phrases"
     if hasattr(record, "to"):
         return f"{getattr(record, 'entity', 'device')} -> {record.to}"
-    numbers = [f"{name}={getattr(record, name)}" for name in ("max_tokens", "max_entity_hops", "predicate_tokens",
-                                                              "back", "forward", "max_skipped")
-               if getattr(record, name, None) is not None]
+    numbers = [
+        f"{name}={getattr(record, name)}"
+        for name in ("max_tokens", "max_entity_hops", "predicate_tokens", "back", "forward", "max_skipped")
+        if getattr(record, name, None) is not None
+    ]
     return " ".join(numbers)
 
 
@@ -59,9 +62,12 @@ def _holds(record: Record) -> str:
 def list_rules(
     rules: RulesOption = None,
     ontology: OntologyOption = None,
-    kind: Annotated[str | None, typer.Option(
-        help="only rules of this kind: cue, cue:negation_pre (a cue category), step, window, site, normal, name, "
-             "derived")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            help="only rules of this kind: cue, cue:negation_pre (a cue category), step, window, site, normal, name, derived"
+        ),
+    ] = None,
 ) -> None:
     """Every rule's id, kind (a cue's category), order (status steps), what it holds and its doc."""
     rule_set = _rule_set(rules, ontology)
@@ -93,5 +99,6 @@ def show_rule(
     if record is None:
         near = [r for r in rule_set.records if rule_id in r][:5]
         fail(f"no rule {rule_id!r}" + (f"; did you mean {', '.join(near)}?" if near else "; see `cxreval rules list`"))
-    typer.echo(yaml.safe_dump(record.model_dump(mode="json", exclude_none=True), sort_keys=False,
-                              allow_unicode=True, width=100).rstrip())
+    typer.echo(
+        yaml.safe_dump(record.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True, width=100).rstrip()
+    )

@@ -21,8 +21,9 @@ from cxreval.cli.common import EXIT_OK, RulesOption, fail, user_rules
 if TYPE_CHECKING:
     from cxreval.extract.snapshot import Readings
 
-snapshot_app = typer.Typer(help="Pin what the rule engine reads in a corpus, and show what a change alters.",
-                           no_args_is_help=True)
+snapshot_app = typer.Typer(
+    help="Pin what the rule engine reads in a corpus, and show what a change alters.", no_args_is_help=True
+)
 
 #: ``snapshot diff``'s exit code when some text is read differently (as ``git diff --exit-code``).
 EXIT_CHANGED = 1
@@ -30,10 +31,10 @@ EXIT_CHANGED = 1
 #: Where the project's snapshot lives, relative to the repository root the commands run from.
 DEFAULT_SNAPSHOT = Path("tests/snapshots/readings.tsv")
 
-SnapshotOption = Annotated[Path, typer.Option(
-    "--snapshot", help="snapshot file (one line per text id: a hash of its readings)")]
-DataDirOption = Annotated[Path | None, typer.Option(
-    "--data-dir", help="shared data folder [default: $CXREVAL_DATA_DIR, else ../shared/data]")]
+SnapshotOption = Annotated[Path, typer.Option("--snapshot", help="snapshot file (one line per text id: a hash of its readings)")]
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="shared data folder [default: $CXREVAL_DATA_DIR, else ../shared/data]")
+]
 
 
 def _texts(data_dir: Path | None) -> dict[str, str]:
@@ -63,8 +64,9 @@ def diff(
     snapshot: SnapshotOption = DEFAULT_SNAPSHOT,
     data_dir: DataDirOption = None,
     rules: RulesOption = None,
-    base: Annotated[str, typer.Option(
-        help="git revision whose engine gives the 'before' readings; 'none' shows the new readings only")] = "HEAD",
+    base: Annotated[
+        str, typer.Option(help="git revision whose engine gives the 'before' readings; 'none' shows the new readings only")
+    ] = "HEAD",
     limit: Annotated[int, typer.Option(help="show at most this many changed texts")] = 50,
 ) -> None:
     """Texts read differently from the snapshot, each with its readings before and after.

@@ -104,8 +104,9 @@ class Pool:
     def _distinct(self) -> tuple[tuple[frozenset[str], ...], np.ndarray, dict[frozenset[str], np.ndarray]]:
         """The distinct finding sets, each report's set as an index into them, and each set's reports."""
         index: dict[frozenset[str], int] = {}
-        of_report = np.fromiter((index.setdefault(f, len(index)) for f in self.findings), dtype=np.int64,
-                                count=len(self.findings))
+        of_report = np.fromiter(
+            (index.setdefault(f, len(index)) for f in self.findings), dtype=np.int64, count=len(self.findings)
+        )
         members = {f: np.flatnonzero(of_report == k) for f, k in index.items()}
         return tuple(index), of_report, members
 
@@ -121,8 +122,7 @@ class Pool:
         return int(best[rng.integers(len(best))])
 
 
-def noisy_findings(findings: frozenset[str], prevalence: dict[str, float], p: float,
-                   rng: np.random.Generator) -> frozenset[str]:
+def noisy_findings(findings: frozenset[str], prevalence: dict[str, float], p: float, rng: np.random.Generator) -> frozenset[str]:
     """Drop each finding with probability ``p``; add each absent finding ``f`` with ``p * prevalence[f]``."""
     if p == 0:
         return findings
@@ -146,8 +146,13 @@ def _section_text(findings: str, impression: str, section: Section) -> str:
     return report_text(findings, impression)
 
 
-def load_pool(data_dir: Path, section: Section, exclude: Iterable[str], gold: Sequence[GoldReport],
-              raw: dict[str, tuple[str, str]] | None = None) -> Pool:
+def load_pool(
+    data_dir: Path,
+    section: Section,
+    exclude: Iterable[str],
+    gold: Sequence[GoldReport],
+    raw: dict[str, tuple[str, str]] | None = None,
+) -> Pool:
     """The train-split pool (see module doc); ``exclude`` holds IU uids (the benchmark's studies);
     ``raw``: each uid's (findings, impression), when already read."""
     skip = set(exclude)
@@ -198,8 +203,7 @@ class RetrievalData:
         """SHA-256 of every file the baselines read (reports, splits) and of the finding mapping:
         with the rule's settings, the key of a stored baseline (:func:`baseline_key`)."""
         h = hashlib.sha256()
-        files = [self.root / "iu-xray" / "indiana_reports.csv",
-                 *sorted((self.root / "radrestruct-template").glob("*_ids.json"))]
+        files = [self.root / "iu-xray" / "indiana_reports.csv", *sorted((self.root / "radrestruct-template").glob("*_ids.json"))]
         for path in files:
             data = path.read_bytes()
             h.update(f"{path.name}\x00{len(data)}\x00".encode())
@@ -214,8 +218,7 @@ class RetrievalData:
         return _section_text(*self.raw[uid], section)
 
 
-def baseline_key(kind: Kind, study_ids: Sequence[str], *, seed: int, noise: float, section: Section,
-                 data: RetrievalData) -> str:
+def baseline_key(kind: Kind, study_ids: Sequence[str], *, seed: int, noise: float, section: Section, data: RetrievalData) -> str:
     """The key a baseline's choice is stored under: its rule, settings, studies and input files."""
     payload = json.dumps([kind, seed, repr(float(noise)), section, list(study_ids), data.digest], separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -235,23 +238,41 @@ class BaselineReports:
     def to_json(self) -> str:
         """What :meth:`from_json` rebuilds it from: the chosen uids, the counts and the signature
         (never report text: the texts are read again from the data folder)."""
-        return json.dumps({"source_uids": self.source_uids, "exact": self.exact, "nearest": self.nearest,
-                           "uncoded": self.uncoded, "signature": str(self.signature)})
+        return json.dumps(
+            {
+                "source_uids": self.source_uids,
+                "exact": self.exact,
+                "nearest": self.nearest,
+                "uncoded": self.uncoded,
+                "signature": str(self.signature),
+            }
+        )
 
     @classmethod
     def from_json(cls, stored: str, data: RetrievalData, section: Section) -> BaselineReports:
         got = json.loads(stored)
         uids = list(got["source_uids"])
-        return cls([data.section_text(u, section) for u in uids], uids, int(got["exact"]), int(got["nearest"]),
-                   int(got["uncoded"]), Signature.parse(got["signature"]))
+        return cls(
+            [data.section_text(u, section) for u in uids],
+            uids,
+            int(got["exact"]),
+            int(got["nearest"]),
+            int(got["uncoded"]),
+            Signature.parse(got["signature"]),
+        )
 
     def note(self, system: str, dataset: str) -> str:
         """One line for the benchmark's notes."""
         n = len(self.texts)
-        how = (f"{self.exact} exact finding-set matches, {self.nearest} nearest (max Jaccard)"
-               if self.exact or self.nearest else "random train reports")
-        return (f"{system} on {dataset}: {n} train-split reports ({how}; {self.uncoded} studies without MeSH "
-                f"codes got a random one); {self.signature}")
+        how = (
+            f"{self.exact} exact finding-set matches, {self.nearest} nearest (max Jaccard)"
+            if self.exact or self.nearest
+            else "random train reports"
+        )
+        return (
+            f"{system} on {dataset}: {n} train-split reports ({how}; {self.uncoded} studies without MeSH "
+            f"codes got a random one); {self.signature}"
+        )
 
 
 def baseline_reports(
@@ -297,11 +318,33 @@ def baseline_reports(
                 nearest += 1
         texts.append(pool.texts[i])
         chosen.append(pool.uids[i])
-    sig = Signature(metric=f"baseline:{kind}", ontology=onto.signature, engine=f"iu-train-retrieval-v{RULES_VERSION}",
-                    options={"seed": str(seed), "noise": f"{noise:g}", "section": section,
-                             "pool": str(len(pool.texts)), "mesh_families": families_version()})
+    sig = Signature(
+        metric=f"baseline:{kind}",
+        ontology=onto.signature,
+        engine=f"iu-train-retrieval-v{RULES_VERSION}",
+        options={
+            "seed": str(seed),
+            "noise": f"{noise:g}",
+            "section": section,
+            "pool": str(len(pool.texts)),
+            "mesh_families": families_version(),
+        },
+    )
     return BaselineReports(texts, chosen, exact, nearest, uncoded, sig)
 
 
-__all__ = ["KINDS", "BaselineReports", "Kind", "Pool", "RetrievalData", "baseline_key", "baseline_reports",
-           "finding_set", "iu_uid", "jaccard", "load_pool", "noisy_findings", "study_rng"]
+__all__ = [
+    "KINDS",
+    "BaselineReports",
+    "Kind",
+    "Pool",
+    "RetrievalData",
+    "baseline_key",
+    "baseline_reports",
+    "finding_set",
+    "iu_uid",
+    "jaccard",
+    "load_pool",
+    "noisy_findings",
+    "study_rng",
+]

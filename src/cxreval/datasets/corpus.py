@@ -29,8 +29,7 @@ def readings_corpus(data_dir: Path) -> dict[str, str]:
 
     Empty texts (a report with no impression) are kept: the engine must read nothing in them.
     """
-    texts = {f"iu/{uid}": report_text(findings, impression)
-             for uid, _, findings, impression in read_iu_reports(data_dir)}
+    texts = {f"iu/{uid}": report_text(findings, impression) for uid, _, findings, impression in read_iu_reports(data_dir)}
     for split in ("test", "valid"):
         path = data_dir / "rexrank-iu" / f"ReXRank_IUXray_{split}.json"
         for section in REPORT_SECTIONS:

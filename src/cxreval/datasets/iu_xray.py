@@ -115,10 +115,14 @@ def read_iu_reports(data_dir: Path) -> list[tuple[str, str, str, str]]:
     for rec in table.records:
         uid = rec.ident = record_id(table, rec, uid_col, present)
         mesh = text_value(table, rec, mesh_col, present, what="MeSH field")
-        findings, impression = (text_value(table, rec, c, present, empty_ok=True) if c in present else ""
-                                for c in texts)
-        if uid is not None and unique.is_new(uid, rec, uid_col) and mesh is not None \
-                and findings is not None and impression is not None:
+        findings, impression = (text_value(table, rec, c, present, empty_ok=True) if c in present else "" for c in texts)
+        if (
+            uid is not None
+            and unique.is_new(uid, rec, uid_col)
+            and mesh is not None
+            and findings is not None
+            and impression is not None
+        ):
             out.append((uid, mesh, findings, impression))
     require_records(table)
     raise_problems(table)
@@ -150,8 +154,11 @@ def load_splits(data_dir: Path) -> dict[str, Split]:
                 problems.append(InputProblem(file=file, row=item, unit="item", message=f"not an id: {raw!r}"))
             elif uid in first:
                 where, at = first[uid]
-                problems.append(InputProblem(file=file, row=item, unit="item", id=uid,
-                                             message=f"id listed twice (first in {where}, item {at})"))
+                problems.append(
+                    InputProblem(
+                        file=file, row=item, unit="item", id=uid, message=f"id listed twice (first in {where}, item {at})"
+                    )
+                )
             else:
                 first[uid] = (file, item)
                 out[uid] = split
@@ -171,8 +178,7 @@ def load_same_finding() -> dict[str, tuple[str, ...]]:
     """Descriptive MeSH heading (normalised) -> the more specific headings it may repeat, first preferred."""
     ref = resources.files("cxreval.datasets") / "iu_mesh_families.yaml"
     data = yaml.safe_load(ref.read_text(encoding="utf-8"))
-    return {normalize_mesh_part(k): tuple(normalize_mesh_part(h) for h in v)
-            for k, v in (data.get("same_finding") or {}).items()}
+    return {normalize_mesh_part(k): tuple(normalize_mesh_part(h) for h in v) for k, v in (data.get("same_finding") or {}).items()}
 
 
 def _qualifier_key(code: MeshCode) -> tuple[str, ...]:
@@ -222,9 +228,7 @@ def _merge(entity: str, matches: Iterable, severity_rank, families: dict[str, tu
             severity = m.severity
         codes.append(m.code.raw)
     side = "bilateral" if "bilateral" in sides or {"left", "right"} <= sides else next(iter(sides), None)
-    return GoldEntity(
-        entity=entity, side=side, zones=tuple(zones), severity=severity, codes=tuple(codes), accept=tuple(accept)
-    )
+    return GoldEntity(entity=entity, side=side, zones=tuple(zones), severity=severity, codes=tuple(codes), accept=tuple(accept))
 
 
 def load_iu_gold(

@@ -68,9 +68,14 @@ def mention_line(m: Mention) -> str:
     above the landmark: ``tip=carina(+20mm)``), flags (implied, history, a section other than
     the body) and the evidence."""
     parts = [m.entity, f"{m.status}/{m.certainty}"]
-    attributes = (("side", m.side), ("zones", ",".join(m.zones)), ("severity", m.severity),
-                  ("change", m.comparison), ("size", f"{m.size_mm:g}mm" if m.size_mm is not None else None),
-                  ("tip", m.tip if m.tip_mm is None else f"{m.tip}({m.tip_mm:+g}mm)"))
+    attributes = (
+        ("side", m.side),
+        ("zones", ",".join(m.zones)),
+        ("severity", m.severity),
+        ("change", m.comparison),
+        ("size", f"{m.size_mm:g}mm" if m.size_mm is not None else None),
+        ("tip", m.tip if m.tip_mm is None else f"{m.tip}({m.tip_mm:+g}mm)"),
+    )
     parts += [f"{name}={value}" for name, value in attributes if value]
     parts += [flag for flag, on in (("implied", m.implied), ("history", m.historical)) if on]
     if m.section != "body":
@@ -96,5 +101,3 @@ def explain_mention(m: Mention, rules: RuleSet | None = None) -> list[str]:
         doc = rules.doc(rule) if rules is not None else ""
         lines.append(f"{line} \u2014 {doc}" if doc else line)
     return lines
-
-

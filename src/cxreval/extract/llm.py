@@ -47,8 +47,9 @@ class LLMExtractor:
         self.ontology = ontology
         self.config = config
         self.prompt = load_prompt("extract")
-        self.schema = mention_schema(config.schema_style, ontology, max_items=config.max_items,
-                                     max_evidence=config.max_evidence_chars)
+        self.schema = mention_schema(
+            config.schema_style, ontology, max_items=config.max_items, max_evidence=config.max_evidence_chars
+        )
         self.schema_name = schema_name("extract", config.schema_style)
         self._system = self.prompt.render("system")
         self._entities = entity_list(ontology, "extract")
@@ -65,29 +66,46 @@ class LLMExtractor:
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:
-        return cache_key({
-            "engine": self.signature, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
-            "ontology": self._fingerprint, "params": self.config.answer_params(), "run": run,
-            "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        })
+        return cache_key(
+            {
+                "engine": self.signature,
+                "prompt": self.prompt.signature,
+                "prompt_sha": self.prompt.sha256,
+                "ontology": self._fingerprint,
+                "params": self.config.answer_params(),
+                "run": run,
+                "text_sha": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            }
+        )
 
     def parse(self, raw: str, text: str | None = None) -> ParsedAnswer:
         """A validated answer; given the report ``text``, an empty one for a report with findings is refused."""
         c = self.config
-        parsed = parse_mentions(raw, c.schema_style, self.ontology, max_items=c.max_items,
-                                max_evidence=c.max_evidence_chars)
+        parsed = parse_mentions(raw, c.schema_style, self.ontology, max_items=c.max_items, max_evidence=c.max_evidence_chars)
         return self._empty.check(parsed, "extract", c.schema_style, {"the report": text})
 
     def task(self, text: str, run: int = 0) -> Task:
-        return Task(key=self.key(text, run), kind="extract", engine=self.signature, messages=self.messages(text),
-                    schema=self.schema, schema_name=self.schema_name, parse=partial(self.parse, text=text))
+        return Task(
+            key=self.key(text, run),
+            kind="extract",
+            engine=self.signature,
+            messages=self.messages(text),
+            schema=self.schema,
+            schema_name=self.schema_name,
+            parse=partial(self.parse, text=text),
+        )
 
     def extraction(self, value: dict[str, Any]) -> Extraction:
         """Mentions from a validated (possibly cached) answer."""
         mentions = tuple(
             Mention(
-                entity=i["entity"], status=i["status"], side=i.get("side"), zones=tuple(i.get("zones") or ()),
-                severity=i.get("severity"), comparison=i.get("comparison"), sentence=i.get("evidence") or "",
+                entity=i["entity"],
+                status=i["status"],
+                side=i.get("side"),
+                zones=tuple(i.get("zones") or ()),
+                severity=i.get("severity"),
+                comparison=i.get("comparison"),
+                sentence=i.get("evidence") or "",
             )
             for i in value["items"]
         )

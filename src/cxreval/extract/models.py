@@ -290,10 +290,19 @@ class Extraction(BaseModel):
                 # One mention (most entities of a report): the general rule below, worked out.
                 m = mentions[0]
                 zones_one = m.zones
-                out[entity] = _state(entity, m.status, m.certainty, m.side or None,
-                                     tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
-                                     m.severity or None, m.comparison or None, m.sentence, m.cue, m.rule_ids,
-                                     (m.tip, m.tip_mm, m.size_mm))
+                out[entity] = _state(
+                    entity,
+                    m.status,
+                    m.certainty,
+                    m.side or None,
+                    tuple(dict.fromkeys(zones_one)) if len(zones_one) > 1 else tuple(zones_one),
+                    m.severity or None,
+                    m.comparison or None,
+                    m.sentence,
+                    m.cue,
+                    m.rule_ids,
+                    (m.tip, m.tip_mm, m.size_mm),
+                )
                 continue
             status: Status = "absent"
             for candidate in ("present", "uncertain"):
@@ -365,23 +374,50 @@ def _side_severity(mentions: list[Mention]) -> tuple[tuple[str, str], ...]:
     return tuple(found.items())
 
 
-def _state(entity: str, status: str, certainty: str, side: str | None, zones: tuple[str, ...],
-           severity: str | None, comparison: str | None, evidence: str, cue: str | None,
-           rule_ids: str | None = None, measures: Measures = _NO_MEASURES,
-           side_severity: tuple[tuple[str, str], ...] = ()) -> EntityState:
+def _state(
+    entity: str,
+    status: str,
+    certainty: str,
+    side: str | None,
+    zones: tuple[str, ...],
+    severity: str | None,
+    comparison: str | None,
+    evidence: str,
+    cue: str | None,
+    rule_ids: str | None = None,
+    measures: Measures = _NO_MEASURES,
+    side_severity: tuple[tuple[str, str], ...] = (),
+) -> EntityState:
     """``EntityState(entity=..., status=..., ...)`` with every field given: validated once per
     kind, then copied with the entity, evidence, cue and rule ids of each state (strings: nothing
     else to check). Scoring aggregates every report's mentions, so this
     runs once per entity per report."""
     key = (status, certainty, side, zones, severity, comparison, measures, side_severity)
     like = _STATE_TEMPLATES.get(key)
-    if (like is None or type(entity) is not str or type(evidence) is not str or not (cue is None or type(cue) is str)
-            or not (rule_ids is None or type(rule_ids) is str)):
+    if (
+        like is None
+        or type(entity) is not str
+        or type(evidence) is not str
+        or not (cue is None or type(cue) is str)
+        or not (rule_ids is None or type(rule_ids) is str)
+    ):
         tip, tip_mm, size_mm = measures
-        made = EntityState(entity=entity, status=status, certainty=certainty, side=side, zones=zones,
-                           severity=severity, comparison=comparison, tip=tip, tip_mm=tip_mm, size_mm=size_mm,
-                           side_severity=side_severity,
-                           evidence=evidence, cue=cue, rule_ids=rule_ids)
+        made = EntityState(
+            entity=entity,
+            status=status,
+            certainty=certainty,
+            side=side,
+            zones=zones,
+            severity=severity,
+            comparison=comparison,
+            tip=tip,
+            tip_mm=tip_mm,
+            size_mm=size_mm,
+            side_severity=side_severity,
+            evidence=evidence,
+            cue=cue,
+            rule_ids=rule_ids,
+        )
         if like is None and len(_STATE_TEMPLATES) < _STATE_KINDS:
             _STATE_TEMPLATES[key] = made
         return made

@@ -103,8 +103,10 @@ class Snapshot:
         except OSError as exc:
             raise SnapshotError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None
         if not lines or lines[0] != SNAPSHOT_FORMAT:
-            raise SnapshotError(f"{path}: line 1: not a readings snapshot of this format "
-                                f"(expected {SNAPSHOT_FORMAT!r}); rewrite it with `cxreval snapshot update`")
+            raise SnapshotError(
+                f"{path}: line 1: not a readings snapshot of this format "
+                f"(expected {SNAPSHOT_FORMAT!r}); rewrite it with `cxreval snapshot update`"
+            )
         engine = lines[1].removeprefix("# engine: ").split(";")[0] if len(lines) > 1 else ""
         hashes: dict[str, str] = {}
         for number, line in enumerate(lines, 1):
@@ -130,8 +132,7 @@ class SnapshotDiff:
         return bool(self.changed or self.added or self.removed)
 
     def summary(self) -> str:
-        return (f"{len(self.changed)} texts read differently, {len(self.added)} new, "
-                f"{len(self.removed)} gone from the corpus")
+        return f"{len(self.changed)} texts read differently, {len(self.added)} new, {len(self.removed)} gone from the corpus"
 
 
 def compare(snapshot: Snapshot, current: Snapshot) -> SnapshotDiff:
@@ -178,8 +179,11 @@ def _source_at(revision: str, repo: Path, into: Path) -> None:
             tar.extractall(into)
 
 
-def readings_at_revision(revision: str, texts: Mapping[str, str], repo: str | os.PathLike[str] = ".",
-                         ) -> tuple[str, dict[str, Readings]]:
+def readings_at_revision(
+    revision: str,
+    texts: Mapping[str, str],
+    repo: str | os.PathLike[str] = ".",
+) -> tuple[str, dict[str, Readings]]:
     """(engine signature, readings) of ``texts`` by the packaged engine of git ``revision`` of ``repo``.
 
     The revision's ``src/`` is unpacked into a temporary folder and run in a child process, so
@@ -189,8 +193,15 @@ def readings_at_revision(revision: str, texts: Mapping[str, str], repo: str | os
     with tempfile.TemporaryDirectory(prefix="cxreval-snapshot-") as tmp:
         _source_at(revision, Path(repo), Path(tmp))
         env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
-        run = subprocess.run([sys.executable, "-c", _OLD_ENGINE], input=json.dumps(dict(texts)),
-                             capture_output=True, text=True, env=env, check=False, cwd=tmp)
+        run = subprocess.run(
+            [sys.executable, "-c", _OLD_ENGINE],
+            input=json.dumps(dict(texts)),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            cwd=tmp,
+        )
     if run.returncode:
         raise SnapshotError(f"the engine of {revision} failed: {run.stderr.strip().splitlines()[-1:]}")
     data = json.loads(run.stdout)
@@ -203,7 +214,7 @@ def _with_words(line: str, text: str) -> str:
     start, _, end = span.partition("-")
     if not (start.isdigit() and end.isdigit()) or not line:
         return line
-    return f'{line} "{text[int(start):int(end)]}"'
+    return f'{line} "{text[int(start) : int(end)]}"'
 
 
 def _side_by_side(old: Readings, new: Readings, text: str) -> list[tuple[str, str]]:
@@ -233,14 +244,22 @@ def _readings_table(text: str, new: Readings, old: Readings | None, labels: tupl
     table.add_column(labels[0], overflow="fold")
     table.add_column(labels[1], overflow="fold")
     for before, after in _side_by_side(old, new, text):
-        table.add_row(Text(before, style="" if before.startswith("(") else "red"),
-                      Text(after, style="" if after.startswith("(") else "green"))
+        table.add_row(
+            Text(before, style="" if before.startswith("(") else "red"),
+            Text(after, style="" if after.startswith("(") else "green"),
+        )
     return table
 
 
-def render_diff(diff: SnapshotDiff, texts: Mapping[str, str], new: Mapping[str, Readings],
-                old: Mapping[str, Readings] | None = None, *, limit: int = 50,
-                labels: tuple[str, str] = ("before", "after")) -> Iterable[Any]:
+def render_diff(
+    diff: SnapshotDiff,
+    texts: Mapping[str, str],
+    new: Mapping[str, Readings],
+    old: Mapping[str, Readings] | None = None,
+    *,
+    limit: int = 50,
+    labels: tuple[str, str] = ("before", "after"),
+) -> Iterable[Any]:
     """Rich renderables: per changed text, the text and its old and new readings side by side.
 
     Ids with the same text (generated reports repeat) are shown once, with the others counted.

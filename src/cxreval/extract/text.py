@@ -129,8 +129,7 @@ def split_sections(text: str) -> list[Section]:
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 
 
-def _add_section(sections: list[Section], text: str, name: str | None, start: int, end: int,
-                 release: bool) -> None:
+def _add_section(sections: list[Section], text: str, name: str | None, start: int, end: int, release: bool) -> None:
     """Append ``text[start:end]`` as section ``name`` if it holds text. A skipped one (``name``
     None) adds nothing, or with ``release`` the text after its first blank line, as untitled text."""
     if name is None:
@@ -180,8 +179,14 @@ class NormalizedText:
 
     __slots__ = ("ends", "lookalikes", "original", "starts", "text")
 
-    def __init__(self, original: str, text: str, starts: Sequence[int] | None = None,
-                 ends: Sequence[int] | None = None, lookalikes: int = 0) -> None:
+    def __init__(
+        self,
+        original: str,
+        text: str,
+        starts: Sequence[int] | None = None,
+        ends: Sequence[int] | None = None,
+        lookalikes: int = 0,
+    ) -> None:
         self.original = original
         self.text = text
         self.lookalikes = lookalikes
@@ -255,7 +260,7 @@ def _fold_lookalikes(folded: str) -> tuple[str, int]:
         table = lookalike_letters()
         latin = "".join(c if c.isascii() else table.get(c, c) for c in w)
         if latin != w:
-            pieces += [folded[pos:word.start()], latin]
+            pieces += [folded[pos : word.start()], latin]
             pos = word.end()
             count += sum(a != b for a, b in zip(w, latin))
     return ("".join(pieces) + folded[pos:], count) if pieces else (folded, 0)
@@ -354,6 +359,7 @@ def token_columns(folded: str, pos: int = 0, endpos: int | None = None) -> Token
     if folded.find("!", pos, end) >= 0 or folded.find("?", pos, end) >= 0:
         words = ["." if w in ("!", "?") else w for w in words]
     return words, starts, ends
+
 
 # A "." token (or "!", "?") and the numbers before it: ``_TOKEN_RE``'s number (a digit, then
 # ``\d*(?:\.\d+)?``, ``\d+(?:\.\d+)?`` in all), so the "." inside "1.5" is part of a number here

@@ -136,8 +136,10 @@ def judge_severity(ref: EntityState, cand: EntityState, thresholds: tuple[float,
 #: directions differ ("stable" vs "increased", "new" vs "decreased"); two of one direction
 #: ("new" vs "increased", "decreased" vs "resolved") agree.
 CHANGE_DIRECTION: dict[str, str] = {
-    "new": "worse", "increased": "worse",
-    "decreased": "better", "resolved": "better",
+    "new": "worse",
+    "increased": "worse",
+    "decreased": "better",
+    "resolved": "better",
     "unchanged": "same",
 }
 
@@ -148,8 +150,12 @@ def judge_comparison(ref: EntityState, cand: EntityState, spec_compat: bool = Fa
         return "missing-mentioned-comparison"
     if cand.comparison and not ref.comparison:
         return "adding-unmentioned-comparison"
-    if (not spec_compat and ref.comparison and cand.comparison
-            and CHANGE_DIRECTION[ref.comparison] != CHANGE_DIRECTION[cand.comparison]):
+    if (
+        not spec_compat
+        and ref.comparison
+        and cand.comparison
+        and CHANGE_DIRECTION[ref.comparison] != CHANGE_DIRECTION[cand.comparison]
+    ):
         return "conflicting-comparison"
     return "other"
 
@@ -166,8 +172,7 @@ def compare_extractions(
     """One :class:`EntityJudgement` per entity mentioned in either report, in ontology order
     (``spec_compat``: SPEC-CXR's three comparison values only, see :func:`judge_comparison`;
     ``hierarchy``: the is-a rule of :func:`match_hierarchy`, else every entity on its own)."""
-    return compare_states(pair_id, reference.states(), candidate.states(), ontology, uncertain, spec_compat,
-                          hierarchy)
+    return compare_states(pair_id, reference.states(), candidate.states(), ontology, uncertain, spec_compat, hierarchy)
 
 
 def compare_states(
@@ -186,15 +191,23 @@ def compare_states(
     if hierarchy and ontology.has_hierarchy:
         rows = match_hierarchy(rows, judge)
     _malposition_once(rows, judge)
-    return [constructed(EntityJudgement, {"pair_id": pair_id, **fields, **_NO_SPANS}, _ROW_FIELDS)
-            for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])]
+    return [
+        constructed(EntityJudgement, {"pair_id": pair_id, **fields, **_NO_SPANS}, _ROW_FIELDS)
+        for fields in sorted(rows.values(), key=lambda f: judge.place[f["entity"]])
+    ]
 
 
 class _Pair:
     """The two reports' states of one pair, and how a row is judged from them."""
 
-    def __init__(self, ref: Mapping[str, EntityState], cand: Mapping[str, EntityState], ontology: Ontology,
-                 uncertain: UncertainPolicy, spec_compat: bool) -> None:
+    def __init__(
+        self,
+        ref: Mapping[str, EntityState],
+        cand: Mapping[str, EntityState],
+        ontology: Ontology,
+        uncertain: UncertainPolicy,
+        spec_compat: bool,
+    ) -> None:
         self.ref, self.cand, self.ontology = ref, cand, ontology
         self.uncertain, self.spec_compat = uncertain, spec_compat
         self.place = _places(ontology)
@@ -207,8 +220,7 @@ class _Pair:
         statement ("The lungs are clear.") that a report can make beside a small finding is no
         denial of that finding."""
         state = side.get(entity_id)
-        return (state is not None and not is_positive(state, self.uncertain)
-                and not (state.rule_ids or "").startswith("normal."))
+        return state is not None and not is_positive(state, self.uncertain) and not (state.rule_ids or "").startswith("normal.")
 
     @staticmethod
     def same_place(one: EntityState | None, other: EntityState | None) -> bool:
@@ -235,18 +247,23 @@ class _Pair:
             assert ref is not None and cand is not None
             if "location" in entity.attributes:
                 position = self.ontology.device_position(entity.id)
-                location = (judge_location(ref, cand) if position is None
-                            else judge_device_location(position, ref, cand))
+                location = judge_location(ref, cand) if position is None else judge_device_location(position, ref, cand)
             if "severity" in entity.attributes:
                 severity = judge_severity(ref, cand, self.ontology.size_thresholds_of(entity.id))
             if "comparison" in entity.attributes:
                 comparison = judge_comparison(ref, cand, self.spec_compat)
-        return {"entity": entity.id, "presence": presence, "location": location, "severity": severity,
-                "comparison": comparison, "reference": ref.evidence if ref else "",
-                "candidate": cand.evidence if cand else "",
-                "reference_rules": rules_line(ref.rule_ids, ref.cue) if ref else "",
-                "candidate_rules": rules_line(cand.rule_ids, cand.cue) if cand else "",
-                "specificity": specificity if presence == "TP" else "exact"}
+        return {
+            "entity": entity.id,
+            "presence": presence,
+            "location": location,
+            "severity": severity,
+            "comparison": comparison,
+            "reference": ref.evidence if ref else "",
+            "candidate": cand.evidence if cand else "",
+            "reference_rules": rules_line(ref.rule_ids, ref.cue) if ref else "",
+            "candidate_rules": rules_line(cand.rule_ids, cand.cue) if cand else "",
+            "specificity": specificity if presence == "TP" else "exact",
+        }
 
 
 def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, dict[str, str]]:
@@ -274,9 +291,16 @@ def match_hierarchy(rows: dict[str, dict[str, str]], pair: _Pair) -> dict[str, d
         for entity_id in sorted((e for e, r in rows.items() if r["presence"] == kind), key=pair.place.__getitem__):
             if entity_id not in rows or pair.denies(other, entity_id):  # used up, or the other side denies it
                 continue
-            targets = {e for e, r in rows.items() if r["presence"] == opposite
-                       or (r["presence"] == "TP" and r["specificity"] in ("exact", "synonym")
-                           and pair.same_place(own.get(entity_id), other.get(e)))}
+            targets = {
+                e
+                for e, r in rows.items()
+                if r["presence"] == opposite
+                or (
+                    r["presence"] == "TP"
+                    and r["specificity"] in ("exact", "synonym")
+                    and pair.same_place(own.get(entity_id), other.get(e))
+                )
+            }
             # a side that denies an entity in its own words is not matched to it by a pair: "airspace
             # disease without consolidation" names no consolidation
             found = _match(entity_id, targets, onto, how_up, {e for e in targets if pair.denies(own, e)})
@@ -306,8 +330,9 @@ def _malposition_once(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
         if state is None or (state.rule_ids or "").split("|", 1)[0] != DERIVED_MALPOSITION:
             continue
         malpositioned = [d for d in stating if _malpositioned_tip(pair, stating, d)]
-        if malpositioned and all(rows.get(d, {}).get("presence") == "TP" and rows[d]["location"] == "not-aligned"
-                                 for d in malpositioned):
+        if malpositioned and all(
+            rows.get(d, {}).get("presence") == "TP" and rows[d]["location"] == "not-aligned" for d in malpositioned
+        ):
             del rows[entity_id]
 
 
@@ -345,8 +370,12 @@ def _apply(rows: dict[str, dict[str, str]], pair: _Pair, kind: str, entity_id: s
             return
         if kind == "FN":
             # its place, grade and change are judged on the shared row: this row says the specificity only
-            rows[entity_id] = {**pair.row(onto.entity(ref_id), onto.entity(cand_id), specificity),
-                               "location": "not-available", "severity": "not-available", "comparison": "other"}
+            rows[entity_id] = {
+                **pair.row(onto.entity(ref_id), onto.entity(cand_id), specificity),
+                "location": "not-available",
+                "severity": "not-available",
+                "comparison": "other",
+            }
         else:
             if how != "synonym" and other["specificity"] == "exact":
                 other["specificity"] = how
@@ -369,9 +398,13 @@ def _implied(rows: dict[str, dict[str, str]], pair: _Pair) -> None:
         if pair.denies(side, entity_id):  # "No consolidation." beside "pneumonia": the denial stands
             continue
         stated = pair.ref if r["presence"] == "FN" else pair.cand  # the side that states the ancestor
-        below = [d for d in onto.descendants(entity_id, classes=True)
-                 if pair.positive(side, d) and pair.same_place(stated.get(entity_id), side.get(d))
-                 and not _placed_apart(stated.get(entity_id), stated.get(d) if pair.positive(stated, d) else None)]
+        below = [
+            d
+            for d in onto.descendants(entity_id, classes=True)
+            if pair.positive(side, d)
+            and pair.same_place(stated.get(entity_id), side.get(d))
+            and not _placed_apart(stated.get(entity_id), stated.get(d) if pair.positive(stated, d) else None)
+        ]
         if below:
             ent = onto.entity(entity_id)
             ref_e, cand_e = (onto.entity(below[0]), ent) if r["presence"] == "FP" else (ent, onto.entity(below[0]))
@@ -389,12 +422,14 @@ def _placed_apart(ancestor: EntityState | None, descendant: EntityState | None) 
         return False
     if descendant.zones:
         return not set(ancestor.zones) & set(descendant.zones)
-    return descendant.side == "bilateral" or (descendant.side is None and descendant.status == "uncertain"
-                                              and ancestor.status == "present")
+    return descendant.side == "bilateral" or (
+        descendant.side is None and descendant.status == "uncertain" and ancestor.status == "present"
+    )
 
 
-def _match(entity_id: str, others: Set[str], ontology: Ontology, how_up: str,
-           denied: Set[str] = frozenset()) -> tuple[str, str] | None:
+def _match(
+    entity_id: str, others: Set[str], ontology: Ontology, how_up: str, denied: Set[str] = frozenset()
+) -> tuple[str, str] | None:
     """The nearest of ``others`` that names ``entity_id``'s finding at another level: a member of
     its near-synonym class (``synonym``), else its partner in a matched pair (``synonym`` or
     ``size``; not one in ``denied``, which the entity's own side denies), else an ancestor

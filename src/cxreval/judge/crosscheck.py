@@ -59,9 +59,11 @@ class InjectionFlag(BaseModel):
     def error(self, engine: str) -> str:
         """Why a listed pair is not scored (the ``error`` of its failure)."""
         shows = "; ".join(f"the {side} shows {', '.join(names)}" for side, names in self.signals.items())
-        return (f"report text reads like instructions to the judge ({shows}) and {engine} disagrees with the "
-                f"rule engine on {len(self.disagreements)} entities ({'; '.join(self.disagreements[:10])}), "
-                f"more than {DISAGREEMENT_THRESHOLD}: not scored, read the pair")
+        return (
+            f"report text reads like instructions to the judge ({shows}) and {engine} disagrees with the "
+            f"rule engine on {len(self.disagreements)} entities ({'; '.join(self.disagreements[:10])}), "
+            f"more than {DISAGREEMENT_THRESHOLD}: not scored, read the pair"
+        )
 
 
 def pair_signals(pair: ReportPair) -> dict[str, list[str]]:
@@ -75,8 +77,7 @@ def pair_signals(pair: ReportPair) -> dict[str, list[str]]:
 
 def _verdicts(rows: Sequence[EntityJudgement]) -> dict[str, tuple[str, tuple[str, ...]]]:
     """entity -> (presence, error kinds its row counts); an entity without a row is a TN."""
-    return {r.entity: (r.presence, tuple(k for k, (f, bad) in ERROR_KINDS.items() if getattr(r, f) in bad))
-            for r in rows}
+    return {r.entity: (r.presence, tuple(k for k, (f, bad) in ERROR_KINDS.items() if getattr(r, f) in bad)) for r in rows}
 
 
 def disagreements(engine_rows: Sequence[EntityJudgement], rule_rows: Sequence[EntityJudgement]) -> list[str]:
@@ -121,16 +122,21 @@ class CrossCheck:
         signals = pair_signals(pair)
         if not signals:
             return None
-        rule_rows = compare_extractions(pair.pair_id, self._read(pair.reference), self._read(pair.candidate),
-                                        self.ontology, self.uncertain, self.spec_compat)
+        rule_rows = compare_extractions(
+            pair.pair_id, self._read(pair.reference), self._read(pair.candidate), self.ontology, self.uncertain, self.spec_compat
+        )
         differ = disagreements(rows, rule_rows)
-        return InjectionFlag(pair_id=pair.pair_id, signals=signals, disagreements=differ,
-                             listed=len(differ) > DISAGREEMENT_THRESHOLD, run=run)
+        return InjectionFlag(
+            pair_id=pair.pair_id, signals=signals, disagreements=differ, listed=len(differ) > DISAGREEMENT_THRESHOLD, run=run
+        )
 
 
 def injection_summary(flags: Sequence[InjectionFlag]) -> dict[str, object]:
     """``scores.json``'s ``injection_check``: the threshold, how many pairs were flagged and
     listed, and each flagged pair (its signs, its disagreements with the rule engine)."""
-    return {"disagreement_threshold": DISAGREEMENT_THRESHOLD, "n_flagged": len(flags),
-            "n_listed": sum(f.listed for f in flags),
-            "flagged": [f.model_dump(exclude={"run"}) for f in flags]}
+    return {
+        "disagreement_threshold": DISAGREEMENT_THRESHOLD,
+        "n_flagged": len(flags),
+        "n_listed": sum(f.listed for f in flags),
+        "flagged": [f.model_dump(exclude={"run"}) for f in flags],
+    }

@@ -55,16 +55,38 @@ LEGACY_JUDGEMENTS = "judgements.jsonl"
 Texts = Mapping[str, tuple[str, str]]
 
 #: Fields a compact row leaves out when they hold these values.
-_DEFAULTS = {"location": "not-available", "severity": "not-available", "comparison": "other",
-             "reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "", "specificity": "exact"}
+_DEFAULTS = {
+    "location": "not-available",
+    "severity": "not-available",
+    "comparison": "other",
+    "reference": "",
+    "candidate": "",
+    "reference_rules": "",
+    "candidate_rules": "",
+    "specificity": "exact",
+}
 _SIDES = (("reference", 0), ("candidate", 1))
 #: gzip's level for the rows: 6 (zlib's default) is within 3 % of 9's size on judgement rows, at half its time.
 GZIP_LEVEL = 6
 
 #: The columns of ``judgements.parquet``, in order (evidence: text, or offsets into the pair's text).
-PARQUET_COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "specificity",
-                   "reference", "reference_start", "reference_end", "candidate", "candidate_start", "candidate_end",
-                   "reference_rules", "candidate_rules")
+PARQUET_COLUMNS = (
+    "pair_id",
+    "entity",
+    "presence",
+    "location",
+    "severity",
+    "comparison",
+    "specificity",
+    "reference",
+    "reference_start",
+    "reference_end",
+    "candidate",
+    "candidate_start",
+    "candidate_end",
+    "reference_rules",
+    "candidate_rules",
+)
 
 
 @dataclass(frozen=True)
@@ -135,8 +157,10 @@ def encode_rows(rows: Iterable[EntityJudgement], texts: Texts | None = None, sty
         lines = [row.model_dump_json() for row in kept_rows(rows, style)]
     else:
         get = (lambda pid: None) if texts is None else texts.get
-        lines = [json.dumps(compact_record(r, get(r.pair_id)), ensure_ascii=False, separators=(",", ":"))
-                 for r in kept_rows(rows, style)]
+        lines = [
+            json.dumps(compact_record(r, get(r.pair_id)), ensure_ascii=False, separators=(",", ":"))
+            for r in kept_rows(rows, style)
+        ]
     data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
     return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
 
@@ -146,8 +170,9 @@ def encode_rows(rows: Iterable[EntityJudgement], texts: Texts | None = None, sty
 MEMBER_PAIRS = 1_000
 
 
-def encode_members(rows: Iterable[EntityJudgement], texts: Texts | None = None, style: RowStyle = "compact",
-                   pairs: int = MEMBER_PAIRS) -> Iterator[bytes]:
+def encode_members(
+    rows: Iterable[EntityJudgement], texts: Texts | None = None, style: RowStyle = "compact", pairs: int = MEMBER_PAIRS
+) -> Iterator[bytes]:
     """:func:`encode_rows` of a whole table, one member per ``pairs`` consecutive pairs' rows (so
     memory holds one member's rows, not the file's)."""
     block: list[EntityJudgement] = []
@@ -209,19 +234,21 @@ def _row(line: str, texts: Texts | None, path: Path, lineno: int) -> EntityJudge
 
 def _sliced(span: list[Any], text: str | None, side: str) -> tuple[str, tuple[int, int]]:
     """(evidence, its offsets) of a ``[start, end]`` span: the slice of ``text``, or "" without it."""
-    if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span) \
-            or not 0 <= span[0] <= span[1]:
+    if len(span) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span) or not 0 <= span[0] <= span[1]:
         raise ValueError(f"{side}: {span!r} is not a [start, end] pair of offsets")
     start, end = span
     if text is None:
         return "", (start, end)
     if end > len(text):
-        raise ValueError(f"{side} evidence at {start}:{end} lies past the end of the pair's {side} text "
-                         f"({len(text)} characters): the texts given are not the ones scored")
+        raise ValueError(
+            f"{side} evidence at {start}:{end} lies past the end of the pair's {side} text "
+            f"({len(text)} characters): the texts given are not the ones scored"
+        )
     return text[start:end], (start, end)
 
 
 # -- the Parquet twin ------------------------------------------------------------------------------
+
 
 def parquet_available() -> bool:
     """Whether pyarrow is installed (the Parquet twin is written by default then)."""
@@ -241,8 +268,17 @@ def rows_arrow(rows: Iterable[EntityJudgement], texts: Texts | None = None, styl
     columns: dict[str, list[Any]] = {c: [] for c in PARQUET_COLUMNS}
     get = (lambda pid: None) if texts is None or style == "full" else texts.get
     for r in kept_rows(rows, style):
-        for name in ("pair_id", "entity", "presence", "location", "severity", "comparison", "specificity",
-                     "reference_rules", "candidate_rules"):
+        for name in (
+            "pair_id",
+            "entity",
+            "presence",
+            "location",
+            "severity",
+            "comparison",
+            "specificity",
+            "reference_rules",
+            "candidate_rules",
+        ):
             columns[name].append(getattr(r, name))
         pair = get(r.pair_id)
         for side, k in _SIDES:
@@ -297,8 +333,10 @@ class ParquetRows:
 
         try:
             # read as a file, not mapped: a mapped spool would count in this process's memory whole
-            with pq.ParquetWriter(str(self.path), parquet_schema(), compression="zstd") as writer, \
-                    pa.OSFile(self._spool.tmp) as source:
+            with (
+                pq.ParquetWriter(str(self.path), parquet_schema(), compression="zstd") as writer,
+                pa.OSFile(self._spool.tmp) as source,
+            ):
                 while source.tell() < source.size():
                     writer.write_table(pa.ipc.open_stream(source).read_all())
         finally:

@@ -85,16 +85,16 @@ def parse_pairwise(raw: str, style: Style, ontology: Ontology, *, max_items: int
 
 
 # -- both kinds ------------------------------------------------------------------------------
-def build_schema(mode: Mode, style: Style, ontology: Ontology, *, max_items: int = 40,
-                 max_evidence: int = 200) -> dict[str, Any]:
+def build_schema(mode: Mode, style: Style, ontology: Ontology, *, max_items: int = 40, max_evidence: int = 200) -> dict[str, Any]:
     """The JSON schema of a ``pairwise`` or ``extract`` answer."""
     if mode == "pairwise":
         return pairwise_schema(style, ontology, max_items=max_items)
     return mention_schema(style, ontology, max_items=max_items, max_evidence=max_evidence)
 
 
-def parse_answer(raw: str, mode: Mode, style: Style, ontology: Ontology, *, max_items: int = 40,
-                 max_evidence: int = 200) -> ParsedAnswer:
+def parse_answer(
+    raw: str, mode: Mode, style: Style, ontology: Ontology, *, max_items: int = 40, max_evidence: int = 200
+) -> ParsedAnswer:
     """Validate one ``pairwise`` (:func:`parse_pairwise`) or ``extract`` (:func:`parse_mentions`) answer."""
     if mode == "pairwise":
         return parse_pairwise(raw, style, ontology, max_items=max_items)

@@ -67,18 +67,31 @@ class LLMPairwiseJudge:
 
     def messages(self, reference: str, candidate: str) -> list[dict[str, str]]:
         user = self.prompt.render(
-            "user", entities=self._entities, format=self._format, uncertain_rule=uncertain_rule(self.uncertain),
+            "user",
+            entities=self._entities,
+            format=self._format,
+            uncertain_rule=uncertain_rule(self.uncertain),
             **report_blocks(reference=reference, candidate=candidate),
         )
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, reference: str, candidate: str, run: int = 0) -> str:
-        sha = lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest()
-        return cache_key({
-            "engine": self.signature, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
-            "ontology": self._fingerprint, "params": self.config.answer_params(), "run": run,
-            "uncertain": self.uncertain, "reference_sha": sha(reference), "candidate_sha": sha(candidate),
-        })
+        def sha(t):
+            return hashlib.sha256(t.encode("utf-8")).hexdigest()
+
+        return cache_key(
+            {
+                "engine": self.signature,
+                "prompt": self.prompt.signature,
+                "prompt_sha": self.prompt.sha256,
+                "ontology": self._fingerprint,
+                "params": self.config.answer_params(),
+                "run": run,
+                "uncertain": self.uncertain,
+                "reference_sha": sha(reference),
+                "candidate_sha": sha(candidate),
+            }
+        )
 
     def parse(self, raw: str, reference: str | None = None, candidate: str | None = None) -> ParsedAnswer:
         """A validated answer; given the reports, an empty one for a pair with findings is refused."""
@@ -93,9 +106,13 @@ class LLMPairwiseJudge:
 
     def task(self, pair: ReportPair, run: int = 0) -> Task:
         return Task(
-            key=self.key(pair.reference, pair.candidate, run), kind="pairwise", engine=self.signature,
-            messages=self.messages(pair.reference, pair.candidate), schema=self.schema,
-            schema_name=self.schema_name, parse=self.parser(pair.reference, pair.candidate),
+            key=self.key(pair.reference, pair.candidate, run),
+            kind="pairwise",
+            engine=self.signature,
+            messages=self.messages(pair.reference, pair.candidate),
+            schema=self.schema,
+            schema_name=self.schema_name,
+            parse=self.parser(pair.reference, pair.candidate),
         )
 
     def rows(self, pair_id: str, value: dict[str, Any]) -> list[EntityJudgement]:

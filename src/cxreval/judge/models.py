@@ -18,9 +18,7 @@ SpecComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-ment
 #: SPEC's three plus cxreval's ``conflicting-comparison``: both reports state a change from a
 #: prior for the entity and the directions disagree (:func:`cxreval.judge.compare.judge_comparison`;
 #: ``spec_compat`` maps it back to ``other``).
-ComparisonJudgement = Literal[
-    "adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison", "other"
-]
+ComparisonJudgement = Literal["adding-unmentioned-comparison", "missing-mentioned-comparison", "conflicting-comparison", "other"]
 
 #: How the two reports name a finding they share (the finding hierarchy, docs/scoring.md, "The
 #: judgement rule"): ``exact`` one entity on both sides (every flat row); ``synonym`` two members of
@@ -64,8 +62,13 @@ ERROR_KINDS: dict[str, tuple[str, frozenset[str]]] = {
 def row_errors(presence: str, location: str, severity: str, comparison: str, specificity: str = "exact") -> int:
     """Errors one judgement row counts under :data:`ERROR_KINDS` (a few dozen distinct rows:
     cached, as every pair's error count sums it over the pair's rows)."""
-    values = {"presence": presence, "location": location, "severity": severity, "comparison": comparison,
-              "specificity": specificity}
+    values = {
+        "presence": presence,
+        "location": location,
+        "severity": severity,
+        "comparison": comparison,
+        "specificity": specificity,
+    }
     return sum(values[field] in bad for field, bad in ERROR_KINDS.values())
 
 

@@ -20,8 +20,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Columns of :attr:`JudgementTable.frame`, in ``judgements.jsonl`` field order.
-COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison", "reference", "candidate",
-           "reference_rules", "candidate_rules", "specificity")
+COLUMNS = (
+    "pair_id",
+    "entity",
+    "presence",
+    "location",
+    "severity",
+    "comparison",
+    "reference",
+    "candidate",
+    "reference_rules",
+    "candidate_rules",
+    "specificity",
+)
 
 #: A compact row as the bench cache keeps it: (entity, presence, location, severity, comparison,
 #: reference evidence, candidate evidence, reference rules, candidate rules, specificity). Rows
@@ -30,8 +41,15 @@ COLUMNS = ("pair_id", "entity", "presence", "location", "severity", "comparison"
 CompactRow = tuple[str, str, str, str, str, str, str, str, str, str]
 _COMPACT_FIELDS = len(COLUMNS) - 1
 #: What a column holds in rows written before it existed.
-_COLUMN_DEFAULTS: dict[str, object] = {"reference": "", "candidate": "", "reference_rules": "", "candidate_rules": "",
-                                       "specificity": "exact", "reference_span": None, "candidate_span": None}
+_COLUMN_DEFAULTS: dict[str, object] = {
+    "reference": "",
+    "candidate": "",
+    "reference_rules": "",
+    "candidate_rules": "",
+    "specificity": "exact",
+    "reference_span": None,
+    "candidate_span": None,
+}
 _COMPACT_DEFAULTS = tuple(_COLUMN_DEFAULTS[c] for c in COLUMNS[-3:])  # rules, then specificity
 
 
@@ -40,7 +58,7 @@ def full_compact(row: Sequence[str]) -> CompactRow:
     if len(row) == _COMPACT_FIELDS:
         return tuple(row)  # type: ignore[return-value]
     missing = _COMPACT_FIELDS - len(row)
-    return (*row, *_COMPACT_DEFAULTS[len(_COMPACT_DEFAULTS) - missing:])  # type: ignore[return-value]
+    return (*row, *_COMPACT_DEFAULTS[len(_COMPACT_DEFAULTS) - missing :])  # type: ignore[return-value]
 
 
 class JudgementTable:
@@ -54,8 +72,13 @@ class JudgementTable:
 
     __slots__ = ("_frame", "_objects", "pair_ids", "signature")
 
-    def __init__(self, pair_ids: Sequence[str], frame: pd.DataFrame | None = None, signature: str | None = None,
-                 objects: Sequence[EntityJudgement] | None = None) -> None:
+    def __init__(
+        self,
+        pair_ids: Sequence[str],
+        frame: pd.DataFrame | None = None,
+        signature: str | None = None,
+        objects: Sequence[EntityJudgement] | None = None,
+    ) -> None:
         if frame is None and objects is None:
             raise ValueError("a judgement table needs its rows: a frame or row objects")
         self.pair_ids: tuple[str, ...] = tuple(pair_ids)
@@ -64,18 +87,19 @@ class JudgementTable:
         self._objects = None if objects is None else tuple(objects)
 
     @classmethod
-    def from_rows(cls, rows: Iterable[EntityJudgement], pair_ids: Sequence[str],
-                  signature: str | None = None) -> JudgementTable:
+    def from_rows(cls, rows: Iterable[EntityJudgement], pair_ids: Sequence[str], signature: str | None = None) -> JudgementTable:
         return cls(pair_ids, None, signature, tuple(rows))
 
     @classmethod
-    def from_compact(cls, pair_ids: Sequence[str], rows: Sequence[Sequence[Sequence[str]] | None],
-                     signature: str | None = None) -> JudgementTable:
+    def from_compact(
+        cls, pair_ids: Sequence[str], rows: Sequence[Sequence[Sequence[str]] | None], signature: str | None = None
+    ) -> JudgementTable:
         """Pairs with their compact rows; a pair whose rows are ``None`` was not judged and is
         left out (it is neither error-free nor erroneous)."""
         judged = [i for i, r in zip(pair_ids, rows, strict=True) if r is not None]
-        records: list[tuple[str, ...]] = [(pid, *full_compact(row))
-                                          for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs]
+        records: list[tuple[str, ...]] = [
+            (pid, *full_compact(row)) for pid, rs in zip(pair_ids, rows, strict=True) if rs for row in rs
+        ]
         return cls(judged, _frame(records), signature)
 
     @classmethod
@@ -89,8 +113,7 @@ class JudgementTable:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, JudgementTable):
             return NotImplemented
-        return (self.pair_ids == other.pair_ids and self.signature == other.signature
-                and self.frame.equals(other.frame))
+        return self.pair_ids == other.pair_ids and self.signature == other.signature and self.frame.equals(other.frame)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -47,8 +47,16 @@ class TwoPassJudge:
     @staticmethod
     def first_table(rows: Sequence[EntityJudgement]) -> str:
         """The first judgement as the model is shown it (and as it would have answered it)."""
-        items = [{"entity": r.entity, "presence": r.presence, "location": r.location, "severity": r.severity,
-                  "comparison": r.comparison} for r in rows]
+        items = [
+            {
+                "entity": r.entity,
+                "presence": r.presence,
+                "location": r.location,
+                "severity": r.severity,
+                "comparison": r.comparison,
+            }
+            for r in rows
+        ]
         return json.dumps({"entities": items}, indent=1)
 
     def verify_task(self, reference: str, candidate: str, rows: Sequence[EntityJudgement], run: int = 0) -> Task:
@@ -58,11 +66,20 @@ class TwoPassJudge:
             {"role": "assistant", "content": first},
             {"role": "user", "content": VERIFY_PROMPT.format(first=first)},
         ]
-        key = cache_key({
-            "verify": VERIFY_VERSION, "pass1": self.judge.key(reference, candidate, run),
-            "first_sha": hashlib.sha256(first.encode("utf-8")).hexdigest(),
-            "prompt_sha": hashlib.sha256(VERIFY_PROMPT.encode("utf-8")).hexdigest(),
-        })
-        return Task(key=key, kind="verify", engine=self.judge.signature, messages=messages,
-                    schema=self.judge.schema, schema_name=self.judge.schema_name,
-                    parse=self.judge.parser(reference, candidate))
+        key = cache_key(
+            {
+                "verify": VERIFY_VERSION,
+                "pass1": self.judge.key(reference, candidate, run),
+                "first_sha": hashlib.sha256(first.encode("utf-8")).hexdigest(),
+                "prompt_sha": hashlib.sha256(VERIFY_PROMPT.encode("utf-8")).hexdigest(),
+            }
+        )
+        return Task(
+            key=key,
+            kind="verify",
+            engine=self.judge.signature,
+            messages=messages,
+            schema=self.judge.schema,
+            schema_name=self.judge.schema_name,
+            parse=self.judge.parser(reference, candidate),
+        )

@@ -78,14 +78,15 @@ def _loads_object(body: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(body)
     except json.JSONDecodeError:
-        raise TransientError(f"malformed response: the {what} body is not complete JSON "
-                             f"({len(body)} characters)") from None
+        raise TransientError(f"malformed response: the {what} body is not complete JSON ({len(body)} characters)") from None
     except RecursionError:
-        raise TransientError(f"malformed response: the {what} body is nested too deeply to read "
-                             f"({len(body)} characters)") from None
+        raise TransientError(
+            f"malformed response: the {what} body is nested too deeply to read ({len(body)} characters)"
+        ) from None
     except (TypeError, ValueError) as exc:  # e.g. an integer of more digits than Python converts
-        raise TransientError(f"malformed response: the {what} body holds a value that cannot be read "
-                             f"({str(exc)[:120]})") from None
+        raise TransientError(
+            f"malformed response: the {what} body holds a value that cannot be read ({str(exc)[:120]})"
+        ) from None
     if not isinstance(value, dict):
         raise TransientError(f"malformed response: the {what} body is not a JSON object")
     return value
@@ -206,8 +207,12 @@ class _Base:
         if self.config.max_tokens is not None or sent <= TOKEN_STEP_DOWN or not _too_many_tokens(status, body):
             return False
         if self.token_cap is None:
-            log.warning("%s refused %d output tokens as too many: asking for at most %d (set --max-tokens to "
-                        "choose)", self.config.model, sent, TOKEN_STEP_DOWN)
+            log.warning(
+                "%s refused %d output tokens as too many: asking for at most %d (set --max-tokens to choose)",
+                self.config.model,
+                sent,
+                TOKEN_STEP_DOWN,
+            )
         self.token_cap = TOKEN_STEP_DOWN
         return True
 
@@ -221,9 +226,12 @@ class _Base:
         if 300 <= status < 400:
             where = urlsplit(str(headers.get("location", "") if headers is not None else ""))
             target = f"{where.scheme}://{where.hostname}" if where.hostname else "another address"
-            return FatalError(self.redact(
-                f"HTTP {status}: the endpoint redirected to {target}; redirects are never followed (the report "
-                "text would be sent again); give the final address as --base-url"))
+            return FatalError(
+                self.redact(
+                    f"HTTP {status}: the endpoint redirected to {target}; redirects are never followed (the report "
+                    "text would be sent again); give the final address as --base-url"
+                )
+            )
         message = self.redact(f"HTTP {status}: {body}")
         if _status_transient(status):
             return TransientError(message, parse_retry_after(headers))
@@ -264,7 +272,10 @@ class OpenAIBackend(_Base):
 
         self._openai = openai
         self.client = openai.AsyncOpenAI(
-            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0,
+            base_url=config.endpoint,
+            api_key=self._key,
+            timeout=config.timeout,
+            max_retries=0,
             http_client=http_client(openai.DefaultAsyncHttpxClient, config),
         )
         self.format = "json_schema" if config.response_format == "auto" else config.response_format
@@ -315,8 +326,11 @@ class OpenAIBackend(_Base):
                 if classic and _refuses_classic_params(exc.status_code, body):
                     if not self.reasoning:  # concurrent calls may have learned it already
                         self.reasoning = True
-                        log.warning("%s refused max_tokens / temperature: sending max_completion_tokens and no "
-                                    "temperature, as to a reasoning model", self.config.model)
+                        log.warning(
+                            "%s refused max_tokens / temperature: sending max_completion_tokens and no "
+                            "temperature, as to a reasoning model",
+                            self.config.model,
+                        )
                     continue
                 if self._auto and self._mentions_format(exc.status_code, body) and used != "none":
                     if self.format == used:  # concurrent calls may have stepped down already
@@ -369,7 +383,10 @@ class AnthropicBackend(_Base):
 
         self._anthropic = anthropic
         self.client = anthropic.AsyncAnthropic(
-            base_url=config.endpoint, api_key=self._key, timeout=config.timeout, max_retries=0,
+            base_url=config.endpoint,
+            api_key=self._key,
+            timeout=config.timeout,
+            max_retries=0,
             http_client=http_client(anthropic.DefaultAsyncHttpxClient, config),
         )
 

@@ -56,11 +56,37 @@ log = logging.getLogger("cxreval.llm")
 #: 1: answers, leases, ledger. 2: + reservations (the budget of requests in flight, per store).
 SCHEMA_VERSION = 2
 #: File systems on which SQLite's locks and WAL do not hold between machines (``/proc`` names).
-NETWORK_FILESYSTEMS = frozenset({
-    "nfs", "nfs4", "cifs", "smb", "smb2", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
-    "gpfs", "beegfs", "orangefs", "pvfs2", "davfs", "fuse.sshfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs",
-    "fuse.rclone", "fuse.gcsfuse", "fuse.davfs2", "fuse.juicefs", "fuse.beegfs",
-})
+NETWORK_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb",
+        "smb2",
+        "smb3",
+        "smbfs",
+        "ncpfs",
+        "afs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "orangefs",
+        "pvfs2",
+        "davfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.cephfs",
+        "fuse.s3fs",
+        "fuse.rclone",
+        "fuse.gcsfuse",
+        "fuse.davfs2",
+        "fuse.juicefs",
+        "fuse.beegfs",
+    }
+)
 _warned_network: set[Path] = set()
 
 
@@ -176,8 +202,7 @@ def check_answer_store(path: str | Path) -> None:
         db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            version = (db.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone()
-                       if "meta" in tables else None)
+            version = db.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() if "meta" in tables else None
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
@@ -198,7 +223,8 @@ def _check_version(path: Path, value: Any) -> None:
     if int(value) > SCHEMA_VERSION:
         raise NewerAnswerStore(
             f"{path}: answer store schema {value}, written by a newer cxreval (this one reads up to schema "
-            f"{SCHEMA_VERSION}); upgrade cxreval (pip install -U cxreval) or give another --cache")
+            f"{SCHEMA_VERSION}); upgrade cxreval (pip install -U cxreval) or give another --cache"
+        )
 
 
 class AnswerCache:
@@ -264,10 +290,14 @@ class AnswerCache:
         if fstype is None or self.path in _warned_network:
             return
         _warned_network.add(self.path)
-        log.warning("%s is on a network file system (%s): SQLite's WAL and locks hold only between processes "
-                    "on one host, so never share this answer store between machines (its leases and the "
-                    "--max-cost budget would not hold, and the file may be corrupted); to be safe, give --cache "
-                    "a path on a local disk", self.path, fstype)
+        log.warning(
+            "%s is on a network file system (%s): SQLite's WAL and locks hold only between processes "
+            "on one host, so never share this answer store between machines (its leases and the "
+            "--max-cost budget would not hold, and the file may be corrupted); to be safe, give --cache "
+            "a path on a local disk",
+            self.path,
+            fstype,
+        )
 
     def close(self) -> None:
         self._db.close()
@@ -303,10 +333,19 @@ class AnswerCache:
                  cost=excluded.cost, created=excluded.created
                WHERE answers.status != 'ok'""",
             (
-                a.key, a.kind, a.engine, a.model, a.status,
+                a.key,
+                a.kind,
+                a.engine,
+                a.model,
+                a.status,
                 None if a.value is None else json.dumps(a.value, ensure_ascii=False),
-                json.dumps(a.raw, ensure_ascii=False), a.error, a.input_tokens, a.output_tokens,
-                a.calls, a.cost, a.created or time.time(),
+                json.dumps(a.raw, ensure_ascii=False),
+                a.error,
+                a.input_tokens,
+                a.output_tokens,
+                a.calls,
+                a.cost,
+                a.created or time.time(),
             ),
         )
         return cur.rowcount > 0
@@ -335,10 +374,13 @@ class AnswerCache:
         expires = time.time() + ttl
         if key is None:
             marks = ",".join("?" * len(skip))
-            return self._db.execute(f"UPDATE leases SET expires = ? WHERE owner = ? AND key NOT IN ({marks})",
-                                    (expires, self.owner, *skip)).rowcount > 0
-        if self._db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ?",
-                            (expires, key, self.owner)).rowcount > 0:
+            return (
+                self._db.execute(
+                    f"UPDATE leases SET expires = ? WHERE owner = ? AND key NOT IN ({marks})", (expires, self.owner, *skip)
+                ).rowcount
+                > 0
+            )
+        if self._db.execute("UPDATE leases SET expires = ? WHERE key = ? AND owner = ?", (expires, key, self.owner)).rowcount > 0:
             return True
         return self._db.execute("INSERT OR IGNORE INTO leases VALUES (?,?,?)", (key, self.owner, expires)).rowcount > 0
 
@@ -362,14 +404,15 @@ class AnswerCache:
             reserved, n = db.execute("SELECT COALESCE(SUM(cost), 0), COUNT(*) FROM reservations").fetchone()
             if spent + reserved + cost > cap:
                 return Budget(None, spent, float(reserved), int(n))
-            cur = db.execute("INSERT INTO reservations (key, owner, cost, expires) VALUES (?,?,?,?)",
-                             (key, self.owner, cost, time.time() + ttl))
+            cur = db.execute(
+                "INSERT INTO reservations (key, owner, cost, expires) VALUES (?,?,?,?)",
+                (key, self.owner, cost, time.time() + ttl),
+            )
             return Budget(cur.lastrowid, spent, float(reserved) + cost, int(n) + 1)
 
     def _drop_stale_reservations(self, now: float) -> None:
         """Delete reservations past their expiry, or whose owner is gone (same host: checked at once)."""
-        owners = [r[0] for r in self._db.execute("SELECT DISTINCT owner FROM reservations WHERE owner != ?",
-                                                 (self.owner,))]
+        owners = [r[0] for r in self._db.execute("SELECT DISTINCT owner FROM reservations WHERE owner != ?", (self.owner,))]
         dead = [o for o in owners if not _alive(o)]
         self._db.execute("DELETE FROM reservations WHERE expires <= ?", (now,))
         self._db.executemany("DELETE FROM reservations WHERE owner = ?", [(o,) for o in dead])
@@ -379,14 +422,23 @@ class AnswerCache:
         if reservation is not None:
             self._db.execute("DELETE FROM reservations WHERE id = ? AND owner = ?", (reservation, self.owner))
 
-    def record_spend(self, key: str, model: str, input_tokens: int, output_tokens: int, estimated: bool,
-                     cost: float, reservation: int | None = None) -> None:
+    def record_spend(
+        self,
+        key: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        estimated: bool,
+        cost: float,
+        reservation: int | None = None,
+    ) -> None:
         """Append one answered request's cost to the ledger and give back its reservation, in one
         transaction (committed at once): no other process sees the cost twice or not at all."""
         with self._write() as db:
-            db.execute("INSERT INTO ledger (key, model, input_tokens, output_tokens, estimated, cost, created) "
-                       "VALUES (?,?,?,?,?,?,?)", (key, model, input_tokens, output_tokens, int(estimated), cost,
-                                                  time.time()))
+            db.execute(
+                "INSERT INTO ledger (key, model, input_tokens, output_tokens, estimated, cost, created) VALUES (?,?,?,?,?,?,?)",
+                (key, model, input_tokens, output_tokens, int(estimated), cost, time.time()),
+            )
             if reservation is not None:
                 db.execute("DELETE FROM reservations WHERE id = ? AND owner = ?", (reservation, self.owner))
 
@@ -412,8 +464,19 @@ class AnswerCache:
                       SUM(output_tokens), SUM(cost), MIN(created), MAX(created)
                FROM answers GROUP BY kind, engine, model, status ORDER BY kind, engine, model, status"""
         ).fetchall()
-        names = ("kind", "engine", "model", "status", "entries", "calls", "input_tokens",
-                 "output_tokens", "cost", "first", "last")
+        names = (
+            "kind",
+            "engine",
+            "model",
+            "status",
+            "entries",
+            "calls",
+            "input_tokens",
+            "output_tokens",
+            "cost",
+            "first",
+            "last",
+        )
         return [dict(zip(names, r)) for r in rows]
 
     def clear(self, *, model: str | None = None, status: str | None = None) -> int:

@@ -69,8 +69,7 @@ def require_backend(provider: str) -> None:
 
     package = PROVIDER_PACKAGES.get(provider, provider)
     if importlib.util.find_spec(package) is None:
-        raise LLMConfigError(f"the {provider} backend needs the {package!r} package, in the optional extra "
-                             f"'llm': {LLM_EXTRA}")
+        raise LLMConfigError(f"the {provider} backend needs the {package!r} package, in the optional extra 'llm': {LLM_EXTRA}")
 
 
 class LLMConfig(BaseModel):
@@ -80,15 +79,25 @@ class LLMConfig(BaseModel):
 
     provider: Provider = "openai"
     base_url: str | None = Field(None, description="endpoint; None = the provider's public API")
-    replicas: list[str] = Field(default_factory=list, description=(
-        "more endpoints serving the same model (vLLM replicas with no load balancer in front): calls are "
-        "spread over base_url and these, an endpoint that fails is rested and its calls go to the others"))
+    replicas: list[str] = Field(
+        default_factory=list,
+        description=(
+            "more endpoints serving the same model (vLLM replicas with no load balancer in front): calls are "
+            "spread over base_url and these, an endpoint that fails is rested and its calls go to the others"
+        ),
+    )
     model: str = Field(..., min_length=1)
     api_key_env: str | None = Field(None, repr=False, description="name of the env variable holding the key")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int | None = Field(None, ge=16, le=200_000, description=(
-        "output tokens per call; unset: sized from each call's answer schema, so the longest answer "
-        "the schema allows fits (a dense answer too)"))
+    max_tokens: int | None = Field(
+        None,
+        ge=16,
+        le=200_000,
+        description=(
+            "output tokens per call; unset: sized from each call's answer schema, so the longest answer "
+            "the schema allows fits (a dense answer too)"
+        ),
+    )
     timeout: float = Field(120.0, gt=0, description="deadline per HTTP request (connect and the whole answer), seconds")
     concurrency: int = Field(8, ge=1, le=1024)
     retries: int = Field(4, ge=0, le=20, description="transport retries per call (429, 5xx, timeouts)")
@@ -124,8 +133,10 @@ class LLMConfig(BaseModel):
     @model_validator(mode="after")
     def _replicas_need_base_url(self) -> LLMConfig:
         if self.replicas and self.base_url is None:
-            raise ValueError("replicas need base_url: replicas serve the model at base_url (without it the first "
-                             "endpoint would be the provider's public API)")
+            raise ValueError(
+                "replicas need base_url: replicas serve the model at base_url (without it the first "
+                "endpoint would be the provider's public API)"
+            )
         if len(set(self.endpoints)) != len(self.endpoints):
             raise ValueError("base_url and replicas name an endpoint twice")
         return self
@@ -151,8 +162,10 @@ class LLMConfig(BaseModel):
     def _key_env(cls, value: str | None) -> str | None:
         if value is not None and not ENV_NAME.fullmatch(value):
             # never echo the value: it is often the key itself, pasted by mistake
-            raise ValueError("api_key_env takes the NAME of an environment variable (letters, digits, _; "
-                             "e.g. OPENAI_API_KEY), not the key itself")
+            raise ValueError(
+                "api_key_env takes the NAME of an environment variable (letters, digits, _; "
+                "e.g. OPENAI_API_KEY), not the key itself"
+            )
         return value
 
     # -- derived -------------------------------------------------------------------------
@@ -192,19 +205,19 @@ class LLMConfig(BaseModel):
             return "sk-local-no-key"
         if SHOWN_ENV_NAME.fullmatch(self.key_env):
             raise LLMConfigError(
-                f"no API key: environment variable {self.key_env} is not set (choose another with --api-key-env)")
+                f"no API key: environment variable {self.key_env} is not set (choose another with --api-key-env)"
+            )
         raise LLMConfigError(
             "no API key: the value given to --api-key-env (api_key_env) does not look like a variable name "
             "(capitals, digits and _, e.g. OPENAI_API_KEY) and may be a key itself, so it is not shown; "
-            "no environment variable of that name is set. Put the key in a variable and give its NAME")
+            "no environment variable of that name is set. Put the key in a variable and give its NAME"
+        )
 
     def check_endpoint(self) -> None:
         """Enforce ``local_only``: only 127.0.0.0/8, ::1 and ``localhost`` pass."""
         if self.local_only and not self.is_local:
             far = next(url for url in self.endpoints if not is_loopback_url(url))
-            raise LLMConfigError(
-                f"--local-only: endpoint {far} is not on loopback (127.0.0.0/8, ::1, localhost)"
-            )
+            raise LLMConfigError(f"--local-only: endpoint {far} is not on loopback (127.0.0.0/8, ::1, localhost)")
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.price_input + output_tokens * self.price_output) / 1e6
@@ -260,8 +273,7 @@ class LLMConfig(BaseModel):
             loaded, where = read_config_file(path)
             if "api_key" in loaded:
                 raise LLMConfigError(
-                    f"{where['api_key']}: keys do not belong in files; set api_key_env to the name of an "
-                    "environment variable"
+                    f"{where['api_key']}: keys do not belong in files; set api_key_env to the name of an environment variable"
                 )
             data.update(loaded)
         environ = os.environ if env is None else env
@@ -304,7 +316,7 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     except OSError as exc:
         raise LLMConfigError(f"{path}: cannot read LLM config: {exc.strerror or type(exc).__name__}") from None
     except UnicodeDecodeError as exc:
-        before = raw[:exc.start].decode("utf-8", "replace")
+        before = raw[: exc.start].decode("utf-8", "replace")
         line, column = _line_column(before, len(before))
         raise LLMConfigError(f"{path}, line {line}, column {column}: not UTF-8 text") from None
     try:
@@ -316,8 +328,11 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
         return {}, {}
     if not isinstance(loaded, dict) or not isinstance(node, yaml.MappingNode):
         raise LLMConfigError(f"{path}: an LLM config must be a mapping of settings")
-    where = {k.value: f"{path}, line {k.start_mark.line + 1}, column {k.start_mark.column + 1}"
-             for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    where = {
+        k.value: f"{path}, line {k.start_mark.line + 1}, column {k.start_mark.column + 1}"
+        for k, _ in node.value
+        if isinstance(k, yaml.ScalarNode)
+    }
     return loaded, where
 
 
@@ -343,8 +358,7 @@ def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
 
 def _unquoted(message: object) -> str:
     """A PyYAML message with quoted text of the file left out, but for one character or a token."""
-    return re.sub(r"'([^']*)'", lambda m: m.group(0) if _SHOWN_QUOTE.fullmatch(m.group(1)) else "(not shown)",
-                  str(message))
+    return re.sub(r"'([^']*)'", lambda m: m.group(0) if _SHOWN_QUOTE.fullmatch(m.group(1)) else "(not shown)", str(message))
 
 
 def _setting_problem(error: Any, where: dict[str, str]) -> str:

@@ -36,31 +36,46 @@ TEMPLATE_TOKEN = re.compile(
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
 _START = r"(?:^|[.;:!?\n]\s*|\b(?:please|just|simply|then|now|must|should|always|only)\s+)"
-_VERB = (r"(?:say|answer|respond|reply|output|return(?! to\b)|print|mark|label|classify|rate|score|grade|judge|treat|"
-         r"write|declare|conclude)")
-_VERDICT = (r"(?:match(?:es|ed|ing)?|identical|equivalent|(?:is|are) (?:the same|correct|accurate)|"
-            r"no (?:errors?|mistakes?|differences?|discrepanc(?:y|ies))|zero errors?|perfect(?:ly)?|"
-            r"true positives?|false (?:positives?|negatives?)|(?:tp|fp|fn|tn)|empty|\[\s*\]|\{\s*\}|json|"
-            r"entit(?:y|ies)|(?:full|maximum|top) (?:score|marks)|(?:a )?(?:score|rating|grade) of)")
+_VERB = (
+    r"(?:say|answer|respond|reply|output|return(?! to\b)|print|mark|label|classify|rate|score|grade|judge|treat|"
+    r"write|declare|conclude)"
+)
+_VERDICT = (
+    r"(?:match(?:es|ed|ing)?|identical|equivalent|(?:is|are) (?:the same|correct|accurate)|"
+    r"no (?:errors?|mistakes?|differences?|discrepanc(?:y|ies))|zero errors?|perfect(?:ly)?|"
+    r"true positives?|false (?:positives?|negatives?)|(?:tp|fp|fn|tn)|empty|\[\s*\]|\{\s*\}|json|"
+    r"entit(?:y|ies)|(?:full|maximum|top) (?:score|marks)|(?:a )?(?:score|rating|grade) of)"
+)
 
 #: Each sign of instructions to a judge, by name (matched on :func:`_plain` text).
 SIGNALS: dict[str, re.Pattern[str]] = {
     "chat-template-token": TEMPLATE_TOKEN,
-    "role-marker": re.compile(r"(?:^|[\n.;!?]\s*)(?:system|assistant|user|human|developer)(?: message| prompt)?\s*:"
-                              r"|#{2,}\s*(?:instruction|response|system)\b", re.IGNORECASE | re.MULTILINE),
-    "fence-tag": re.compile(r"</?\s*(?:candidate|reference|report|first-judgement|instructions?|system)"
-                            r"(?:-[0-9a-f]*)?\s*>", re.IGNORECASE),
-    "override": re.compile(r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}?"
-                           r"\b(?:instructions?|prompts?|rules|guidelines|directions|system message|"
-                           r"everything (?:above|before))\b", re.IGNORECASE),
+    "role-marker": re.compile(
+        r"(?:^|[\n.;!?]\s*)(?:system|assistant|user|human|developer)(?: message| prompt)?\s*:"
+        r"|#{2,}\s*(?:instruction|response|system)\b",
+        re.IGNORECASE | re.MULTILINE,
+    ),
+    "fence-tag": re.compile(
+        r"</?\s*(?:candidate|reference|report|first-judgement|instructions?|system)"
+        r"(?:-[0-9a-f]*)?\s*>",
+        re.IGNORECASE,
+    ),
+    "override": re.compile(
+        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.!?\n]{0,40}?"
+        r"\b(?:instructions?|prompts?|rules|guidelines|directions|system message|"
+        r"everything (?:above|before))\b",
+        re.IGNORECASE,
+    ),
     "addresses-the-judge": re.compile(
         r"\b(?:(?:the|an?|dear|note to(?: the)?|attention)\s+(?:judge|evaluator|grader|scorer|annotator|llm|"
         r"language model|chatbot)|you(?: are|'re) (?:an?|the|now|to)|as an ai|pretend(?:ing)?|"
-        r"(?:helpful|ai|virtual) assistant|chatgpt|gpt-?\d)\b", re.IGNORECASE),
-    "task-words": re.compile(r"\b(?:candidate report|ground[- ]truth|json|empty (?:list|array|answer|object))\b",
-                             re.IGNORECASE),
-    "verdict-directive": re.compile(rf"{_START}{_VERB}\b[^.!?\n]{{0,80}}?(?<![\w-]){_VERDICT}(?![\w-])",
-                                    re.IGNORECASE | re.MULTILINE),
+        r"(?:helpful|ai|virtual) assistant|chatgpt|gpt-?\d)\b",
+        re.IGNORECASE,
+    ),
+    "task-words": re.compile(r"\b(?:candidate report|ground[- ]truth|json|empty (?:list|array|answer|object))\b", re.IGNORECASE),
+    "verdict-directive": re.compile(
+        rf"{_START}{_VERB}\b[^.!?\n]{{0,80}}?(?<![\w-]){_VERDICT}(?![\w-])", re.IGNORECASE | re.MULTILINE
+    ),
 }
 
 
@@ -85,10 +100,10 @@ def instruction_signals(text: str) -> list[str]:
 
 def _signals(text: str) -> tuple[str, ...]:
     plain = _plain(text)
-    return tuple(name for name, pattern in SIGNALS.items()
-                 if pattern.search(text if name == "chat-template-token" else plain))
+    return tuple(name for name, pattern in SIGNALS.items() if pattern.search(text if name == "chat-template-token" else plain))
 
 
 #: The signals of texts read before (:data:`cxreval.caches.INJECTION_MIB`).
 _SIGNALS: BoundedCache[str, tuple[str, ...]] = BoundedCache(
-    mib(INJECTION_MIB), lambda text, signals: text_weight(text, len(signals), 60), "injection signals")
+    mib(INJECTION_MIB), lambda text, signals: text_weight(text, len(signals), 60), "injection signals"
+)

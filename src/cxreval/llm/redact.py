@@ -74,7 +74,7 @@ class DecodedView:
         parts: list[str] = []
         dec = pos = 0
         for m in _ESCAPE.finditer(raw):
-            literal, decoded = raw[pos:m.start()], _decode(m.group())
+            literal, decoded = raw[pos : m.start()], _decode(m.group())
             parts += [literal, decoded]
             dec += len(literal)
             self.units.append((dec, dec + len(decoded), m.start(), m.end()))
@@ -113,7 +113,7 @@ class Redactor:
         self._size = max(1, (self.min_run + 1) // 2)
         self._blocks: dict[str, list[int]] = {}
         for j in range(0, len(self.secret) - self._size + 1, self._size):
-            self._blocks.setdefault(self.secret[j:j + self._size], []).append(j)
+            self._blocks.setdefault(self.secret[j : j + self._size], []).append(j)
 
     def __call__(self, text: str, limit: int | None = None) -> str:
         """``text`` with the key replaced, then cut to ``limit`` characters (None: kept whole)."""
@@ -136,8 +136,7 @@ class Redactor:
 
     def runs(self, text: str) -> list[tuple[int, int]]:
         """Spans of ``text`` that are runs of at least ``min_run`` characters of the key."""
-        hits = sorted((pos, j) for block, offsets in self._blocks.items() for pos in _find_all(text, block)
-                      for j in offsets)
+        hits = sorted((pos, j) for block, offsets in self._blocks.items() for pos in _find_all(text, block) for j in offsets)
         found: list[tuple[int, int]] = []
         last = (-1, -1)  # (end, alignment) of the last run: its other blocks need no second look
         for pos, j in hits:

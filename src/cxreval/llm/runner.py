@@ -127,16 +127,28 @@ class Usage(BaseModel):
     cost: float = 0.0
     failed: int = 0
     not_run: int = 0
-    estimated: int = Field(0, description="HTTP 200s without usable usage (none, nonsensical, or an unusable "
-                                          "body): tokens estimated")
+    estimated: int = Field(
+        0, description="HTTP 200s without usable usage (none, nonsensical, or an unusable body): tokens estimated"
+    )
     retry_after_waits: list[float] = Field(default_factory=list, description="Retry-After values honoured")
     response_format: str | None = None
     stopped: str | None = None
     seconds: float = 0.0
 
     def add(self, other: Usage) -> None:
-        for name in ("tasks", "cache_hits", "requests", "answers", "retries", "reasks", "input_tokens",
-                     "output_tokens", "failed", "not_run", "estimated"):
+        for name in (
+            "tasks",
+            "cache_hits",
+            "requests",
+            "answers",
+            "retries",
+            "reasks",
+            "input_tokens",
+            "output_tokens",
+            "failed",
+            "not_run",
+            "estimated",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost += other.cost
         self.seconds += other.seconds
@@ -214,7 +226,9 @@ class LLMRunner:
         return config_redactor(self.config)(text, limit)  # no backend yet: the same redactor, on the config's key
 
     # -- one batch ------------------------------------------------------------------------
-    async def run(self, tasks: Sequence[Task], *, progress: bool = False, label: str = "LLM calls") -> tuple[dict[str, Outcome], Usage]:
+    async def run(
+        self, tasks: Sequence[Task], *, progress: bool = False, label: str = "LLM calls"
+    ) -> tuple[dict[str, Outcome], Usage]:
         """Outcome per task key (tasks with equal keys are run once)."""
         t0 = time.perf_counter()
         usage = Usage()
@@ -229,8 +243,13 @@ class LLMRunner:
             if hit is not None and (hit.status == "ok" or not self.retry_failed):
                 usage.cache_hits += 1
                 outcomes[task.key] = Outcome(
-                    key=task.key, ok=hit.status == "ok", value=hit.value, raw=hit.raw, error=hit.error,
-                    stage=None if hit.status == "ok" else "answer", cached=True,
+                    key=task.key,
+                    ok=hit.status == "ok",
+                    value=hit.value,
+                    raw=hit.raw,
+                    error=hit.error,
+                    stage=None if hit.status == "ok" else "answer",
+                    cached=True,
                 )
                 if hit.status != "ok":
                     usage.failed += 1
@@ -260,9 +279,11 @@ class LLMRunner:
                     await beat
                 usage.response_format = getattr(self._backend, "format", None) or self.config.response_format
         if self.stop_reason:  # said once every call in flight has finished, so the figures are final
-            usage.stopped = (f"{self.stop_reason}; {self.spent:.4f} USD spent from {self.cache.path} "
-                             f"({self.spent_here:.4f} USD by this run)"
-                             if self.stop_reason.startswith("--max-cost") else self.stop_reason)
+            usage.stopped = (
+                f"{self.stop_reason}; {self.spent:.4f} USD spent from {self.cache.path} ({self.spent_here:.4f} USD by this run)"
+                if self.stop_reason.startswith("--max-cost")
+                else self.stop_reason
+            )
         usage.seconds = time.perf_counter() - t0
         return outcomes, usage
 
@@ -272,8 +293,15 @@ class LLMRunner:
         return Outcome(key=task.key, ok=False, error=f"not run: {self.stop_reason}", stage=stage)
 
     def _cached_outcome(self, hit: CachedAnswer) -> Outcome:
-        return Outcome(key=hit.key, ok=hit.status == "ok", value=hit.value, raw=hit.raw, error=hit.error,
-                       stage=None if hit.status == "ok" else "answer", cached=True)
+        return Outcome(
+            key=hit.key,
+            ok=hit.status == "ok",
+            value=hit.value,
+            raw=hit.raw,
+            error=hit.error,
+            stage=None if hit.status == "ok" else "answer",
+            cached=True,
+        )
 
     async def _heartbeat(self) -> None:
         """Renew the leases of this runner's store owner while calls run, except those of HTTP
@@ -314,8 +342,9 @@ class LLMRunner:
             return await self._ask(task, usage)
         except Exception as exc:  # noqa: BLE001 - one task's surprise never ends the run; Ctrl-C and cancellation pass
             usage.failed += 1
-            return Outcome(key=task.key, ok=False, error=self.redact(f"unexpected error: {type(exc).__name__}: {exc}"),
-                           stage="transport")
+            return Outcome(
+                key=task.key, ok=False, error=self.redact(f"unexpected error: {type(exc).__name__}: {exc}"), stage="transport"
+            )
         finally:
             with contextlib.suppress(sqlite3.Error):
                 self.cache.release(task.key)
@@ -349,16 +378,23 @@ class LLMRunner:
             tokens[1] += resp.output_tokens or 0
             try:
                 if len(text) > bound:
-                    raise AnswerError(f"the answer is {len(text):,} characters, over the bound of {bound:,} "
-                                      f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={max_out}); "
-                                      "answer with the JSON object only")
+                    raise AnswerError(
+                        f"the answer is {len(text):,} characters, over the bound of {bound:,} "
+                        f"({CHARS_PER_TOKEN_BOUND} per token of max_tokens={max_out}); "
+                        "answer with the JSON object only"
+                    )
                 try:
                     parsed = task.parse(text)
                 except AnswerError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a parser surprised by the answer: an invalid answer
-                    raise AnswerError(self.redact(f"the answer could not be read ({type(exc).__name__}: {exc}); "
-                                                  "answer with one JSON object of the schema", limit=300)) from None
+                    raise AnswerError(
+                        self.redact(
+                            f"the answer could not be read ({type(exc).__name__}: {exc}); "
+                            "answer with one JSON object of the schema",
+                            limit=300,
+                        )
+                    ) from None
             except AnswerError as exc:
                 error = str(exc)
                 if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
@@ -377,14 +413,23 @@ class LLMRunner:
         error = f"invalid answer after one re-ask: {error}"
         return self._store(task, "failed", None, raws, error, tokens, calls)
 
-    def _store(self, task: Task, status: str, value: Any, raws: list[str], error: str, tokens: list[int],
-               calls: int) -> Outcome:
+    def _store(self, task: Task, status: str, value: Any, raws: list[str], error: str, tokens: list[int], calls: int) -> Outcome:
         """Store the outcome; if a valid answer was stored meanwhile (another process), that one wins."""
         stored = self.cache.put(
             CachedAnswer(
-                key=task.key, kind=task.kind, engine=task.engine, model=self.config.model, status=status,
-                value=value, raw=raws, error=error, input_tokens=tokens[0], output_tokens=tokens[1],
-                calls=calls, cost=self.config.cost(*tokens), created=time.time(),
+                key=task.key,
+                kind=task.kind,
+                engine=task.engine,
+                model=self.config.model,
+                status=status,
+                value=value,
+                raw=raws,
+                error=error,
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                calls=calls,
+                cost=self.config.cost(*tokens),
+                created=time.time(),
             )
         )
         if not stored:
@@ -414,7 +459,8 @@ class LLMRunner:
                 self.stop_reason = self.stop_reason or (
                     f"--max-cost {cap:g} USD reached (a request may cost up to {worst:.4f} USD, "
                     f"{max(cap - budget.spent, 0):.4f} USD left; `cxreval cache --reset-budget` starts a "
-                    "new budget)")
+                    "new budget)"
+                )
                 self._signal()  # the others waiting stop too
                 raise BudgetReached(self.stop_reason)
             # a request in flight finishes (here: signalled; another process's: seen at the next look)
@@ -434,8 +480,9 @@ class LLMRunner:
         released, self._released = self._released, asyncio.Event()
         released.set()
 
-    def _charge(self, task: Task, usage: Usage, input_tokens: int, output_tokens: int, estimated: bool,
-                reservation: int | None = None) -> None:
+    def _charge(
+        self, task: Task, usage: Usage, input_tokens: int, output_tokens: int, estimated: bool, reservation: int | None = None
+    ) -> None:
         """Count one HTTP 200's tokens and cost in ``usage`` and the store's ledger (the budget),
         giving back its reservation in the same transaction."""
         cfg = self.config
@@ -511,17 +558,18 @@ class LLMRunner:
         finally:
             self._deadlines.pop(task.key, None)
 
-    def _believed(self, resp: ChatResponse, messages: list[dict[str, str]], max_out: int
-                  ) -> tuple[ChatResponse, bool]:
+    def _believed(self, resp: ChatResponse, messages: list[dict[str, str]], max_out: int) -> tuple[ChatResponse, bool]:
         """``resp`` with the token counts to charge, and whether they are estimated: a count that is
         missing, or zero for a non-empty prompt / answer, is not believed."""
         tokens_in = resp.input_tokens if resp.input_tokens or not any(m.get("content") for m in messages) else None
         tokens_out = resp.output_tokens if resp.output_tokens or not resp.text else None
         estimated = tokens_in is None or tokens_out is None
-        return resp.model_copy(update={
-            "input_tokens": tokens_in if tokens_in is not None else estimate_tokens(messages),
-            "output_tokens": tokens_out if tokens_out is not None else min(_estimate(resp.text), max_out),
-        }), estimated
+        return resp.model_copy(
+            update={
+                "input_tokens": tokens_in if tokens_in is not None else estimate_tokens(messages),
+                "output_tokens": tokens_out if tokens_out is not None else min(_estimate(resp.text), max_out),
+            }
+        ), estimated
 
 
 class BudgetReached(Exception):
@@ -561,8 +609,13 @@ class _Bar:
             )
 
             self.progress = Progress(
-                TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                TextColumn("{task.fields[info]}"), console=Console(file=sys.stderr), transient=True,
+                TextColumn(f"[bold]{label}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=Console(file=sys.stderr),
+                transient=True,
             )
             self.task = self.progress.add_task(label, total=total, completed=done, info="")
 

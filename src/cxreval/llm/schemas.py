@@ -51,8 +51,9 @@ def object_schema(props: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def entity_answer_schema(style: Style, ontology: Ontology, dense_verdict: dict[str, Any],
-                         sparse_verdict: dict[str, Any], *, max_items: int) -> dict[str, Any]:
+def entity_answer_schema(
+    style: Style, ontology: Ontology, dense_verdict: dict[str, Any], sparse_verdict: dict[str, Any], *, max_items: int
+) -> dict[str, Any]:
     """The answer object: ``dense``, one ``dense_verdict`` object per entity id; ``sparse``, a
     bounded list of ``{"entity": <id>, **sparse_verdict}``."""
     if style == "dense":
@@ -128,8 +129,10 @@ def load_json(raw: str) -> tuple[Any, list[tuple[str, Any]]]:
     except RecursionError:
         raise AnswerError(f"the answer is nested too deeply to read; {_SHALLOW}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts (4,300)
-        raise AnswerError(f"the answer holds a value that cannot be read ({str(exc)[:120]}); "
-                          "answer with one JSON object of the schema's fields only") from None
+        raise AnswerError(
+            f"the answer holds a value that cannot be read ({str(exc)[:120]}); "
+            "answer with one JSON object of the schema's fields only"
+        ) from None
     if not isinstance(value, dict):
         raise AnswerError(f"the answer must be a JSON object, got {type(value).__name__}")
     if _depth_over(value, MAX_DEPTH):
@@ -180,8 +183,16 @@ class EntityResolver:
 Convert = Callable[[Any, str, str, list[str]], dict[str, Any]]
 
 
-def entity_items(raw: str, style: Style, ontology: Ontology, verdict_model: type[BaseModel],
-                 item_model: type[BaseModel], convert: Convert, *, max_items: int) -> list[tuple[str, dict[str, Any]]]:
+def entity_items(
+    raw: str,
+    style: Style,
+    ontology: Ontology,
+    verdict_model: type[BaseModel],
+    item_model: type[BaseModel],
+    convert: Convert,
+    *,
+    max_items: int,
+) -> list[tuple[str, dict[str, Any]]]:
     """The (entity id, item) pairs of a per-entity answer, in answer order, repeats included.
 
     ``dense``: one ``verdict_model`` per entity key (a repeated key is listed again);

@@ -161,8 +161,9 @@ def disagreements(
         for e in sorted(expected ^ pred):
             state = states.get(e)
             evidence = state.evidence if state and state.evidence else "(no mention) " + report.text
-            out.append(Disagreement(uid=report.uid, kind="FN" if e in expected else "FP", entity=e,
-                                    codes=codes, evidence=evidence))
+            out.append(
+                Disagreement(uid=report.uid, kind="FN" if e in expected else "FP", entity=e, codes=codes, evidence=evidence)
+            )
     return out
 
 

@@ -72,7 +72,8 @@ class HumanRatings(BaseModel):
     candidates: list[str]
     raters: list[str]
     counts: dict[str, list[list[float]]] = Field(
-        description="category -> [pair][rater] error counts; NaN where a rater gave none")
+        description="category -> [pair][rater] error counts; NaN where a rater gave none"
+    )
     source: str = ""
 
     def mean(self, category: str = TOTAL) -> np.ndarray:
@@ -129,10 +130,14 @@ def read_plain_ratings(
                 totals[m.group(1)] = f
     raters = sorted(set(totals) | {r for c in cats.values() for r in c}, key=int)
     if not raters:
-        table.problems.append(InputProblem(
-            file=table.file, unit=table.unit,
-            message=f"no rater columns ({rater_prefix}1, {rater_prefix}2, ...); columns present: "
-                    f"{', '.join(map(repr, table.columns)) or '(none)'}"))
+        table.problems.append(
+            InputProblem(
+                file=table.file,
+                unit=table.unit,
+                message=f"no rater columns ({rater_prefix}1, {rater_prefix}2, ...); columns present: "
+                f"{', '.join(map(repr, table.columns)) or '(none)'}",
+            )
+        )
     rating_cols = set(totals.values()) | {f for c in cats.values() for f in c.values()}
     counts: dict[str, list[list[float]]] = {TOTAL: []}
     for c in cats:
@@ -144,12 +149,13 @@ def read_plain_ratings(
         ident = rec.ident = record_id(table, rec, id_col, present)
         ref = text_value(table, rec, reference_col, present, what="report")
         cand = text_value(table, rec, candidate_col, present, what="report")
-        by_cat = {c: [number_value(table, rec, cols[r], rating_cols) if r in cols else math.nan for r in raters]
-                  for c, cols in cats.items()}
+        by_cat = {
+            c: [number_value(table, rec, cols[r], rating_cols) if r in cols else math.nan for r in raters]
+            for c, cols in cats.items()
+        }
         direct = {r: number_value(table, rec, col, rating_cols) for r, col in totals.items()}
         fresh = ident is not None and unique.is_new(ident, rec, id_col)
-        if not fresh or ref is None or cand is None or None in direct.values() \
-                or any(None in v for v in by_cat.values()):
+        if not fresh or ref is None or cand is None or None in direct.values() or any(None in v for v in by_cat.values()):
             continue
         ids.append(ident)
         refs.append(ref)
@@ -167,8 +173,7 @@ def read_plain_ratings(
                 total.append(float(np.nansum(parts)) if parts else math.nan)
         counts[TOTAL].append(total)
     raise_problems(table, error=RatingsFormatError)
-    return HumanRatings(ids=ids, references=refs, candidates=cands, raters=raters, counts=counts,
-                        source=str(Path(path)))
+    return HumanRatings(ids=ids, references=refs, candidates=cands, raters=raters, counts=counts, source=str(Path(path)))
 
 
 class RexvalColumns(BaseModel):
@@ -197,11 +202,15 @@ def _rexval_pairs(table: RecordTable, cols: RexvalColumns) -> tuple[dict[tuple[s
     if long:
         present |= {cols.long_candidate_type, cols.long_report}
     elif not cand_cols:
-        table.problems.append(InputProblem(
-            file=table.file, unit=table.unit,
-            message=f"none of the candidate columns {', '.join(map(repr, cols.candidate_types))} (nor the long "
-                    f"layout's {cols.long_candidate_type!r} + {cols.long_report!r}); columns present: "
-                    f"{', '.join(map(repr, table.columns)) or '(none)'}"))
+        table.problems.append(
+            InputProblem(
+                file=table.file,
+                unit=table.unit,
+                message=f"none of the candidate columns {', '.join(map(repr, cols.candidate_types))} (nor the long "
+                f"layout's {cols.long_candidate_type!r} + {cols.long_report!r}); columns present: "
+                f"{', '.join(map(repr, table.columns)) or '(none)'}",
+            )
+        )
     present |= set(cand_cols)
     require_records(table)
     pairs: dict[tuple[str, str], tuple[str, str]] = {}
@@ -252,12 +261,19 @@ def _rexval_ratings(table: RecordTable, cols: RexvalColumns, significance: str) 
         number = text_value(table, rec, cols.study_number, present, numbers_ok=True, what="study number")
         ctype = text_value(table, rec, cols.rating_candidate_type, present, what="candidate type")
         rater = text_value(table, rec, cols.rater, present, numbers_ok=True, what="rater")
-        category = text_value(table, rec, cols.category, present, numbers_ok=True, empty_ok=True) \
-            if cols.category in present else ""
+        category = (
+            text_value(table, rec, cols.category, present, numbers_ok=True, empty_ok=True) if cols.category in present else ""
+        )
         sig = bool_value(table, rec, cols.significant, present) if significance != "all" else None
         count = number_value(table, rec, cols.count, present)
-        if number is None or ctype is None or rater is None or category is None or count is None \
-                or (significance != "all" and sig is None):
+        if (
+            number is None
+            or ctype is None
+            or rater is None
+            or category is None
+            or count is None
+            or (significance != "all" and sig is None)
+        ):
             continue
         out.append(_Rating(rec, number.strip(), ctype, rater, category, sig, count))
     return out
@@ -293,9 +309,13 @@ def read_rexval(
     to_study = _study_mapper(grows, study_keys, ratings, cols.study_number, reports.file)
     for g in grows:
         if to_study is not None and (to_study[g.number], g.candidate_type) not in pairs:
-            ratings.problems.append(ratings.problem(
-                f"no report for study {to_study[g.number]!r}, candidate {g.candidate_type!r} in {reports.file}",
-                g.rec, cols.rating_candidate_type))
+            ratings.problems.append(
+                ratings.problem(
+                    f"no report for study {to_study[g.number]!r}, candidate {g.candidate_type!r} in {reports.file}",
+                    g.rec,
+                    cols.rating_candidate_type,
+                )
+            )
     raise_problems(ratings, error=RatingsFormatError)
     assert to_study is not None
     raters: list[str] = sorted({g.rater for g in grows}, key=_natural)
@@ -312,13 +332,15 @@ def read_rexval(
     rated = [k for k in pairs if k in rated_by] or list(pairs)
     rated_raters = {k: rated_by.get(k, set()) for k in rated}
     counts = {
-        cat: [[acc[cat].get(k, {}).get(rt, 0.0 if rt in rated_raters[k] else float("nan")) for rt in raters]
-              for k in rated]
+        cat: [[acc[cat].get(k, {}).get(rt, 0.0 if rt in rated_raters[k] else float("nan")) for rt in raters] for k in rated]
         for cat in ([TOTAL] + sorted(c for c in acc if c != TOTAL))
     }
     return HumanRatings(
-        ids=[f"{s}:{c}" for s, c in rated], references=[pairs[k][0] for k in rated],
-        candidates=[pairs[k][1] for k in rated], raters=raters, counts=counts,
+        ids=[f"{s}:{c}" for s, c in rated],
+        references=[pairs[k][0] for k in rated],
+        candidates=[pairs[k][1] for k in rated],
+        raters=raters,
+        counts=counts,
         source=f"{Path(reports_csv)} + {Path(ratings_csv)}",
     )
 
@@ -327,8 +349,9 @@ def _natural(value: str) -> tuple[int, str]:
     return (int(value), "") if value.strip().lstrip("-").isdigit() else (10**9, value)
 
 
-def _study_mapper(grows: Sequence[_Rating], study_keys: Sequence[str], table: RecordTable, field: str,
-                  reports_file: str) -> dict[str, str] | None:
+def _study_mapper(
+    grows: Sequence[_Rating], study_keys: Sequence[str], table: RecordTable, field: str, reports_file: str
+) -> dict[str, str] | None:
     """Study number -> study key: the ids themselves when they all match, else row positions.
 
     None after reporting every number that is neither (problems go to ``table``).
@@ -342,17 +365,25 @@ def _study_mapper(grows: Sequence[_Rating], study_keys: Sequence[str], table: Re
         try:
             ints[g.number] = int(float(g.number))
         except (ValueError, OverflowError):
-            table.problems.append(table.problem(
-                f"study number {g.number!r} is neither a study id of {reports_file} nor a row position", g.rec, field))
+            table.problems.append(
+                table.problem(
+                    f"study number {g.number!r} is neither a study id of {reports_file} nor a row position", g.rec, field
+                )
+            )
     if len(table.problems) > known:
         return None
     values = sorted(set(ints.values()))
     base = 1 if values and values[0] >= 1 and values[-1] == len(study_keys) else 0
     for g in grows:
         if not 0 <= ints[g.number] - base < len(study_keys):
-            table.problems.append(table.problem(
-                f"study number {g.number} is outside the {len(study_keys)} studies of {reports_file} "
-                f"(row positions {base}..{len(study_keys) - 1 + base})", g.rec, field))
+            table.problems.append(
+                table.problem(
+                    f"study number {g.number} is outside the {len(study_keys)} studies of {reports_file} "
+                    f"(row positions {base}..{len(study_keys) - 1 + base})",
+                    g.rec,
+                    field,
+                )
+            )
     if len(table.problems) > known:
         return None
     return {n: study_keys[i - base] for n, i in ints.items()}
@@ -415,8 +446,9 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(sps.spearmanr(x[ok], y[ok]).statistic)
 
 
-def bootstrap_tau_b(x: np.ndarray, y: np.ndarray, *, resamples: int = 1000, seed: int = 0,
-                    confidence: float = 0.95) -> tuple[float, float]:
+def bootstrap_tau_b(
+    x: np.ndarray, y: np.ndarray, *, resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap CI of tau-b, resampling pairs (resamples with undefined tau skipped)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -472,17 +504,31 @@ def align_scores(
         lo, hi = bootstrap_tau_b(first, human, resamples=resamples, seed=seed)
         t = np.array([t for t, _ in taus])
         rho = np.array(rhos)
-        out.append(Correlation(
-            category=cat, n=int(np.sum(np.isfinite(first) & np.isfinite(human))),
-            tau_b=finite_or_none(taus[0][0]), tau_b_p=finite_or_none(taus[0][1]),
-            tau_b_ci=(finite_or_none(lo), finite_or_none(hi)), spearman=finite_or_none(rhos[0]),
-            tau_b_runs=[float(v) for v in t], tau_b_mean=finite_or_none(np.nanmean(t)) if np.isfinite(t).any() else None,
-            tau_b_sd=finite_or_none(np.nanstd(t, ddof=1)) if np.isfinite(t).sum() > 1 else None,
-            spearman_mean=finite_or_none(np.nanmean(rho)) if np.isfinite(rho).any() else None,
-            spearman_sd=finite_or_none(np.nanstd(rho, ddof=1)) if np.isfinite(rho).sum() > 1 else None,
-        ))
-    return Alignment(metric=metric, signature=signature, higher_is_better=higher_is_better, runs=len(runs),
-                     resamples=resamples, seed=seed, source=ratings.source, correlations=out)
+        out.append(
+            Correlation(
+                category=cat,
+                n=int(np.sum(np.isfinite(first) & np.isfinite(human))),
+                tau_b=finite_or_none(taus[0][0]),
+                tau_b_p=finite_or_none(taus[0][1]),
+                tau_b_ci=(finite_or_none(lo), finite_or_none(hi)),
+                spearman=finite_or_none(rhos[0]),
+                tau_b_runs=[float(v) for v in t],
+                tau_b_mean=finite_or_none(np.nanmean(t)) if np.isfinite(t).any() else None,
+                tau_b_sd=finite_or_none(np.nanstd(t, ddof=1)) if np.isfinite(t).sum() > 1 else None,
+                spearman_mean=finite_or_none(np.nanmean(rho)) if np.isfinite(rho).any() else None,
+                spearman_sd=finite_or_none(np.nanstd(rho, ddof=1)) if np.isfinite(rho).sum() > 1 else None,
+            )
+        )
+    return Alignment(
+        metric=metric,
+        signature=signature,
+        higher_is_better=higher_is_better,
+        runs=len(runs),
+        resamples=resamples,
+        seed=seed,
+        source=ratings.source,
+        correlations=out,
+    )
 
 
 def human_alignment(
@@ -508,5 +554,13 @@ def human_alignment(
             scores.append(np.asarray(scorer(ratings.references, ratings.candidates, run=i), dtype=float))
         else:
             scores.append(np.asarray(metric.score_pairs(ratings.references, ratings.candidates), dtype=float))
-    return align_scores(scores, ratings, higher_is_better=metric.higher_is_better, metric=metric.name,
-                        signature=str(metric.signature), categories=categories, resamples=resamples, seed=seed)
+    return align_scores(
+        scores,
+        ratings,
+        higher_is_better=metric.higher_is_better,
+        metric=metric.name,
+        signature=str(metric.signature),
+        categories=categories,
+        resamples=resamples,
+        seed=seed,
+    )

@@ -73,18 +73,48 @@ TargetsLabel = Literal["mesh", "engine", "shared"]
 SHARED = "shared"
 
 PerturbationType = Literal[
-    "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
-    "generalise", "over_specify", "move_tip", "resize", "drop_place",
-    "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
-    "merge_split", "section_headers",
+    "omit_finding",
+    "add_finding",
+    "negate_finding",
+    "flip_laterality",
+    "change_severity",
+    "false_change",
+    "generalise",
+    "over_specify",
+    "move_tip",
+    "resize",
+    "drop_place",
+    "reorder_sentences",
+    "synonym_swap",
+    "paraphrase_normal",
+    "change_case",
+    "punctuation",
+    "line_breaks",
+    "merge_split",
+    "section_headers",
 ]
 SIGNIFICANT: tuple[PerturbationType, ...] = (
-    "omit_finding", "add_finding", "negate_finding", "flip_laterality", "change_severity", "false_change",
-    "generalise", "over_specify", "move_tip", "resize", "drop_place",
+    "omit_finding",
+    "add_finding",
+    "negate_finding",
+    "flip_laterality",
+    "change_severity",
+    "false_change",
+    "generalise",
+    "over_specify",
+    "move_tip",
+    "resize",
+    "drop_place",
 )
 INSIGNIFICANT: tuple[PerturbationType, ...] = (
-    "reorder_sentences", "synonym_swap", "paraphrase_normal", "change_case", "punctuation", "line_breaks",
-    "merge_split", "section_headers",
+    "reorder_sentences",
+    "synonym_swap",
+    "paraphrase_normal",
+    "change_case",
+    "punctuation",
+    "line_breaks",
+    "merge_split",
+    "section_headers",
 )
 ALL_TYPES: tuple[PerturbationType, ...] = SIGNIFICANT + INSIGNIFICANT
 
@@ -130,15 +160,26 @@ class PerturbedPair(BaseModel):
 # ------------------------------------------------------------------------------------------
 
 _HEADER_RE = re.compile(
-    r"(?:^|(?<=[\s.;]))(" + "|".join(sorted((re.escape(t) for t in SECTION_TITLES), key=len, reverse=True))
-    + r")\s*:\s*",
+    r"(?:^|(?<=[\s.;]))(" + "|".join(sorted((re.escape(t) for t in SECTION_TITLES), key=len, reverse=True)) + r")\s*:\s*",
     re.IGNORECASE,
 )
 # A sentence ends at . ! ? followed by white space or the end; "1." list markers do not end one.
 _END_RE = re.compile(r"[.!?]+(?=\s|$)")
 _MARKER_RE = re.compile(r"^\s*\d{1,2}[.)]\s+")
-_ANAPHORA = ("this ", "these ", "it ", "they ", "again ", "otherwise", "specifically", "also ", "however",
-             "there has been no change", "unchanged", "stable")
+_ANAPHORA = (
+    "this ",
+    "these ",
+    "it ",
+    "they ",
+    "again ",
+    "otherwise",
+    "specifically",
+    "also ",
+    "however",
+    "there has been no change",
+    "unchanged",
+    "stable",
+)
 
 
 @dataclass(frozen=True)
@@ -273,13 +314,30 @@ FALSE_FINDINGS: dict[str, tuple[str, ...]] = {
 
 #: Severity word -> replacement in another bucket (adjectives to adjectives, adverbs to adverbs).
 SEVERITY_SWAP: dict[str, str] = {
-    "small": "large", "tiny": "large", "trace": "large", "minimal": "marked", "mild": "severe",
-    "slight": "marked", "subtle": "marked", "borderline": "marked",
-    "mildly": "markedly", "minimally": "markedly", "slightly": "markedly",
-    "moderate": "mild", "moderately": "mildly", "medium": "small",
-    "large": "small", "severe": "mild", "marked": "mild", "extensive": "minimal", "massive": "small",
-    "markedly": "mildly", "severely": "mildly", "huge": "small",
+    "small": "large",
+    "tiny": "large",
+    "trace": "large",
+    "minimal": "marked",
+    "mild": "severe",
+    "slight": "marked",
+    "subtle": "marked",
+    "borderline": "marked",
+    "mildly": "markedly",
+    "minimally": "markedly",
+    "slightly": "markedly",
+    "moderate": "mild",
+    "moderately": "mildly",
+    "medium": "small",
+    "large": "small",
+    "severe": "mild",
+    "marked": "mild",
+    "extensive": "minimal",
+    "massive": "small",
+    "markedly": "mildly",
+    "severely": "mildly",
+    "huge": "small",
 }
+
 
 @dataclass(frozen=True)
 class Wording:
@@ -294,16 +352,30 @@ class Wording:
 
 
 #: Words that describe an opacity no nodule or mass is (Fleischner: a nodule is a rounded opacity).
-_NOT_ROUNDED = ("patchy", "streaky", "linear", "bandlike", "platelike", "hazy", "diffuse", "interstitial",
-                "reticular", "bibasilar", "bilateral", "multifocal", "airspace")
+_NOT_ROUNDED = (
+    "patchy",
+    "streaky",
+    "linear",
+    "bandlike",
+    "platelike",
+    "hazy",
+    "diffuse",
+    "interstitial",
+    "reticular",
+    "bibasilar",
+    "bilateral",
+    "multifocal",
+    "airspace",
+)
 
 #: The wordings of ``generalise`` (child -> parent) and ``over_specify`` (parent -> child), written
 #: from the field's own hierarchies, not read off cxreval's ontology: a judge is tested against
 #: wordings it was not built from. Singular, lower case, as a report writes them.
 SPECIFICITY_WORDINGS: tuple[Wording, ...] = (
     Wording("cardiomegaly", "enlarged cardiomediastinal silhouette", "CheXpert: Enlarged Cardiomediastinum above Cardiomegaly"),
-    Wording("widened mediastinum", "enlarged cardiomediastinal silhouette",
-            "CheXpert labeler: Enlarged Cardiomediastinum phrases"),
+    Wording(
+        "widened mediastinum", "enlarged cardiomediastinal silhouette", "CheXpert labeler: Enlarged Cardiomediastinum phrases"
+    ),
     Wording("pneumonia", "consolidation", "CheXpert: Consolidation above Pneumonia"),
     Wording("consolidation", "airspace opacity", "CheXpert: Lung Opacity above Consolidation"),
     Wording("atelectasis", "opacity", "CheXpert: Lung Opacity above Atelectasis"),
@@ -326,10 +398,12 @@ SPECIFICITY_WORDINGS: tuple[Wording, ...] = (
 _PHRASE_STOP = frozenset(
     "a an the of with and or for to is are was were be been as by in on at from there this these that which "
     "suggest suggests suggesting represent represents representing consistent compatible concerning "
-    "worrisome suspicious may could has have noted seen again within".split())
+    "worrisome suspicious may could has have noted seen again within".split()
+)
 #: Words that may stand in the noun phrase of a wording beside the attribute vocabulary's.
 _PHRASE_MODIFIERS = frozenset(
-    "likely possible probable possibly probably early new old acute chronic healing healed focal patchy".split())
+    "likely possible probable possibly probably early new old acute chronic healing healed focal patchy".split()
+)
 
 #: Clauses that claim a change from a prior study (appended to the target's sentence).
 FALSE_CHANGES: tuple[tuple[str, str], ...] = (
@@ -344,28 +418,56 @@ _NO_CHANGE = frozenset({"devices", "post_treatment", "exam_quality"})
 
 #: Groups of normal statements that say the same thing; one is swapped for another.
 NORMAL_PARAPHRASES: tuple[tuple[str, ...], ...] = (
-    ("No acute cardiopulmonary abnormality", "No acute cardiopulmonary process", "No acute cardiopulmonary disease",
-     "No acute cardiopulmonary findings", "No acute cardiopulmonary abnormalities",
-     "No acute cardiopulmonary abnormality identified", "No acute radiographic cardiopulmonary process"),
+    (
+        "No acute cardiopulmonary abnormality",
+        "No acute cardiopulmonary process",
+        "No acute cardiopulmonary disease",
+        "No acute cardiopulmonary findings",
+        "No acute cardiopulmonary abnormalities",
+        "No acute cardiopulmonary abnormality identified",
+        "No acute radiographic cardiopulmonary process",
+    ),
     ("The lungs are clear", "Lungs are clear", "Clear lungs", "The lungs are clear bilaterally"),
-    ("Heart size normal", "The heart is normal in size", "Heart size is normal", "Heart size within normal limits",
-     "Normal heart size", "The heart size is normal"),
-    ("No pneumothorax or pleural effusion", "No pleural effusion or pneumothorax",
-     "There is no pleural effusion or pneumothorax", "There is no pneumothorax or pleural effusion",
-     "No pleural effusion or pneumothorax is seen", "No pleural effusions or pneumothoraces"),
+    (
+        "Heart size normal",
+        "The heart is normal in size",
+        "Heart size is normal",
+        "Heart size within normal limits",
+        "Normal heart size",
+        "The heart size is normal",
+    ),
+    (
+        "No pneumothorax or pleural effusion",
+        "No pleural effusion or pneumothorax",
+        "There is no pleural effusion or pneumothorax",
+        "There is no pneumothorax or pleural effusion",
+        "No pleural effusion or pneumothorax is seen",
+        "No pleural effusions or pneumothoraces",
+    ),
     ("The mediastinum is unremarkable", "The mediastinal contour is normal", "Mediastinal contour within normal limits"),
-    ("The cardiomediastinal silhouette is normal in size and contour", "Cardiomediastinal silhouette is within normal limits",
-     "The cardiomediastinal silhouette is within normal limits", "Normal cardiomediastinal silhouette",
-     "Cardio mediastinal silhouette is unremarkable"),
-    ("No acute bony abnormality", "No acute bony abnormalities", "There are no acute bony findings",
-     "No acute osseous abnormality"),
+    (
+        "The cardiomediastinal silhouette is normal in size and contour",
+        "Cardiomediastinal silhouette is within normal limits",
+        "The cardiomediastinal silhouette is within normal limits",
+        "Normal cardiomediastinal silhouette",
+        "Cardio mediastinal silhouette is unremarkable",
+    ),
+    (
+        "No acute bony abnormality",
+        "No acute bony abnormalities",
+        "There are no acute bony findings",
+        "No acute osseous abnormality",
+    ),
     ("No active disease", "No evidence of active disease", "No acute disease"),
-    ("Pulmonary vascularity is within normal limits", "Pulmonary vascularity is normal",
-     "The pulmonary vasculature is normal"),
+    ("Pulmonary vascularity is within normal limits", "Pulmonary vascularity is normal", "The pulmonary vasculature is normal"),
     ("No pneumothorax", "There is no pneumothorax", "No evidence of pneumothorax", "No pneumothorax is seen"),
     ("No pleural effusion", "There is no pleural effusion", "No pleural effusions", "No evidence of pleural effusion"),
-    ("No focal consolidation", "There is no focal consolidation", "No focal airspace consolidation",
-     "No focal air space consolidation"),
+    (
+        "No focal consolidation",
+        "There is no focal consolidation",
+        "No focal airspace consolidation",
+        "No focal air space consolidation",
+    ),
 )
 
 # Words that make a synonym more specific than the plain name (never swapped in or out).
@@ -426,8 +528,11 @@ class _Report:
         return list(seen)
 
     def mentions_of(self, entity: str, positive_only: bool = True) -> list[Mention]:
-        return [m for m in self.mentions if m.entity == entity and not m.implied
-                and (not positive_only or m.status in ("present", "uncertain"))]
+        return [
+            m
+            for m in self.mentions
+            if m.entity == entity and not m.implied and (not positive_only or m.status in ("present", "uncertain"))
+        ]
 
     def target_sentences(self, entity: str) -> list[Sentence] | None:
         """Sentences with a positive mention of ``entity``, if none of them affirms another entity."""
@@ -454,7 +559,7 @@ class _Report:
         return {m.entity for m in self.mentions}
 
     def surface(self, entity: str) -> str:
-        return next((self.text[m.start:m.end] for m in self.mentions_of(entity)), "")
+        return next((self.text[m.start : m.end] for m in self.mentions_of(entity)), "")
 
     def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
         return ()
@@ -521,8 +626,9 @@ class _MeshReport:
 
     variant: TargetVariant = "mesh"
 
-    def __init__(self, uid: str, text: str, coded: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]],
-                 lexicon: _Lexicon) -> None:
+    def __init__(
+        self, uid: str, text: str, coded: dict[str, tuple[tuple[tuple[str, ...], ...], str | None]], lexicon: _Lexicon
+    ) -> None:
         self.uid = uid
         self.text = text
         self.layout = Layout(text)
@@ -540,18 +646,19 @@ class _MeshReport:
         after = [i for i, k in enumerate(keys) if k in _NEGATION_AFTER]
 
         def occ(entity: str, i: int, n: int) -> _Occurrence:
-            denied = any(j < i and clause[j] == clause[i] for j in before) \
-                or any(j >= i + n and clause[j] == clause[i] for j in after)
+            denied = any(j < i and clause[j] == clause[i] for j in before) or any(
+                j >= i + n and clause[j] == clause[i] for j in after
+            )
             return _Occurrence(entity, i, i + n, toks[i].start, toks[i + n - 1].end, not denied)
 
         found: list[_Occurrence] = []
         for i, k in enumerate(keys):
             for name, entity in lexicon.by_first.get(k, ()):
-                if tuple(keys[i:i + len(name)]) == name:
+                if tuple(keys[i : i + len(name)]) == name:
                     found.append(occ(entity, i, len(name)))
             for entity, (headings, _) in coded.items():
                 for name in headings:
-                    if name and tuple(keys[i:i + len(name)]) == name:
+                    if name and tuple(keys[i : i + len(name)]) == name:
                         found.append(occ(entity, i, len(name)))
         self.occurrences = list(dict.fromkeys(found))
         self.sent_of = {o: self._sentence_index(o.start) for o in found}
@@ -596,7 +703,7 @@ class _MeshReport:
 
     def surface(self, entity: str) -> str:
         o = next((o for o in self.occurrences if o.entity == entity and o.stated), None)
-        return self.text[o.start:o.end] if o else ""
+        return self.text[o.start : o.end] if o else ""
 
     def extra_names(self, entity: str) -> tuple[tuple[str, ...], ...]:
         return self.coded.get(entity, ((), None))[0]
@@ -607,8 +714,13 @@ class _MeshReport:
         own = [o for o in self.occurrences if o.entity == entity]
         if any(not o.stated for o in own):
             return None
-        longest = [o for o in own if not any(x is not o and x.first <= o.first and o.last <= x.last
-                                             and x.last - x.first > o.last - o.first for x in own)]
+        longest = [
+            o
+            for o in own
+            if not any(
+                x is not o and x.first <= o.first and o.last <= x.last and x.last - x.first > o.last - o.first for x in own
+            )
+        ]
         return sorted({(o.start, o.end) for o in longest})
 
 
@@ -625,9 +737,15 @@ class PerturbationSuite:
     without one gets ``engine`` targets only.
     """
 
-    def __init__(self, ontology: Ontology | None = None, *, seed: int = 0, per_type: int = 1,
-                 types: Sequence[PerturbationType] = ALL_TYPES,
-                 targets: Sequence[TargetVariant] = TARGET_VARIANTS) -> None:
+    def __init__(
+        self,
+        ontology: Ontology | None = None,
+        *,
+        seed: int = 0,
+        per_type: int = 1,
+        types: Sequence[PerturbationType] = ALL_TYPES,
+        targets: Sequence[TargetVariant] = TARGET_VARIANTS,
+    ) -> None:
         self.ontology = ontology or load_ontology()
         self.extractor = RuleExtractor(self.ontology)
         self.seed = seed
@@ -656,21 +774,35 @@ class PerturbationSuite:
         # term -> the entity that owns it after the ontology's precedence rules
         self._owner = {t: trie.get(term_tokens(t)) for e in self.ontology.entities for t in e.terms}
         self._generators: dict[str, Generator] = {
-            "omit_finding": self._omit, "add_finding": self._add, "negate_finding": self._negate,
-            "flip_laterality": self._flip, "change_severity": self._severity, "false_change": self._change,
-            "generalise": self._generalise, "over_specify": self._over_specify,
-            "move_tip": self._move_tip, "resize": self._resize, "drop_place": self._drop_place,
+            "omit_finding": self._omit,
+            "add_finding": self._add,
+            "negate_finding": self._negate,
+            "flip_laterality": self._flip,
+            "change_severity": self._severity,
+            "false_change": self._change,
+            "generalise": self._generalise,
+            "over_specify": self._over_specify,
+            "move_tip": self._move_tip,
+            "resize": self._resize,
+            "drop_place": self._drop_place,
         }
         self._shared_generators: dict[str, SharedGenerator] = {
-            "reorder_sentences": self._reorder, "synonym_swap": self._synonym, "paraphrase_normal": self._paraphrase,
-            "change_case": self._case, "punctuation": self._punctuation, "line_breaks": self._line_breaks,
-            "merge_split": self._merge_split, "section_headers": self._headers,
+            "reorder_sentences": self._reorder,
+            "synonym_swap": self._synonym,
+            "paraphrase_normal": self._paraphrase,
+            "change_case": self._case,
+            "punctuation": self._punctuation,
+            "line_breaks": self._line_breaks,
+            "merge_split": self._merge_split,
+            "section_headers": self._headers,
         }
 
     @property
     def signature(self) -> str:
-        return (f"perturb@{SUITE_VERSION}|seed:{self.seed}|per_type:{self.per_type}|targets:{'+'.join(self.targets)}"
-                f"|ontology:{self.ontology.signature}")
+        return (
+            f"perturb@{SUITE_VERSION}|seed:{self.seed}|per_type:{self.per_type}|targets:{'+'.join(self.targets)}"
+            f"|ontology:{self.ontology.signature}"
+        )
 
     # -- public ----------------------------------------------------------------------------
     def coded_entities(self, mesh: str) -> dict[str, tuple[tuple[tuple[str, ...], ...], str | None]]:
@@ -727,13 +859,22 @@ class PerturbationSuite:
                         continue
                     seen.add(cand)
                     k += 1
-                    out.append(PerturbedPair(
-                        pair_id=f"{uid}:{ptype}:{label}:{k}" if significant else f"{uid}:{ptype}:{k}",
-                        source_uid=uid, perturbation=ptype, significant=significant, targets=label,
-                        target_entity=v.target if significant else None,
-                        expected=EXPECTED[ptype] if significant else NO_ERROR,
-                        description=v.description, before=v.before, after=v.after, reference=text, candidate=cand,
-                    ))
+                    out.append(
+                        PerturbedPair(
+                            pair_id=f"{uid}:{ptype}:{label}:{k}" if significant else f"{uid}:{ptype}:{k}",
+                            source_uid=uid,
+                            perturbation=ptype,
+                            significant=significant,
+                            targets=label,
+                            target_entity=v.target if significant else None,
+                            expected=EXPECTED[ptype] if significant else NO_ERROR,
+                            description=v.description,
+                            before=v.before,
+                            after=v.after,
+                            reference=text,
+                            candidate=cand,
+                        )
+                    )
         return out
 
     def build(self, reports: Iterable[tuple[str, str] | tuple[str, str, str | None]]) -> list[PerturbedPair]:
@@ -755,9 +896,13 @@ class PerturbationSuite:
     def _bare(self, term: str) -> bool:
         toks = term_tokens(term)
         padded = f" {' '.join(toks)} "
-        return bool(toks) and not _VERB_RE.search(term) and not (set(toks) & self._attr_words) \
-            and not any(f" {p} " in padded for p in self._attr_phrases) \
+        return (
+            bool(toks)
+            and not _VERB_RE.search(term)
+            and not (set(toks) & self._attr_words)
+            and not any(f" {p} " in padded for p in self._attr_phrases)
             and not (set(toks) & {"no", "not", "without", "normal"})
+        )
 
     def _names_remaining(self, entity: str, candidate: str, extra: Sequence[tuple[str, ...]] = ()) -> bool:
         hay = _norm_text(candidate)
@@ -794,7 +939,7 @@ class PerturbationSuite:
             cand = self._remove_sentences(report, sents)
             if not Layout(cand).sentences or self._names_remaining(e, cand, report.extra_names(e)):
                 continue
-            removed = " ".join(report.text[s.start:s.end] for s in sents)
+            removed = " ".join(report.text[s.start : s.end] for s in sents)
             out.append(_Variant(cand, f"removed the {len(sents)} sentence(s) stating {e}", e, removed, ""))
         return out
 
@@ -810,9 +955,8 @@ class PerturbationSuite:
             rest = replace_spans(report.text, [(s.start, s.end, "") for s in sents])
             if self._names_remaining(e, rest, report.extra_names(e)):
                 continue
-            before = " ".join(report.text[s.start:s.end] for s in sents)
-            out.append(_Variant(cand, f"replaced the {len(sents)} sentence(s) stating {e} by '{negation}'",
-                                e, before, negation))
+            before = " ".join(report.text[s.start : s.end] for s in sents)
+            out.append(_Variant(cand, f"replaced the {len(sents)} sentence(s) stating {e} by '{negation}'", e, before, negation))
         return out
 
     def _add(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
@@ -849,7 +993,7 @@ class PerturbationSuite:
             edits: list[tuple[int, int, str]] = []
             words = set()
             for s in sents:
-                seg = report.text[s.start:s.end]
+                seg = report.text[s.start : s.end]
                 if re.search(r"\b(bilateral(ly)?|both|bibasilar|bibasal|biapical)\b", seg, re.I):
                     edits = []
                     break
@@ -857,8 +1001,7 @@ class PerturbationSuite:
                     words.add(m.group(1).lower())
                     new = "right" if m.group(1).lower() == "left" else "left"
                     edits.append((s.start + m.start(), s.start + m.end(), _same_case(new, m.group(1))))
-            if not edits or len(words) != 1 or (isinstance(report, _MeshReport) and side is not None
-                                                and words != {side}):
+            if not edits or len(words) != 1 or (isinstance(report, _MeshReport) and side is not None and words != {side}):
                 continue
             cand = replace_spans(report.text, edits)
             side = side or next(iter(words))
@@ -870,8 +1013,9 @@ class PerturbationSuite:
         out = []
         for e in self._targets(report, rng):
             # engine targets: the engine read a degree; mesh targets: the degree words below decide
-            if (not isinstance(report, _MeshReport) and report.states[e].severity is None) \
-                    or "severity" not in self.ontology.entity(e).attributes:
+            if (
+                not isinstance(report, _MeshReport) and report.states[e].severity is None
+            ) or "severity" not in self.ontology.entity(e).attributes:
                 continue
             sents = report.stating_sentences(e)
             if not sents:
@@ -879,7 +1023,7 @@ class PerturbationSuite:
             edits: list[tuple[int, int, str]] = []
             found: list[str] = []
             for s in sents:
-                seg = report.text[s.start:s.end]
+                seg = report.text[s.start : s.end]
                 norm = _norm_text(seg)
                 if any(f" {' '.join(term_tokens(p))} " in norm for p in self._multi_severity):
                     found = []
@@ -887,7 +1031,7 @@ class PerturbationSuite:
                 for m in re.finditer(r"[A-Za-z]+", seg):
                     w = m.group().lower()
                     if w in self._severity_words and w in SEVERITY_SWAP:
-                        if re.match(r"\s*([.,;:]|$)", seg[m.end():]):
+                        if re.match(r"\s*([.,;:]|$)", seg[m.end() :]):
                             found = []  # predicative ("the heart is large"): a new degree word would misread
                             break
                         found.append(w)
@@ -901,9 +1045,16 @@ class PerturbationSuite:
             cand = replace_spans(report.text, edits)
             news = [SEVERITY_SWAP[w] for w in found]
             old = self._severity_bucket[found[0]] if isinstance(report, _MeshReport) else report.states[e].severity
-            out.append(_Variant(cand, f"{e}: severity {old} -> {self._severity_bucket[news[0]]} "
-                                      f"({', '.join(f'{a} -> {b}' for a, b in zip(found, news))})", e,
-                                ", ".join(found), ", ".join(news)))
+            out.append(
+                _Variant(
+                    cand,
+                    f"{e}: severity {old} -> {self._severity_bucket[news[0]]} "
+                    f"({', '.join(f'{a} -> {b}' for a, b in zip(found, news))})",
+                    e,
+                    ", ".join(found),
+                    ", ".join(news),
+                )
+            )
         return out
 
     def _change(self, report: _Report | _MeshReport, rng: random.Random) -> list[_Variant]:
@@ -917,14 +1068,15 @@ class PerturbationSuite:
             sents = report.stating_sentences(e)
             if not sents:
                 continue
-            if any(f" {c} " in _norm_text(report.text[s.start:s.end]) for s in sents for c in self._comparison_phrases):
+            if any(f" {c} " in _norm_text(report.text[s.start : s.end]) for s in sents for c in self._comparison_phrases):
                 continue
             _, clause = rng.choice(FALSE_CHANGES)
             surface = report.surface(e)
             clause_form = rng.random() < 0.5 and not any(
-                re.search(r"\b(but|however|although|with)\b|;", report.text[s.start:s.end], re.I) for s in sents)
+                re.search(r"\b(but|however|although|with)\b|;", report.text[s.start : s.end], re.I) for s in sents
+            )
             if clause_form:  # "..., increased compared with the prior study."
-                edits = [(s.start, s.end, f"{report.text[s.start:s.end].rstrip('.!? ')}, {clause}.") for s in sents]
+                edits = [(s.start, s.end, f"{report.text[s.start : s.end].rstrip('.!? ')}, {clause}.") for s in sents]
                 how = f"appended ', {clause}' to its sentence(s)"
                 added = clause
             else:  # a sentence of its own after the first one: "The effusion is new since ..."
@@ -951,11 +1103,11 @@ class PerturbationSuite:
             if not sents or len(sents) != 1:
                 continue
             s = sents[0]
-            seg = report.text[s.start:s.end]
-            places = {(h.start(), h.end()) for devices, pattern, _ in TIP_MOVES if e in devices
-                      for h in re.finditer(pattern, seg, re.I)}
-            places |= {h.span() for h in _OTHER_TIP_PLACES.finditer(seg)
-                       if not any(a <= h.start() < b for a, b in places)}
+            seg = report.text[s.start : s.end]
+            places = {
+                (h.start(), h.end()) for devices, pattern, _ in TIP_MOVES if e in devices for h in re.finditer(pattern, seg, re.I)
+            }
+            places |= {h.span() for h in _OTHER_TIP_PLACES.finditer(seg) if not any(a <= h.start() < b for a, b in places)}
             if len(places) != 1:
                 continue  # two places named ("below the diaphragm ... in the stomach"): moving one reads two ways
             for devices, pattern, moved in TIP_MOVES:
@@ -967,8 +1119,9 @@ class PerturbationSuite:
                     break  # the landmark is inside the device's only name ("tip in the SVC")
                 new = moved(m) if callable(moved) else moved
                 cand = replace_spans(report.text, [(a, b, new)])
-                out.append(_Variant(cand, f"{e}: tip moved '{m.group()}' -> '{new}' (Godoy 2012, Goodman 1976)", e,
-                                    m.group(), new))
+                out.append(
+                    _Variant(cand, f"{e}: tip moved '{m.group()}' -> '{new}' (Godoy 2012, Goodman 1976)", e, m.group(), new)
+                )
                 break
         return out
 
@@ -985,7 +1138,7 @@ class PerturbationSuite:
             sents = report.stating_sentences(e)
             if not sents:
                 continue
-            hits = [(s, m) for s in sents for m in _SIZE_RE.finditer(report.text[s.start:s.end])]
+            hits = [(s, m) for s in sents for m in _SIZE_RE.finditer(report.text[s.start : s.end])]
             if len(hits) != 1:
                 continue
             s, m = hits[0]
@@ -1014,8 +1167,12 @@ class PerturbationSuite:
             sents = report.stating_sentences(e)
             if not sents:
                 continue
-            hits = [(s, m) for s in sents for m in _PLACE_LIST_RE.finditer(report.text[s.start:s.end])
-                    if m["side"].lower() != m["other"].lower()]
+            hits = [
+                (s, m)
+                for s in sents
+                for m in _PLACE_LIST_RE.finditer(report.text[s.start : s.end])
+                if m["side"].lower() != m["other"].lower()
+            ]
             if len(hits) != 1:
                 continue
             s, m = hits[0]
@@ -1045,8 +1202,9 @@ class PerturbationSuite:
                 continue
             new = wording.parent if up else wording.child
             rest = replace_spans(report.text, [(a, b, "") for a, b in spans])
-            if not self._respecify_fits(report, spans, sents, wording, up) or \
-                    self._names_remaining(e, rest, report.extra_names(e)):
+            if not self._respecify_fits(report, spans, sents, wording, up) or self._names_remaining(
+                e, rest, report.extra_names(e)
+            ):
                 continue
             cand = replace_spans(report.text, [(a, b, _same_case(new, report.text[a:b])) for a, b in spans])
             if up and isinstance(report, _Report) and self._still_read(e, cand):
@@ -1055,16 +1213,16 @@ class PerturbationSuite:
             out.append(_Variant(cand, f"{e}: {how} '{name}' -> '{new}' ({wording.source})", e, name, new))
         return out
 
-    def _choose_wording(self, text: str, name: str, spans: Sequence[tuple[int, int]], up: bool,
-                        rng: random.Random) -> Wording | None:
+    def _choose_wording(
+        self, text: str, name: str, spans: Sequence[tuple[int, int]], up: bool, rng: random.Random
+    ) -> Wording | None:
         """The wording pair to use for ``name`` (a child's parent, or one of a parent's children,
         drawn with the seed): over-specifying, not a child the report names already (saying it
         again adds no specificity) nor one its noun phrase contradicts (``Wording.not_with``)."""
         options = [w for w in SPECIFICITY_WORDINGS if (w.child if up else w.parent) == name]
         if not up:
             phrase = {w for a, _ in spans for w in self._phrase_before(text, a)}
-            options = [w for w in options if not _wording_pattern(w.child).search(text)
-                       and not phrase & set(w.not_with)]
+            options = [w for w in options if not _wording_pattern(w.child).search(text) and not phrase & set(w.not_with)]
         return rng.choice(options) if options else None
 
     def _still_read(self, entity: str, candidate: str) -> bool:
@@ -1076,7 +1234,7 @@ class PerturbationSuite:
         """The words of the noun phrase before ``start``, back to a determiner, preposition or verb."""
         sent = Layout(text).sentence_of(start)
         out = []
-        for word in reversed(term_tokens(text[sent.start if sent else 0:start])):
+        for word in reversed(term_tokens(text[sent.start if sent else 0 : start])):
             if word in _PHRASE_STOP:
                 break
             out.append(word)
@@ -1097,19 +1255,26 @@ class PerturbationSuite:
                 return None
         return None
 
-    def _respecify_fits(self, report: _Report | _MeshReport, spans: Sequence[tuple[int, int]],
-                        sents: Sequence[Sentence], wording: Wording, up: bool) -> bool:
+    def _respecify_fits(
+        self,
+        report: _Report | _MeshReport,
+        spans: Sequence[tuple[int, int]],
+        sents: Sequence[Sentence],
+        wording: Wording,
+        up: bool,
+    ) -> bool:
         """A generalised sentence must not keep the detail it drops ("healing fracture of the 4th
         rib" still names a rib fracture); an over-specified one must not say it already ("old
         fracture of the 6th rib" is a rib fracture: "compression" would name another finding)."""
         if up:
             detail = set(term_tokens(wording.child)) - set(term_tokens(wording.parent))
         else:
-            detail = {t for w in SPECIFICITY_WORDINGS if w.parent == wording.parent for t in term_tokens(w.child)} \
-                - set(term_tokens(wording.parent))
+            detail = {t for w in SPECIFICITY_WORDINGS if w.parent == wording.parent for t in term_tokens(w.child)} - set(
+                term_tokens(wording.parent)
+            )
         for sent in sents:
             inner = [(a - sent.start, b - sent.start, " ") for a, b in spans if sent.start <= a < sent.end]
-            if detail & set(term_tokens(replace_spans(report.text[sent.start:sent.end], inner))):
+            if detail & set(term_tokens(replace_spans(report.text[sent.start : sent.end], inner))):
                 return False
         return True
 
@@ -1120,16 +1285,16 @@ class PerturbationSuite:
         "granuloma" to generalise, "clavicle fracture" no "fracture" to over-specify)."""
         if any(word not in self._modifiers for word in self._phrase_before(text, wording[0])):
             return False
-        after = term_tokens(text[wording[1]:max(mention[1], wording[1])])
+        after = term_tokens(text[wording[1] : max(mention[1], wording[1])])
         return all(w in self._modifiers or w in _PHRASE_STOP for w in after)
 
     # -- insignificant --------------------------------------------------------------------
     def _reorder(self, report: _Report, rng: random.Random) -> list[_Variant]:
         edits = []
-        for sec, members in report.layout.section_sentences().items():
+        for _sec, members in report.layout.section_sentences().items():
             if len(members) < 2 or any(m.marker for m in members):
                 continue
-            if any(report.text[m.start:m.end].lower().startswith(_ANAPHORA) for m in members):
+            if any(report.text[m.start : m.end].lower().startswith(_ANAPHORA) for m in members):
                 continue
             order = list(range(len(members)))
             for _ in range(10):
@@ -1139,7 +1304,7 @@ class PerturbationSuite:
             if order == sorted(order):
                 continue
             for slot, src in zip(members, order):
-                edits.append((slot.start, slot.end, report.text[members[src].start:members[src].end]))
+                edits.append((slot.start, slot.end, report.text[members[src].start : members[src].end]))
         if not edits:
             return []
         return [_Variant(replace_spans(report.text, edits), "sentences reordered within their sections")]
@@ -1149,13 +1314,20 @@ class PerturbationSuite:
         mentions = [m for m in report.mentions if not m.implied]
         rng.shuffle(mentions)
         for m in mentions:
-            surface = report.text[m.start:m.end]
+            surface = report.text[m.start : m.end]
             norm = " ".join(term_tokens(surface))
             terms = self.ontology.entity(m.entity).terms
             if norm not in terms or not self._swappable(norm):
                 continue
-            options = [t for t in terms if t != norm and self._swappable(t) and self._owner.get(t) == m.entity
-                       and len(t) > 3 and _plural(t) == _plural(norm)]
+            options = [
+                t
+                for t in terms
+                if t != norm
+                and self._swappable(t)
+                and self._owner.get(t) == m.entity
+                and len(t) > 3
+                and _plural(t) == _plural(norm)
+            ]
             if not options:
                 continue
             new = _same_case(rng.choice(options), surface)
@@ -1167,8 +1339,12 @@ class PerturbationSuite:
         toks = term_tokens(term)
         # short noun phrases only: "pleural fluid", "heart enlargement"; not adjectival heads
         # ("tortuous aortic") nor descriptions ("enlarged heart size")
-        return self._bare(term) and not (set(toks) & _QUALIFIERS) and len(toks) <= 2 \
+        return (
+            self._bare(term)
+            and not (set(toks) & _QUALIFIERS)
+            and len(toks) <= 2
             and not (len(toks) > 1 and toks[-1].endswith(("ic", "al", "ed", "ous")))
+        )
 
     def _paraphrase(self, report: _Report, rng: random.Random) -> list[_Variant]:
         out = []
@@ -1195,8 +1371,7 @@ class PerturbationSuite:
         spaced = re.sub(r"\s*([.,;:])(?=\s|$)", r" \1", report.text)  # tokenised style: "effusion ."
         no_final = re.sub(r"[.!?]+\s*$", "", report.text)
         doubled = re.sub(r"([.,])(?=\s|$)", r"\1\1", report.text).replace(",,", ",")
-        ops = [("space before punctuation", spaced), ("no final full stop", no_final),
-               ("doubled full stops", doubled)]
+        ops = [("space before punctuation", spaced), ("no final full stop", no_final), ("doubled full stops", doubled)]
         rng.shuffle(ops)
         return [_Variant(c, name, None, "", name) for name, c in ops]
 
@@ -1204,7 +1379,7 @@ class PerturbationSuite:
         edits = []
         text = report.text
         for a in report.layout.sentences[:-1]:
-            gap = re.match(r"\s*", text[a.end:])
+            gap = re.match(r"\s*", text[a.end :])
             edits.append((a.end, a.end + (gap.end() if gap else 0), "\n"))
         for h in report.layout.headers:
             if h.start > 0:
@@ -1219,26 +1394,35 @@ class PerturbationSuite:
         out = []
         # split at a semicolon that joins two clauses
         for s in report.layout.sentences:
-            seg = report.text[s.start:s.end]
+            seg = report.text[s.start : s.end]
             m = re.search(r";\s+(?=[A-Za-z])", seg)
             if m:
-                rest = seg[m.end():]
+                rest = seg[m.end() :]
                 new = seg[: m.start()] + ". " + _cap(rest)
-                out.append(_Variant(replace_spans(report.text, [(s.start, s.end, new)]),
-                                    "split a sentence at its semicolon", None, seg, new))
+                out.append(
+                    _Variant(
+                        replace_spans(report.text, [(s.start, s.end, new)]), "split a sentence at its semicolon", None, seg, new
+                    )
+                )
         pairs = []
-        for sec, members in report.layout.section_sentences().items():
+        for _sec, members in report.layout.section_sentences().items():
             for a, b in zip(members, members[1:]):
                 if not a.marker and not b.marker and report.text[a.end - 1] == ".":
                     pairs.append((a, b))
         rng.shuffle(pairs)
         for a, b in pairs:
-            first = report.text[a.start:a.end - 1]
-            second = _lower_first(report.text[b.start:b.end])
+            first = report.text[a.start : a.end - 1]
+            second = _lower_first(report.text[b.start : b.end])
             new = f"{first}; {second}"
-            out.append(_Variant(replace_spans(report.text, [(a.start, b.end, new)]),
-                                "merged two sentences with a semicolon", None,
-                                report.text[a.start:b.end], new))
+            out.append(
+                _Variant(
+                    replace_spans(report.text, [(a.start, b.end, new)]),
+                    "merged two sentences with a semicolon",
+                    None,
+                    report.text[a.start : b.end],
+                    new,
+                )
+            )
         return out
 
     def _headers(self, report: _Report, rng: random.Random) -> list[_Variant]:
@@ -1247,11 +1431,16 @@ class PerturbationSuite:
         if heads:
             ops = []
             for h in heads:
-                title = report.text[h.start:h.end].strip()
+                title = report.text[h.start : h.end].strip()
                 ops.append((f"dropped '{title}'", title, [(h.start, h.end, "")]))
             if len(heads) > 1:
-                ops.append(("dropped every section title", " ".join(report.text[h.start:h.end].strip() for h in heads),
-                            [(h.start, h.end, "") for h in heads]))
+                ops.append(
+                    (
+                        "dropped every section title",
+                        " ".join(report.text[h.start : h.end].strip() for h in heads),
+                        [(h.start, h.end, "") for h in heads],
+                    )
+                )
             rng.shuffle(ops)
             out.extend(_Variant(replace_spans(report.text, e), d, None, before, "") for d, before, e in ops)
         by_sec = report.layout.section_sentences()
@@ -1263,8 +1452,9 @@ class PerturbationSuite:
                 out.append(_Variant("Findings: " + report.text, "added 'Findings:'", None, "", "Findings:"))
             elif len(members) >= 2 and titles <= {"impression", "impressions"}:
                 h = heads[0]
-                cand = replace_spans(report.text, [(h.start, h.end, "Findings: "),
-                                                   (members[-1].start, members[-1].start, "Impression: ")])
+                cand = replace_spans(
+                    report.text, [(h.start, h.end, "Findings: "), (members[-1].start, members[-1].start, "Impression: ")]
+                )
                 out.append(_Variant(cand, "added 'Findings:' (all but the last sentence)", None, "", "Findings:"))
             elif len(members) >= 2 and titles <= {"findings", "finding"}:
                 cand = replace_spans(report.text, [(members[-1].start, members[-1].start, "Impression: ")])
@@ -1297,8 +1487,7 @@ TIP_MOVES: tuple[tuple[tuple[str, ...], str, str | Callable[[re.Match[str]], str
 )
 
 #: A size with its unit: "6 mm", "1.2 x 0.8 cm", "22 x 14 mm" (one expression, every dimension).
-_SIZE_RE = re.compile(r"\b\d+(?:\.\d+)?(?:\s?(?:mm|cm))?(?:\s?(?:x|by)\s?\d+(?:\.\d+)?(?:\s?(?:mm|cm))?)*\s?(?:mm|cm)\b",
-                      re.I)
+_SIZE_RE = re.compile(r"\b\d+(?:\.\d+)?(?:\s?(?:mm|cm))?(?:\s?(?:x|by)\s?\d+(?:\.\d+)?(?:\s?(?:mm|cm))?)*\s?(?:mm|cm)\b", re.I)
 #: A list of two places of one finding on two sides: "right upper and left lower lobes", "left apex
 #: and right base", "right and left" (``drop_place`` keeps the first place, with its own noun or the
 #: list's in the singular).
@@ -1306,14 +1495,26 @@ _PLACE_LIST_RE = re.compile(
     r"\b(?P<side>right|left)(?P<zone> (?:upper|middle|lower))?(?P<own> (?:lobe|lung|base|apex))?"
     r" and (?:the )?(?P<other>right|left)(?P<other_zone> (?:upper|middle|lower))?"
     r"(?: (?P<noun>lobes?|lungs?|bases?|apex|apices))?\b",
-    re.I)
-_SINGULAR = {"lobes": " lobe", "lobe": " lobe", "lungs": " lung", "lung": " lung", "bases": " base", "base": " base",
-             "apices": " apex", "apex": " apex"}
+    re.I,
+)
+_SINGULAR = {
+    "lobes": " lobe",
+    "lobe": " lobe",
+    "lungs": " lung",
+    "lung": " lung",
+    "bases": " base",
+    "base": " base",
+    "apices": " apex",
+    "apex": " apex",
+}
 
 
 #: Other words for where a tip lies: a sentence that names one beside the landmark moved reads two ways.
-_OTHER_TIP_PLACES = re.compile(r"\b(?:below|beneath|under) the (?:left )?(?:hemi)?diaphragm\b|\bcarina\b"
-                               r"|\b(?:brachiocephalic|innominate|jugular|subclavian|azygos) vein\b", re.I)
+_OTHER_TIP_PLACES = re.compile(
+    r"\b(?:below|beneath|under) the (?:left )?(?:hemi)?diaphragm\b|\bcarina\b"
+    r"|\b(?:brachiocephalic|innominate|jugular|subclavian|azygos) vein\b",
+    re.I,
+)
 
 
 def _same_phrase(text: str, a: int, b: int, x: int, y: int) -> bool:
@@ -1450,20 +1651,29 @@ def _suite_values(table: RecordTable, rec: Record, present: set[str], optional: 
     if values.get("targets") == "":  # a suite of version 1 (no column): engine targets
         del values["targets"]
     if values.get("targets") not in (None, *TARGET_VARIANTS, SHARED):
-        table.problems.append(table.problem(
-            f"unknown targets {values['targets']!r}; known: {', '.join((*TARGET_VARIANTS, SHARED))}", rec, "targets"))
+        table.problems.append(
+            table.problem(
+                f"unknown targets {values['targets']!r}; known: {', '.join((*TARGET_VARIANTS, SHARED))}", rec, "targets"
+            )
+        )
     if values["perturbation"] is not None and values["perturbation"] not in ALL_TYPES:
         known_types = ", ".join(ALL_TYPES)
-        table.problems.append(table.problem(
-            f"unknown perturbation type {values['perturbation']!r}; known: {known_types}", rec, "perturbation"))
+        table.problems.append(
+            table.problem(f"unknown perturbation type {values['perturbation']!r}; known: {known_types}", rec, "perturbation")
+        )
     if len(table.problems) > known:
         return None
     return values
 
 
-def read_references(path: str | Path, *, id_col: str = "id", reference_col: str = "reference",
-                    format: str | None = None, mesh_col: str | None = None
-                    ) -> list[tuple[str, str]] | list[tuple[str, str, str]]:
+def read_references(
+    path: str | Path,
+    *,
+    id_col: str = "id",
+    reference_col: str = "reference",
+    format: str | None = None,
+    mesh_col: str | None = None,
+) -> list[tuple[str, str]] | list[tuple[str, str, str]]:
     """(id, reference) pairs to build a suite from, in file order; (id, reference, MeSH) with ``mesh_col``.
 
     ``mesh_col`` names a column of IU-style MeSH fields (``;``-separated codes, may be empty) for
@@ -1483,8 +1693,12 @@ def read_references(path: str | Path, *, id_col: str = "id", reference_col: str 
         ident = rec.ident = record_id(table, rec, id_col, present)
         text = text_value(table, rec, reference_col, present, what="report")
         mesh = text_value(table, rec, mesh_col, present, empty_ok=True) if mesh_col else ""
-        if ident is not None and unique.is_new(ident, rec, None if table.keyed else id_col) and text is not None \
-                and mesh is not None:
+        if (
+            ident is not None
+            and unique.is_new(ident, rec, None if table.keyed else id_col)
+            and text is not None
+            and mesh is not None
+        ):
             out.append((ident, text, mesh) if mesh_col else (ident, text))
     require_records(table)
     raise_problems(table)
@@ -1517,7 +1731,21 @@ def gold_references(gold: Iterable) -> list[tuple[str, str, str]]:
 
 
 __all__ = [
-    "ALL_TYPES", "EXPECTED", "INSIGNIFICANT", "SHARED", "SIGNIFICANT", "TARGET_VARIANTS", "Layout",
-    "PerturbationSuite", "PerturbationType", "PerturbedPair", "TargetVariant", "gold_references", "read_references",
-    "read_suite", "suite_summary", "suite_summary_by_targets", "write_suite",
+    "ALL_TYPES",
+    "EXPECTED",
+    "INSIGNIFICANT",
+    "SHARED",
+    "SIGNIFICANT",
+    "TARGET_VARIANTS",
+    "Layout",
+    "PerturbationSuite",
+    "PerturbationType",
+    "PerturbedPair",
+    "TargetVariant",
+    "gold_references",
+    "read_references",
+    "read_suite",
+    "suite_summary",
+    "suite_summary_by_targets",
+    "write_suite",
 ]

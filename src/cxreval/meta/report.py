@@ -87,36 +87,46 @@ def bar_chart_svg(report: RobustnessReport, width: int = 900, height: int = 320)
     plot_w, plot_h = width - left - right, height - top - bottom
     group_w = plot_w / max(1, len(types))
     bar_w = max(2.0, (group_w - 6) / max(1, len(metrics)))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="discrimination and robustness per type">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="discrimination and robustness per type">'
+    ]
     for k in range(6):
         v = k / 5
         y = top + plot_h * (1 - v)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#dde2ea"/>'
-                     f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:.1f}</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#dde2ea"/>'
+            f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{v:.1f}</text>'
+        )
     y95 = top + plot_h * 0.05
-    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y95:.1f}" y2="{y95:.1f}" stroke="#b45309" '
-                 f'stroke-dasharray="4 3"/>')
+    parts.append(
+        f'<line x1="{left}" x2="{width - right}" y1="{y95:.1f}" y2="{y95:.1f}" stroke="#b45309" stroke-dasharray="4 3"/>'
+    )
     for gi, t in enumerate(types):
         x0 = left + gi * group_w + 3
         for mi, (m, metric, variant) in enumerate(series):
-            row = next((r for r in report.rows
-                        if r.metric == metric and r.perturbation == t and r.targets == variant), None)
+            row = next((r for r in report.rows if r.metric == metric and r.perturbation == t and r.targets == variant), None)
             if row is None or row.main.rate is None:
                 continue
             v = row.main.rate
             h = plot_h * v
             x = x0 + mi * bar_w
             tip = f"{m} / {t}: {v:.3f} [{row.main.low:.3f}, {row.main.high:.3f}] (n={row.main.n})"
-            parts.append(f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" '
-                         f'fill="{_color(mi)}"><title>{escape(tip)}</title></rect>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 1:.1f}" height="{h:.1f}" '
+                f'fill="{_color(mi)}"><title>{escape(tip)}</title></rect>'
+            )
         cx = x0 + group_w / 2
-        parts.append(f'<text x="{cx:.1f}" y="{top + plot_h + 8}" font-size="10" text-anchor="end" '
-                     f'transform="rotate(-40 {cx:.1f} {top + plot_h + 8})">{escape(t)}</text>')
+        parts.append(
+            f'<text x="{cx:.1f}" y="{top + plot_h + 8}" font-size="10" text-anchor="end" '
+            f'transform="rotate(-40 {cx:.1f} {top + plot_h + 8})">{escape(t)}</text>'
+        )
     for mi, m in enumerate(metrics):
         x, y = left + (mi % per_line) * 170, 6 + 14 * (mi // per_line)
-        parts.append(f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(mi)}"/>'
-                     f'<text x="{x + 14}" y="{y + 9}" font-size="11">{escape(m)}</text>')
+        parts.append(
+            f'<rect x="{x}" y="{y}" width="10" height="10" fill="{_color(mi)}"/>'
+            f'<text x="{x + 14}" y="{y + 9}" font-size="11">{escape(m)}</text>'
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -147,21 +157,33 @@ def render_section(report: RobustnessReport, *, target: float = 0.95) -> Markup:
             continue
         first = next(iter(rows.values()))
         ns = "/".join(str(next((r.n for (_, v), r in rows.items() if v == x), 0)) for x in report.variants)
-        lines.append({"type": t, "sig": "yes" if first.significant else "no", "n": ns,
-                      "cells": [_cell(rows.get((m, v)), target) for _, m, v in series]})
+        lines.append(
+            {
+                "type": t,
+                "sig": "yes" if first.significant else "no",
+                "n": ns,
+                "cells": [_cell(rows.get((m, v)), target) for _, m, v in series],
+            }
+        )
     env = Environment(autoescape=True)
     html = env.from_string(_SECTION).render(
-        n_pairs=report.n_pairs, suite=report.suite, columns=[label for label, _, _ in series],
-        variants=report.variants, lines=lines,
-        svg=bar_chart_svg(report), signatures=report.signatures,
+        n_pairs=report.n_pairs,
+        suite=report.suite,
+        columns=[label for label, _, _ in series],
+        variants=report.variants,
+        lines=lines,
+        svg=bar_chart_svg(report),
+        signatures=report.signatures,
     )
     return Markup(html)
 
 
 def render_page(report: RobustnessReport, *, title: str = "cxreval meta-evaluation") -> str:
     """A complete, self-contained HTML page holding the section."""
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"{_style()}</head><body><main><h1>{escape(title)}</h1>{render_section(report)}</main></body></html>")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"{_style()}</head><body><main><h1>{escape(title)}</h1>{render_section(report)}</main></body></html>"
+    )
 
 
 def write_page(report: RobustnessReport, path: str | Path, *, title: str = "cxreval meta-evaluation") -> Path:

@@ -52,8 +52,9 @@ class EntityLevelMetric(Protocol):
     @property
     def signature(self) -> Signature: ...
 
-    def score_and_judge(self, references: Sequence[str], candidates: Sequence[str]
-                        ) -> tuple[np.ndarray, list[list[EntityJudgement]]]:
+    def score_and_judge(
+        self, references: Sequence[str], candidates: Sequence[str]
+    ) -> tuple[np.ndarray, list[list[EntityJudgement]]]:
         """Scores (NaN where unscored) and each pair's judgement rows, in input order."""
         ...
 
@@ -157,8 +158,7 @@ class RobustnessReport(BaseModel):
     def row(self, metric: str, perturbation: str, targets: str | None = None) -> TypeRow:
         """The row of a metric and type; ``targets`` picks the variant (default: the first one)."""
         targets = targets or self.variants[0]
-        return next(r for r in self.rows
-                    if r.metric == metric and r.perturbation == perturbation and r.targets == targets)
+        return next(r for r in self.rows if r.metric == metric and r.perturbation == perturbation and r.targets == targets)
 
 
 def suite_variants(pairs: Sequence[PerturbedPair]) -> list[str]:
@@ -181,8 +181,7 @@ def _unique_identity(metric: ReportMetric | EntityLevelMetric, references: Seque
     return dict(zip(uniq, np.asarray(scores, dtype=float)))
 
 
-def run_metric(metric: ReportMetric | EntityLevelMetric, pairs: Sequence[PerturbedPair],
-               tol: float = DEFAULT_TOL) -> MetricRun:
+def run_metric(metric: ReportMetric | EntityLevelMetric, pairs: Sequence[PerturbedPair], tol: float = DEFAULT_TOL) -> MetricRun:
     """Score every pair and its identity pair; mark penalised pairs and right-entity hits."""
     refs = [p.reference for p in pairs]
     cands = [p.candidate for p in pairs]
@@ -194,16 +193,21 @@ def run_metric(metric: ReportMetric | EntityLevelMetric, pairs: Sequence[Perturb
         scores = np.asarray(scores, dtype=float)
         pen = penalised(scores, identity, metric.higher_is_better, tol)
         right = [
-            bool(pen[i]) and p.target_entity is not None
-            and any(r.entity == p.target_entity and is_error_row(r) for r in rows[i])
+            bool(pen[i]) and p.target_entity is not None and any(r.entity == p.target_entity and is_error_row(r) for r in rows[i])
             for i, p in enumerate(pairs)
         ]
     else:
         scores = np.asarray(metric.score_pairs(refs, cands), dtype=float)
         pen = penalised(scores, identity, metric.higher_is_better, tol)
-    return MetricRun(metric=metric.name, signature=str(metric.signature), higher_is_better=metric.higher_is_better,
-                     scores=scores.tolist(), identity=identity.tolist(), penalised=[bool(x) for x in pen],
-                     right_entity=right)
+    return MetricRun(
+        metric=metric.name,
+        signature=str(metric.signature),
+        higher_is_better=metric.higher_is_better,
+        scores=scores.tolist(),
+        identity=identity.tolist(),
+        penalised=[bool(x) for x in pen],
+        right_entity=right,
+    )
 
 
 def summarise(run: MetricRun, pairs: Sequence[PerturbedPair]) -> list[TypeRow]:
@@ -217,8 +221,7 @@ def _summarise(run: MetricRun, pairs: Sequence[PerturbedPair], variant: str) -> 
         p = pairs[i]
         groups[p.perturbation].append(i)
         groups["overall-significant" if p.significant else "overall-insignificant"].append(i)
-    order = [t for t in ALL_TYPES if t in groups] + [g for g in ("overall-significant", "overall-insignificant")
-                                                     if g in groups]
+    order = [t for t in ALL_TYPES if t in groups] + [g for g in ("overall-significant", "overall-insignificant") if g in groups]
     rows = []
     for g in order:
         idx = groups[g]
@@ -226,13 +229,31 @@ def _summarise(run: MetricRun, pairs: Sequence[PerturbedPair], variant: str) -> 
         ok = [i for i in idx if np.isfinite(run.scores[i]) and np.isfinite(run.identity[i])]
         k = sum(run.penalised[i] for i in ok)
         if sig:
-            right = (Share.of(sum(run.right_entity[i] for i in ok), len(ok))
-                     if run.right_entity is not None else None)
-            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=True, n=len(idx), targets=variant,
-                                n_nan=len(idx) - len(ok), discrimination=Share.of(k, len(ok)), right_entity=right))
+            right = Share.of(sum(run.right_entity[i] for i in ok), len(ok)) if run.right_entity is not None else None
+            rows.append(
+                TypeRow(
+                    metric=run.metric,
+                    perturbation=g,
+                    significant=True,
+                    n=len(idx),
+                    targets=variant,
+                    n_nan=len(idx) - len(ok),
+                    discrimination=Share.of(k, len(ok)),
+                    right_entity=right,
+                )
+            )
         else:
-            rows.append(TypeRow(metric=run.metric, perturbation=g, significant=False, n=len(idx), targets=variant,
-                                n_nan=len(idx) - len(ok), robustness=Share.of(len(ok) - k, len(ok))))
+            rows.append(
+                TypeRow(
+                    metric=run.metric,
+                    perturbation=g,
+                    significant=False,
+                    n=len(idx),
+                    targets=variant,
+                    n_nan=len(idx) - len(ok),
+                    robustness=Share.of(len(ok) - k, len(ok)),
+                )
+            )
     return rows
 
 
@@ -258,9 +279,17 @@ def score_suite(
         for i in variant_pairs(pairs, v):
             c[pairs[i].perturbation] += 1
         by_variant[v] = dict(c)
-    return RobustnessReport(suite=suite, n_pairs=len(pairs), counts=dict(counts), metrics=[r.metric for r in runs],
-                            signatures={r.metric: r.signature for r in runs}, rows=rows, tol=tol,
-                            variants=variants, counts_by_variant=by_variant), runs
+    return RobustnessReport(
+        suite=suite,
+        n_pairs=len(pairs),
+        counts=dict(counts),
+        metrics=[r.metric for r in runs],
+        signatures={r.metric: r.signature for r in runs},
+        rows=rows,
+        tol=tol,
+        variants=variants,
+        counts_by_variant=by_variant,
+    ), runs
 
 
 def failures(run: MetricRun, pairs: Sequence[PerturbedPair], *, limit: int | None = None) -> list[PerturbedPair]:
@@ -299,8 +328,7 @@ def format_table(report: RobustnessReport, fmt: str = "markdown") -> str:
     """
     ms, vs = report.metrics, report.variants
     two = len(vs) > 1
-    head = ["type", "sig.", "n " + "/".join(vs) if two else "n"] + \
-        [f"{m} [{v}]" if two else m for m in ms for v in vs]
+    head = ["type", "sig.", "n " + "/".join(vs) if two else "n"] + [f"{m} [{v}]" if two else m for m in ms for v in vs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     types = [t for t in ALL_TYPES if t in report.counts] + ["overall-significant", "overall-insignificant"]
     for t in types:

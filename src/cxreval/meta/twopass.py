@@ -39,8 +39,15 @@ class LLMJudgeMetric:
 
     higher_is_better = False
 
-    def __init__(self, llm: LLMConfig, *, passes: int = 1, ontology: Ontology | None = None,
-                 uncertain: UncertainPolicy = "positive", run: int = 0) -> None:
+    def __init__(
+        self,
+        llm: LLMConfig,
+        *,
+        passes: int = 1,
+        ontology: Ontology | None = None,
+        uncertain: UncertainPolicy = "positive",
+        run: int = 0,
+    ) -> None:
         if passes not in (1, 2):
             raise ValueError("passes must be 1 or 2")
         self.llm = llm
@@ -55,19 +62,26 @@ class LLMJudgeMetric:
     def signature(self) -> Signature:
         engine = self.engine.signature
         return Signature(
-            metric="spec-report-errors-mean", ontology=engine.ontology, engine=engine.engine, model=engine.model,
+            metric="spec-report-errors-mean",
+            ontology=engine.ontology,
+            engine=engine.engine,
+            model=engine.model,
             prompt=engine.prompt,
-            options={"uncertain": self.uncertain, "schema": self.llm.schema_style, "passes": str(self.passes),
-                     "temperature": f"{self.llm.temperature:g}"},
+            options={
+                "uncertain": self.uncertain,
+                "schema": self.llm.schema_style,
+                "passes": str(self.passes),
+                "temperature": f"{self.llm.temperature:g}",
+            },
         )
 
     # -- metric interface -------------------------------------------------------------------
-    def score_and_judge(self, references: Sequence[str], candidates: Sequence[str]
-                        ) -> tuple[np.ndarray, list[list[EntityJudgement]]]:
+    def score_and_judge(
+        self, references: Sequence[str], candidates: Sequence[str]
+    ) -> tuple[np.ndarray, list[list[EntityJudgement]]]:
         if len(references) != len(candidates):
             raise ValueError(f"{len(references)} references but {len(candidates)} candidates")
-        pairs = [ReportPair(pair_id=str(i), reference=r, candidate=c)
-                 for i, (r, c) in enumerate(zip(references, candidates))]
+        pairs = [ReportPair(pair_id=str(i), reference=r, candidate=c) for i, (r, c) in enumerate(zip(references, candidates))]
         out = asyncio.run(self.engine.judge(pairs, self.run))
         by_pair: dict[str, list[EntityJudgement]] = {p.pair_id: [] for p in pairs}
         for row in out.table.rows():
@@ -81,5 +95,6 @@ class LLMJudgeMetric:
 
     def score_pairs_run(self, references: Sequence[str], candidates: Sequence[str], run: int = 0) -> np.ndarray:
         """Scores of run ``run`` (own cache keys), for mean +- sd over repeated runs."""
-        return LLMJudgeMetric(self.llm, passes=self.passes, ontology=self.ontology, uncertain=self.uncertain,
-                              run=run).score_pairs(references, candidates)
+        return LLMJudgeMetric(
+            self.llm, passes=self.passes, ontology=self.ontology, uncertain=self.uncertain, run=run
+        ).score_pairs(references, candidates)

@@ -1,7 +1,8 @@
 """Report metrics behind one interface (:class:`Metric`: additive per-pair statistics and a
 ``compute`` of their sums), and the registry: cxreval's SPEC metrics (every headline number,
 computed from the judgement table: :mod:`cxreval.metrics.table`), label metrics, lexical metrics,
-BERTScore (MiniLM, and ReXrank's distilroberta-base), SembScore, RadGraph-F1, RaTEScore, RadCliQ-v1, LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
+BERTScore (MiniLM, and ReXrank's distilroberta-base), SembScore, RadGraph-F1, RaTEScore, RadCliQ-v1,
+LLM error metrics (GREEN-style, FineRadScore-style) and plug-ins."""
 
 # Registered on import, nothing heavy at import: LLM error metrics (GREEN-style,
 # FineRadScore-style) and weight-based metrics from local checkpoints (SembScore, RadGraph-F1, RaTEScore, RadCliQ-v1).

@@ -117,8 +117,7 @@ class Metric(ABC):
         reps = reps[np.isfinite(reps)]
         alpha = (1 - confidence) / 2
         low, high = (float(np.quantile(reps, alpha)), float(np.quantile(reps, 1 - alpha))) if len(reps) else (None, None)
-        sig = self.signature.with_intervals(method="percentile", resamples=n_bootstrap, seed=seed,
-                                            confidence=confidence)
+        sig = self.signature.with_intervals(method="percentile", resamples=n_bootstrap, seed=seed, confidence=confidence)
         return CorpusScore(value, low, high, sig)
 
 
@@ -208,8 +207,7 @@ class MetricSpec:
 
 _REGISTRY: dict[str, MetricSpec] = {}
 #: The modules whose import registers the built-in metrics (cheap: no heavy imports at the top).
-_BUILTIN_MODULES = ("cxreval.metrics.lexical", "cxreval.metrics.bertscore", "cxreval.metrics.table",
-                    "cxreval.metrics.spec")
+_BUILTIN_MODULES = ("cxreval.metrics.lexical", "cxreval.metrics.bertscore", "cxreval.metrics.table", "cxreval.metrics.spec")
 #: The entry-point group of third-party metrics: each entry point names a module (imported; its
 #: ``@register_metric`` decorators register) or a function (called with no arguments, registers).
 PLUGIN_GROUP = "cxreval.metrics"
@@ -279,15 +277,19 @@ def _load_plugins() -> None:
             if inspect.isfunction(loaded) or inspect.isbuiltin(loaded):
                 loaded()
         except Exception as exc:  # noqa: BLE001  (a broken plug-in must not take the registry down)
-            warnings.warn(f"{where} failed to load and is skipped: {type(exc).__name__}: {exc}",
-                          MetricPluginWarning, stacklevel=4)
+            warnings.warn(
+                f"{where} failed to load and is skipped: {type(exc).__name__}: {exc}", MetricPluginWarning, stacklevel=4
+            )
             _REGISTRY.clear()  # what it registered before failing is dropped with it
             _REGISTRY.update(before)
             continue
         replaced = sorted(n for n, spec in before.items() if _REGISTRY.get(n) is not spec)
         if replaced:
-            warnings.warn(f"{where} registers {', '.join(replaced)}, already registered: the earlier "
-                          f"registration is kept", MetricPluginWarning, stacklevel=4)
+            warnings.warn(
+                f"{where} registers {', '.join(replaced)}, already registered: the earlier registration is kept",
+                MetricPluginWarning,
+                stacklevel=4,
+            )
             _REGISTRY.update({n: before[n] for n in replaced})
 
 
@@ -331,9 +333,13 @@ def get_metric(name: str, **options: object) -> Metric:
     else:
         built = _StatsMetric(made) if hasattr(made, "corpus_from_stats") else _ScorePairsMetric(made)
     if built.level != spec.level:
-        raise ValueError(f"metric {name!r} is registered with level={spec.level!r} but says level={built.level!r}: "
-                         "register it with the level it computes (corpus: a function of summed statistics)")
+        raise ValueError(
+            f"metric {name!r} is registered with level={spec.level!r} but says level={built.level!r}: "
+            "register it with the level it computes (corpus: a function of summed statistics)"
+        )
     if built.level == "pair" and not isinstance(built, PairMeanMetric):
-        raise ValueError(f"metric {name!r} has level 'pair' but is not a PairMeanMetric: a pair-level metric's "
-                         "system value is the mean of its pair values; subclass PairMeanMetric or use level 'corpus'")
+        raise ValueError(
+            f"metric {name!r} has level 'pair' but is not a PairMeanMetric: a pair-level metric's "
+            "system value is the mean of its pair values; subclass PairMeanMetric or use level 'corpus'"
+        )
     return built

@@ -76,9 +76,13 @@ class BertScore(PairMeanMetric):
     @property
     def signature(self) -> Signature:
         # max_length truncates long reports, so it changes values; batch_size does not (padding is masked)
-        return Signature(metric="bertscore-f1", ontology="none", engine="none", model=self.encoder,
-                         options={"layer": str(self.layer), "idf": "no", "rescale": "no",
-                                  "max_length": str(self.max_length)})
+        return Signature(
+            metric="bertscore-f1",
+            ontology="none",
+            engine="none",
+            model=self.encoder,
+            options={"layer": str(self.layer), "idf": "no", "rescale": "no", "max_length": str(self.max_length)},
+        )
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         # pickled as its options (worker processes): the encoder is loaded again from the same folder
@@ -90,8 +94,14 @@ class BertScore(PairMeanMetric):
         out: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [str(t) for t in texts[start : start + self.batch_size]]
-            enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
-                                 return_tensors="pt", return_special_tokens_mask=True)
+            enc = self.tokenizer(
+                batch,
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+                return_special_tokens_mask=True,
+            )
             special = enc.pop("special_tokens_mask")
             with torch.no_grad():
                 hidden = self.model(**enc).last_hidden_state
@@ -144,14 +154,18 @@ def local_checkpoint(model_path: str | Path | None, default_name: str, expected:
     if model_path is None:
         root = os.environ.get(WEIGHTS_ENV)
         if not root:
-            raise MetricUnavailable(f"{metric} needs a local checkpoint folder holding {expected}: pass "
-                                    f"model_path=<folder> or set {WEIGHTS_ENV} to a folder with {default_name}/ in it "
-                                    "(cxreval never downloads weights)")
+            raise MetricUnavailable(
+                f"{metric} needs a local checkpoint folder holding {expected}: pass "
+                f"model_path=<folder> or set {WEIGHTS_ENV} to a folder with {default_name}/ in it "
+                "(cxreval never downloads weights)"
+            )
         model_path = Path(root) / default_name
     path = Path(model_path).expanduser()
     if not path.is_dir():
-        raise MetricUnavailable(f"{metric}: {str(model_path)!r} is not a local folder; it must hold {expected} "
-                                "(hub ids are refused: cxreval never downloads weights)")
+        raise MetricUnavailable(
+            f"{metric}: {str(model_path)!r} is not a local folder; it must hold {expected} "
+            "(hub ids are refused: cxreval never downloads weights)"
+        )
     return path.resolve()
 
 
@@ -201,7 +215,10 @@ DISTILROBERTA_LAYER = 5
 #: ``add_bertscore_col``) and so ReXrank call ``BERTScorer(model_type="distilroberta-base",
 #: lang="en", rescale_with_baseline=True, idf=use_idf, idf_sents=<references>)`` and use F.
 DISTILROBERTA_BASELINE_F = 0.8473319
-ROBERTA_EXPECTED = "config.json, model weights (model.safetensors or pytorch_model.bin) and a tokenizer (tokenizer.json, or vocab.json + merges.txt)"
+ROBERTA_EXPECTED = (
+    "config.json, model weights (model.safetensors or pytorch_model.bin) and a tokenizer "
+    "(tokenizer.json, or vocab.json + merges.txt)"
+)
 
 
 class BertScoreRexrank(BertScore):
@@ -218,8 +235,9 @@ class BertScoreRexrank(BertScore):
     name = "bertscore-distilroberta"
     label = "BERTScore (ReXrank)"
 
-    def __init__(self, model_path: str | Path | None = None, idf: bool = False, batch_size: int = 64,
-                 max_length: int = 512) -> None:
+    def __init__(
+        self, model_path: str | Path | None = None, idf: bool = False, batch_size: int = 64, max_length: int = 512
+    ) -> None:
         try:
             import torch  # noqa: F401
             from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -231,8 +249,10 @@ class BertScoreRexrank(BertScore):
         weights = weights_file(path, ("model.safetensors", "pytorch_model.bin"), self.name, ROBERTA_EXPECTED)
         config = AutoConfig.from_pretrained(str(path), local_files_only=True)
         if config.num_hidden_layers < DISTILROBERTA_LAYER:
-            raise MetricUnavailable(f"{self.name}: {path} has {config.num_hidden_layers} layers; "
-                                    f"ReXrank's BERTScore reads layer {DISTILROBERTA_LAYER}")
+            raise MetricUnavailable(
+                f"{self.name}: {path} has {config.num_hidden_layers} layers; "
+                f"ReXrank's BERTScore reads layer {DISTILROBERTA_LAYER}"
+            )
         bpe = config.model_type in ("roberta", "xlm-roberta", "camembert", "longformer")
         extra = {"add_prefix_space": True} if bpe else {}
         self._model_path, self.path, self.idf = model_path, path, bool(idf)
@@ -244,10 +264,19 @@ class BertScoreRexrank(BertScore):
 
     @property
     def signature(self) -> Signature:
-        return Signature(metric="bertscore-f1", ontology="none", engine="none", model=self.encoder,
-                         options={"layer": str(self.layer), "idf": "refs" if self.idf else "no",
-                                  "rescale": f"bert-score-0.3.13:{DISTILROBERTA_BASELINE_F}",
-                                  "specials": "bert-score", "max_length": str(self.max_length)})
+        return Signature(
+            metric="bertscore-f1",
+            ontology="none",
+            engine="none",
+            model=self.encoder,
+            options={
+                "layer": str(self.layer),
+                "idf": "refs" if self.idf else "no",
+                "rescale": f"bert-score-0.3.13:{DISTILROBERTA_BASELINE_F}",
+                "specials": "bert-score",
+                "max_length": str(self.max_length),
+            },
+        )
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self._model_path, self.idf, self.batch_size, self.max_length))
@@ -264,8 +293,9 @@ class BertScoreRexrank(BertScore):
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [None] * len(texts)  # type: ignore[list-item]
         for batch in length_batches([len(x) for x in ids], self.batch_size):
             with torch.no_grad():
-                hidden = self.model(input_ids=torch.tensor([ids[i] for i in batch]),
-                                    output_hidden_states=True).hidden_states[self.layer]
+                hidden = self.model(input_ids=torch.tensor([ids[i] for i in batch]), output_hidden_states=True).hidden_states[
+                    self.layer
+                ]
             hidden = torch.nn.functional.normalize(hidden, dim=-1)
             for row, i in enumerate(batch):
                 out[i] = (np.asarray(ids[i]), np.asarray(special[i], dtype=bool), hidden[row].numpy())

@@ -39,16 +39,29 @@ from cxreval.scores.signature import Signature
 
 #: CheXbert's conditions, in the order of its heads (CheXpert's 14 observations).
 CONDITIONS: tuple[str, ...] = (
-    "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema", "Consolidation",
-    "Pneumonia", "Atelectasis", "Pneumothorax", "Pleural Effusion", "Pleural Other", "Fracture",
-    "Support Devices", "No Finding",
+    "Enlarged Cardiomediastinum",
+    "Cardiomegaly",
+    "Lung Opacity",
+    "Lung Lesion",
+    "Edema",
+    "Consolidation",
+    "Pneumonia",
+    "Atelectasis",
+    "Pneumothorax",
+    "Pleural Effusion",
+    "Pleural Other",
+    "Fracture",
+    "Support Devices",
+    "No Finding",
 )
 #: The class index of each head's output: 0 blank, 1 positive, 2 negative, 3 uncertain ("No Finding": 0, 1).
 CLASSES: tuple[str, ...] = ("blank", "positive", "negative", "uncertain")
-EXPECTED = ("chexbert.pth (CheXbert's original checkpoint) or model.safetensors/pytorch_model.bin "
-            "(the BERT encoder) + heads.safetensors/heads.pt (linear_heads.0..13); vocab.txt "
-            "(bert-base-uncased's WordPiece vocabulary) or tokenizer.json; config.json optional "
-            "(bert-base-uncased's BertConfig when absent)")
+EXPECTED = (
+    "chexbert.pth (CheXbert's original checkpoint) or model.safetensors/pytorch_model.bin "
+    "(the BERT encoder) + heads.safetensors/heads.pt (linear_heads.0..13); vocab.txt "
+    "(bert-base-uncased's WordPiece vocabulary) or tokenizer.json; config.json optional "
+    "(bert-base-uncased's BertConfig when absent)"
+)
 MAX_TOKENS = 512  # CheXbert cuts reports at 512 tokens ([CLS] + 510 + [SEP])
 
 
@@ -97,13 +110,16 @@ class CheXbert:
         config = BertConfig.from_json_file(str(path / "config.json")) if (path / "config.json").is_file() else BertConfig()
         net = torch.nn.Module()
         net.bert = BertModel(config)
-        net.linear_heads = torch.nn.ModuleList([torch.nn.Linear(config.hidden_size, 4) for _ in range(13)]
-                                               + [torch.nn.Linear(config.hidden_size, 2)])
+        net.linear_heads = torch.nn.ModuleList(
+            [torch.nn.Linear(config.hidden_size, 4) for _ in range(13)] + [torch.nn.Linear(config.hidden_size, 2)]
+        )
         result = net.load_state_dict(map_chexbert_keys(state), strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
         if missing or result.unexpected_keys:
-            raise MetricUnavailable(f"{metric}: {weights} is not a CheXbert checkpoint of this config: "
-                                    f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}")
+            raise MetricUnavailable(
+                f"{metric}: {weights} is not a CheXbert checkpoint of this config: "
+                f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+            )
         self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
         self.path, self.batch_size, self._model_path = path, batch_size, model_path
         self.model = f"{path.name}@{weights_digest(weights)}"
@@ -156,8 +172,13 @@ class SembScore(PairMeanMetric):
 
     @property
     def signature(self) -> Signature:
-        return Signature(metric="sembscore", ontology="chexpert14", engine="chexbert", model=self.chexbert.model,
-                         options={"embedding": "cls", "max_length": str(MAX_TOKENS)})
+        return Signature(
+            metric="sembscore",
+            ontology="chexpert14",
+            engine="chexbert",
+            model=self.chexbert.model,
+            options={"embedding": "cls", "max_length": str(MAX_TOKENS)},
+        )
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.chexbert._model_path, self.chexbert.batch_size))

@@ -70,8 +70,10 @@ def check_no_corrections(reference: str, candidate: str) -> None:
     ref, cand = set(check.findings(reference)), set(check.findings(candidate))
     if ref != cand:
         differ = ", ".join(sorted(ref ^ cand)[:5])
-        raise AnswerError(f"the answer lists no correction, but the offline rule engine reads findings that "
-                          f"only one report states ({differ}); compare the reports again")
+        raise AnswerError(
+            f"the answer lists no correction, but the offline rule engine reads findings that "
+            f"only one report states ({differ}); compare the reports again"
+        )
 
 
 class FineRadJudge(PairJudge):
@@ -82,31 +84,46 @@ class FineRadJudge(PairJudge):
     # 3: chat-template tokens in report text neutralised before sending
     version = "3"
     prompt_name = "fineradscore"
-    reask_hint = ("with corrections whose type is delete, replace or insert, whose line is a number of the "
-                  "candidate's numbered lines (0 for an insert at the top) and whose severity is 1, 2, 3 or 4")
+    reask_hint = (
+        "with corrections whose type is delete, replace or insert, whose line is a number of the "
+        "candidate's numbered lines (0 for an insert at the top) and whose severity is 1, 2, 3 or 4"
+    )
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
-        "properties": {"corrections": {"type": "array", "maxItems": MAX_CORRECTIONS, "items": {
-            "type": "object",
-            "properties": {"type": {"type": "string", "enum": ["delete", "replace", "insert"]},
-                           "line": {"type": "integer", "minimum": 0},
-                           "text": {"type": "string", "maxLength": MAX_TEXT_CHARS},
-                           "severity": {"type": "integer", "enum": sorted(SEVERITIES)}},
-            "required": ["type", "line", "text", "severity"], "additionalProperties": False}}},
-        "required": ["corrections"], "additionalProperties": False,
+        "properties": {
+            "corrections": {
+                "type": "array",
+                "maxItems": MAX_CORRECTIONS,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": {"type": "string", "enum": ["delete", "replace", "insert"]},
+                        "line": {"type": "integer", "minimum": 0},
+                        "text": {"type": "string", "maxLength": MAX_TEXT_CHARS},
+                        "severity": {"type": "integer", "enum": sorted(SEVERITIES)},
+                    },
+                    "required": ["type", "line", "text", "severity"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["corrections"],
+        "additionalProperties": False,
     }
 
     def signature(self, metric: str) -> Signature:
         """The judge's signature with the grade thresholds of the two rates."""
         sig = super().signature(metric)
-        return sig.model_copy(update={"options": {**sig.options, "actionable_from": str(ACTIONABLE_FROM),
-                                                  "significant_from": str(SIGNIFICANT_FROM)}})
+        return sig.model_copy(
+            update={
+                "options": {**sig.options, "actionable_from": str(ACTIONABLE_FROM), "significant_from": str(SIGNIFICANT_FROM)}
+            }
+        )
 
     def render(self, reference: str, candidate: str) -> dict[str, str]:
         lines = candidate_lines(candidate)
         numbered = "\n".join(f"{i}. {s}" for i, s in enumerate(lines, start=1))
-        return {**fenced(reference=reference, candidate=numbered), "n_lines": str(len(lines)),
-                "max_items": str(MAX_CORRECTIONS)}
+        return {**fenced(reference=reference, candidate=numbered), "n_lines": str(len(lines)), "max_items": str(MAX_CORRECTIONS)}
 
     def parse_value(self, value: dict[str, Any], reference: str, candidate: str) -> dict[str, Any]:
         """Each correction: a known type, a line of the candidate (0 for insert), a grade 1-4."""
@@ -181,5 +198,14 @@ class FineRadNoSignificantError(LLMPairMetric):
 for _cls in (FineRadScore, FineRadNoActionableError, FineRadNoSignificantError):
     register_metric(_cls.name, higher_is_better=_cls.higher_is_better, parallel_safe=False, needs=("llm",))(_cls)
 
-__all__ = ["ACTIONABLE_FROM", "SEVERITIES", "SIGNIFICANT_FROM", "FineRadJudge", "FineRadNoActionableError",
-           "FineRadNoSignificantError", "FineRadScore", "candidate_lines", "check_no_corrections"]
+__all__ = [
+    "ACTIONABLE_FROM",
+    "SEVERITIES",
+    "SIGNIFICANT_FROM",
+    "FineRadJudge",
+    "FineRadNoActionableError",
+    "FineRadNoSignificantError",
+    "FineRadScore",
+    "candidate_lines",
+    "check_no_corrections",
+]

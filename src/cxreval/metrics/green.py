@@ -23,15 +23,25 @@ from cxreval.metrics.base import register_metric
 from cxreval.metrics.llm_judge import LLMPairMetric, PairJudge, fenced
 
 #: GREEN's six error categories, in its order (a)-(f).
-CATEGORIES: tuple[str, ...] = ("false_finding", "missing_finding", "location", "severity",
-                               "false_comparison", "missing_comparison")
+CATEGORIES: tuple[str, ...] = (
+    "false_finding",
+    "missing_finding",
+    "location",
+    "severity",
+    "false_comparison",
+    "missing_comparison",
+)
 MAX_COUNT = 50
 
 
 def _counts_schema() -> dict[str, Any]:
     count = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
-    return {"type": "object", "properties": {c: count for c in CATEGORIES}, "required": list(CATEGORIES),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {c: count for c in CATEGORIES},
+        "required": list(CATEGORIES),
+        "additionalProperties": False,
+    }
 
 
 def green_score(matched: int, significant: int) -> float:
@@ -45,12 +55,17 @@ class GreenJudge(PairJudge):
     name = "green-judge"
     version = "2"  # 2: chat-template tokens in report text neutralised before sending
     prompt_name = "green"
-    reask_hint = ("with a whole-number count (0-50) for every category of significant and insignificant "
-                  "errors and the number of matched findings")
+    reask_hint = (
+        "with a whole-number count (0-50) for every category of significant and insignificant "
+        "errors and the number of matched findings"
+    )
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
-        "properties": {"significant": _counts_schema(), "insignificant": _counts_schema(),
-                       "matched_findings": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}},
+        "properties": {
+            "significant": _counts_schema(),
+            "insignificant": _counts_schema(),
+            "matched_findings": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+        },
         "required": ["significant", "insignificant", "matched_findings"],
         "additionalProperties": False,
     }

@@ -72,8 +72,14 @@ def bootstrap_evaluation(
     confidence: float = 0.95,
 ) -> BootstrapResult:
     """Bootstrap CIs of every entity- and report-level score of an evaluation (pairs resampled)."""
-    return bootstrap(evaluation_cache(result), resamples=resamples, seed=seed, method=method,
-                     confidence=confidence, signature=result.signature.with_metric("spec-cxr-bootstrap"))
+    return bootstrap(
+        evaluation_cache(result),
+        resamples=resamples,
+        seed=seed,
+        method=method,
+        confidence=confidence,
+        signature=result.signature.with_metric("spec-cxr-bootstrap"),
+    )
 
 
 def compare_evaluations(
@@ -94,16 +100,29 @@ def compare_evaluations(
     check_comparable(a.signature, b.signature)
     ra, rb = getattr(a, "references_sha256", None), getattr(b, "references_sha256", None)
     if fingerprints_comparable(ra, rb) and ra != rb:
-        raise ValueError("the two evaluations were scored against different references (their references_sha256 "
-                         "differ): a paired test needs the same reference reports")
+        raise ValueError(
+            "the two evaluations were scored against different references (their references_sha256 "
+            "differ): a paired test needs the same reference reports"
+        )
     if ra is not None and rb is not None and not fingerprints_comparable(ra, rb):
-        warnings.warn("one of the two evaluations was written by an older cxreval, whose references fingerprint "
-                      "cannot be checked against this one; only the pair ids are known to match (re-run "
-                      "cxreval evaluate on it to check the references too)", stacklevel=2)
+        warnings.warn(
+            "one of the two evaluations was written by an older cxreval, whose references fingerprint "
+            "cannot be checked against this one; only the pair ids are known to match (re-run "
+            "cxreval evaluate on it to check the references too)",
+            stacklevel=2,
+        )
     if sorted(a.pair_ids) != sorted(b.pair_ids):
         raise ValueError("the two evaluations do not cover the same pair ids")
     cache_a = evaluation_cache(a)
     cache_b = table_cache(b.table, b.ontology, a.pair_ids)  # B's pairs in A's order
     sig: Signature = a.signature.with_metric("spec-cxr-paired")
-    return paired_comparison(cache_a, cache_b, resamples=resamples, permutations=permutations, seed=seed,
-                             method=method, confidence=confidence, signature=sig)
+    return paired_comparison(
+        cache_a,
+        cache_b,
+        resamples=resamples,
+        permutations=permutations,
+        seed=seed,
+        method=method,
+        confidence=confidence,
+        signature=sig,
+    )

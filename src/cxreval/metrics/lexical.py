@@ -224,8 +224,14 @@ class Bleu4Corpus(Metric):
     def signature(self) -> Signature:
         import sacrebleu
 
-        return _signature("bleu4-corpus", tok=self.tokenize, case="lc" if self.lowercase else "mixed",
-                          smooth="exp", nrefs="1", sacrebleu=sacrebleu.__version__)
+        return _signature(
+            "bleu4-corpus",
+            tok=self.tokenize,
+            case="lc" if self.lowercase else "mixed",
+            smooth="exp",
+            nrefs="1",
+            sacrebleu=sacrebleu.__version__,
+        )
 
     def pair_stats(self, references: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
         """Per-pair sufficient statistics ``(n, 2 + 2 * order)``; they add up over pairs."""

@@ -66,8 +66,14 @@ class PairJudge:
         """The signature of ``metric`` read out of this judge's answers."""
         p = self.config.answer_params()
         opts = {k: str(p[k]) for k in ("provider", "temperature", "max_tokens", "seed")}
-        return Signature(metric=metric, ontology="none", engine=self.engine, model=self.config.model,
-                         prompt=f"{self.prompt.signature}#{self.prompt.sha256[:12]}", options=opts)
+        return Signature(
+            metric=metric,
+            ontology="none",
+            engine=self.engine,
+            model=self.config.model,
+            prompt=f"{self.prompt.signature}#{self.prompt.sha256[:12]}",
+            options=opts,
+        )
 
     def render(self, reference: str, candidate: str) -> dict[str, str]:
         """The values of the user prompt (fenced report blocks included)."""
@@ -80,11 +86,16 @@ class PairJudge:
     def key(self, reference: str, candidate: str) -> str:
         from cxreval.llm.cache import cache_key
 
-        return cache_key({
-            "engine": self.engine, "prompt": self.prompt.signature, "prompt_sha": self.prompt.sha256,
-            "schema": self.schema, "params": self.config.answer_params(),
-            "pair_sha": hashlib.sha256(f"{reference}\x00{candidate}".encode()).hexdigest(),
-        })
+        return cache_key(
+            {
+                "engine": self.engine,
+                "prompt": self.prompt.signature,
+                "prompt_sha": self.prompt.sha256,
+                "schema": self.schema,
+                "params": self.config.answer_params(),
+                "pair_sha": hashlib.sha256(f"{reference}\x00{candidate}".encode()).hexdigest(),
+            }
+        )
 
     def task(self, reference: str, candidate: str) -> Any:
         from cxreval.llm.runner import Task
@@ -97,11 +108,20 @@ class PairJudge:
             raise_problems([f"{k}: given twice" for k, _ in duplicates])
             return ParsedAnswer(items=[self.parse_value(value, reference, candidate)])
 
-        messages = [{"role": "system", "content": self.prompt.render("system")},
-                    {"role": "user", "content": self.prompt.render("user", **self.render(reference, candidate))}]
-        return Task(key=self.key(reference, candidate), kind=self.name, engine=self.engine, messages=messages,
-                    schema=self.schema, schema_name=f"cxreval_{self.name.replace('-', '_')}", parse=parse,
-                    reask_hint=self.reask_hint)
+        messages = [
+            {"role": "system", "content": self.prompt.render("system")},
+            {"role": "user", "content": self.prompt.render("user", **self.render(reference, candidate))},
+        ]
+        return Task(
+            key=self.key(reference, candidate),
+            kind=self.name,
+            engine=self.engine,
+            messages=messages,
+            schema=self.schema,
+            schema_name=f"cxreval_{self.name.replace('-', '_')}",
+            parse=parse,
+            reask_hint=self.reask_hint,
+        )
 
     def run(self, references: Sequence[str], candidates: Sequence[str], *, cache: Any = None) -> JudgeRun:
         """Judge every pair (identical pairs cost one call; cached answers cost none)."""
@@ -149,9 +169,12 @@ class LLMPairMetric(PairMeanMetric):
         if llm is None:
             from cxreval.metrics.base import MetricUnavailable
 
-            raise MetricUnavailable(f"metric {self.name!r} needs an LLM endpoint: give llm settings (an LLMConfig "
-                                    "or its fields: model, base_url, ...), e.g. metric_options: {"
-                                    + self.name + ": {llm: {model: ..., base_url: ...}}}")
+            raise MetricUnavailable(
+                f"metric {self.name!r} needs an LLM endpoint: give llm settings (an LLMConfig "
+                "or its fields: model, base_url, ...), e.g. metric_options: {"
+                + self.name
+                + ": {llm: {model: ..., base_url: ...}}}"
+            )
         self.judge = self.judge_class(llm, **judge_options)
         self.last_run: JudgeRun | None = None
 

@@ -90,6 +90,9 @@ def _short(sig: Signature) -> str:
 @register_metric("radcliq-v1", higher_is_better=False, parallel_safe=False, needs=("weights",))
 def _radcliq_v1(bertscore_path: Any = None, chexbert_path: Any = None, radgraph_path: Any = None) -> RadCliQv1:
     # each component raises MetricUnavailable naming its own missing checkpoint: never approximated
-    return RadCliQv1(get_metric("radgraph-f1", model_path=radgraph_path),
-                     get_metric("bertscore-distilroberta", model_path=bertscore_path),
-                     get_metric("sembscore", model_path=chexbert_path), get_metric("bleu2"))
+    return RadCliQv1(
+        get_metric("radgraph-f1", model_path=radgraph_path),
+        get_metric("bertscore-distilroberta", model_path=bertscore_path),
+        get_metric("sembscore", model_path=chexbert_path),
+        get_metric("bleu2"),
+    )

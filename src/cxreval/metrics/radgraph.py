@@ -45,10 +45,12 @@ from cxreval.metrics.bertscore import checkpoint_json, local_checkpoint, weights
 from cxreval.metrics.chexbert import load_state
 from cxreval.scores.signature import Signature
 
-EXPECTED = ("config.json (the radgraph archive's AllenNLP config), weights.th (its state dict), vocabulary/ "
-            "(<dataset>__ner_labels.txt and <dataset>__relation_labels.txt) and encoder/ (the BERT encoder's "
-            "config.json and tokenizer, vocab.txt or tokenizer.json, of the model named in config.json); "
-            "see docs/weight-metrics.md")
+EXPECTED = (
+    "config.json (the radgraph archive's AllenNLP config), weights.th (its state dict), vocabulary/ "
+    "(<dataset>__ner_labels.txt and <dataset>__relation_labels.txt) and encoder/ (the BERT encoder's "
+    "config.json and tokenizer, vocab.txt or tokenizer.json, of the model named in config.json); "
+    "see docs/weight-metrics.md"
+)
 ENTITY_LABELS = ("ANAT-DP", "OBS-DP", "OBS-U", "OBS-DA")
 RELATION_LABELS = ("suggestive_of", "located_at", "modify")
 #: Keys of modules the radgraph checkpoint holds but inference never runs (loss weight 0).
@@ -100,8 +102,7 @@ def relation_set(graph: Annotation) -> set[tuple[str, str, str, str, str]]:
 
 def radgraph_combined(reference: Annotation, candidate: Annotation) -> float:
     """RadGraph-F1 of a pair: the mean of entity F1 and relation F1 (``radgraph_combined``)."""
-    return (set_f1(entity_set(reference), entity_set(candidate))
-            + set_f1(relation_set(reference), relation_set(candidate))) / 2
+    return (set_f1(entity_set(reference), entity_set(candidate)) + set_f1(relation_set(reference), relation_set(candidate))) / 2
 
 
 # ------------------------------------------------------------------------------------------
@@ -116,8 +117,7 @@ def split_words(text: str, style: str) -> list[str]:
     if style == "radgraph":
         words = re.sub(r"(?<! )(?=[/,-,:,.,!?()])|(?<=[/,-,:,.,!?()])(?! )", " ", text).split()
     else:
-        t = re.sub(r"\s+", " ", text.replace("\\n", "  ").replace("\\f", "  ").replace("\n", " ")
-                   .replace('\\"', "``"))
+        t = re.sub(r"\s+", " ", text.replace("\\n", "  ").replace("\\f", "  ").replace("\n", " ").replace('\\"', "``"))
         t = " ".join(re.findall(r"\w+|[^\w\s]+", t))
         for a, b in ((").", ") ."), ("%.", "% ."), (".'", ". '"), ("%,", "% ,"), ("%)", "% )")):
             t = t.replace(a, b)
@@ -152,8 +152,10 @@ def _time_distributed(torch: Any, module: Any) -> Any:
 
 def _scorer(torch: Any, input_dim: int, hidden: Sequence[int], n_out: int) -> Any:
     """``Sequential(TimeDistributed(FeedForward), TimeDistributed(Linear))`` with the package's names."""
-    return torch.nn.Sequential(_time_distributed(torch, _feedforward(torch, input_dim, hidden)),
-                               _time_distributed(torch, torch.nn.Linear(hidden[-1], n_out)))
+    return torch.nn.Sequential(
+        _time_distributed(torch, _feedforward(torch, input_dim, hidden)),
+        _time_distributed(torch, torch.nn.Linear(hidden[-1], n_out)),
+    )
 
 
 def _run_scorer(scorer: Any, x: Any) -> Any:
@@ -184,8 +186,10 @@ class RadGraphModel:
         model_cfg, reader = cfg["model"], cfg["dataset_reader"]
         ner_files = sorted((path / "vocabulary").glob("*__ner_labels.txt"))
         if len(ner_files) != 1:
-            raise MetricUnavailable(f"{metric}: {path / 'vocabulary'} must hold one *__ner_labels.txt "
-                                    f"(found {len(ner_files)}); it must hold {EXPECTED}")
+            raise MetricUnavailable(
+                f"{metric}: {path / 'vocabulary'} must hold one *__ner_labels.txt "
+                f"(found {len(ner_files)}); it must hold {EXPECTED}"
+            )
         self.dataset = ner_files[0].name.removesuffix("__ner_labels.txt")
         rel_file = path / "vocabulary" / f"{self.dataset}__relation_labels.txt"
         if not rel_file.is_file():
@@ -224,15 +228,15 @@ class RadGraphModel:
         pruner._scorer = _scorer(torch, span_dim, hidden, 1)
         net._relation._mention_pruners = torch.nn.ModuleDict({rel_ns: pruner})
         net._relation._relation_feedforwards = torch.nn.ModuleDict({rel_ns: _feedforward(torch, 3 * span_dim, hidden)})
-        net._relation._relation_scorers = torch.nn.ModuleDict(
-            {rel_ns: torch.nn.Linear(hidden[-1], len(self.relation_labels))})
-        state = {k: v for k, v in load_state(weights).items()
-                 if not k.startswith(_UNUSED) and not k.endswith("position_ids")}
+        net._relation._relation_scorers = torch.nn.ModuleDict({rel_ns: torch.nn.Linear(hidden[-1], len(self.relation_labels))})
+        state = {k: v for k, v in load_state(weights).items() if not k.startswith(_UNUSED) and not k.endswith("position_ids")}
         result = net.load_state_dict(state, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
         if missing or result.unexpected_keys:
-            raise MetricUnavailable(f"{metric}: {weights} is not a RadGraph checkpoint of this config: "
-                                    f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}")
+            raise MetricUnavailable(
+                f"{metric}: {weights} is not a RadGraph checkpoint of this config: "
+                f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+            )
         self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
         self.bert = bert.eval()
         self.ner_scorer = net._ner._ner_scorers[ner_ns]
@@ -241,8 +245,9 @@ class RadGraphModel:
         self.rel_scorer = net._relation._relation_scorers[rel_ns]
         self.path, self._model_path = path, model_path
         self.model = f"{path.name}@{weights_digest(weights)}"
-        self._cache: BoundedCache[str, Annotation] = BoundedCache(mib(WEIGHT_METRIC_MIB), _annotation_weight,
-                                                                  "radgraph annotations")
+        self._cache: BoundedCache[str, Annotation] = BoundedCache(
+            mib(WEIGHT_METRIC_MIB), _annotation_weight, "radgraph annotations"
+        )
 
     def _word_vectors(self, words: Sequence[str]) -> Any:
         """Each word's vector: the mean of its WordPieces' last-layer states (zeros if it has none)."""
@@ -259,8 +264,11 @@ class RadGraphModel:
         # AllenNLP's folding: [CLS] segment [SEP] per max_length; the full segments run as one batch
         segments = [[cls, *pieces[k : k + inner], sep] for k in range(0, max(len(pieces), 1), inner)]
         full, last = (segments[:-1], segments[-1:]) if len(segments[-1]) < inner + 2 else (segments, [])
-        states = [self.bert(input_ids=torch.tensor(group)).last_hidden_state[:, 1:-1].reshape(-1, self.bert.config.hidden_size)
-                  for group in (full, last) if group]
+        states = [
+            self.bert(input_ids=torch.tensor(group)).last_hidden_state[:, 1:-1].reshape(-1, self.bert.config.hidden_size)
+            for group in (full, last)
+            if group
+        ]
         hidden = torch.cat(states)
         zero = hidden.new_zeros(hidden.shape[-1])
         return torch.stack([hidden[o[0] : o[1]].mean(dim=0) if o else zero for o in offsets])
@@ -292,8 +300,12 @@ class RadGraphModel:
         index = {s: i for i, (s, _) in enumerate(found)}
         entities = tuple(Entity(" ".join(words[s : t + 1]), self.ner_labels[lab], s, t) for (s, t), lab in found)
         top_spans = [spans[i] for i in top.tolist()]
-        pairs = [(top_spans[i], top_spans[j], self.relation_labels[r])
-                 for i, row in enumerate(rel_labels) for j, r in enumerate(row) if r >= 0]
+        pairs = [
+            (top_spans[i], top_spans[j], self.relation_labels[r])
+            for i, row in enumerate(rel_labels)
+            for j, r in enumerate(row)
+            if r >= 0
+        ]
         relations = [(index[s], index[t], lab) for s, t, lab in pairs if s in index and t in index]
         relations.sort(key=lambda r: r[0])  # get_entity lists them per source entity, in entity order
         return Annotation(entities, tuple(relations))
@@ -325,9 +337,13 @@ class RadGraphF1(PairMeanMetric):
     @property
     def signature(self) -> Signature:
         rg = self.radgraph
-        return Signature(metric="radgraph-f1", ontology="radgraph", engine="dygie", model=rg.model,
-                         options={"reward": "combined", "words": rg.style, "max_span_width": str(rg.max_span_width),
-                                  "empty": "0"})
+        return Signature(
+            metric="radgraph-f1",
+            ontology="radgraph",
+            engine="dygie",
+            model=rg.model,
+            options={"reward": "combined", "words": rg.style, "max_span_width": str(rg.max_span_width), "empty": "0"},
+        )
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.radgraph._model_path,))

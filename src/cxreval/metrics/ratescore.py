@@ -47,9 +47,11 @@ from cxreval.metrics.bertscore import local_checkpoint, weights_digest, weights_
 from cxreval.scores.signature import Signature
 
 ENTITY_TYPES = ("ABNORMALITY", "NON-ABNORMALITY", "DISEASE", "NON-DISEASE", "ANATOMY")
-NER_EXPECTED = ("config.json whose id2label holds O and B-/I- labels of ABNORMALITY, NON-ABNORMALITY, DISEASE, "
-                "NON-DISEASE, ANATOMY (a token-classification model), model.safetensors or pytorch_model.bin, "
-                "and its tokenizer files")
+NER_EXPECTED = (
+    "config.json whose id2label holds O and B-/I- labels of ABNORMALITY, NON-ABNORMALITY, DISEASE, "
+    "NON-DISEASE, ANATOMY (a token-classification model), model.safetensors or pytorch_model.bin, "
+    "and its tokenizer files"
+)
 EMBEDDING_EXPECTED = "config.json, model.safetensors or pytorch_model.bin, and its tokenizer files"
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
@@ -75,11 +77,18 @@ AFFINITY: dict[str, tuple[tuple[float, ...], ...]] = {
 }
 NEG_WEIGHT: dict[str, float] = {"long": 0.8716553966489615, "short": 0.3611577852354489}
 #: The reference's ``neg_class``: (type in A, type of its match in B) pairs that cost ``neg_weight``.
-NEGATION_MISMATCH = frozenset({
-    ("NON-DISEASE", "DISEASE"), ("NON-ABNORMALITY", "ABNORMALITY"), ("DISEASE", "NON-DISEASE"),
-    ("ABNORMALITY", "NON-ABNORMALITY"), ("NON-DISEASE", "ABNORMALITY"), ("NON-ABNORMALITY", "DISEASE"),
-    ("DISEASE", "NON-ABNORMALITY"), ("ABNORMALITY", "NON-DISEASE"),
-})
+NEGATION_MISMATCH = frozenset(
+    {
+        ("NON-DISEASE", "DISEASE"),
+        ("NON-ABNORMALITY", "ABNORMALITY"),
+        ("DISEASE", "NON-DISEASE"),
+        ("ABNORMALITY", "NON-ABNORMALITY"),
+        ("NON-DISEASE", "ABNORMALITY"),
+        ("NON-ABNORMALITY", "DISEASE"),
+        ("DISEASE", "NON-ABNORMALITY"),
+        ("ABNORMALITY", "NON-DISEASE"),
+    }
+)
 #: The value of a pair where either report has no entity (the reference's rule).
 NO_ENTITY = 0.5
 
@@ -92,8 +101,9 @@ def affinity_matrix(name: str) -> dict[tuple[str, str], float]:
     return {**out, ("NEG", "WEIGHT"): NEG_WEIGHT[name]}
 
 
-def directed_score(a: np.ndarray, b: np.ndarray, types_a: Sequence[str], types_b: Sequence[str],
-                   matrix: dict[tuple[str, str], float]) -> float:
+def directed_score(
+    a: np.ndarray, b: np.ndarray, types_a: Sequence[str], types_b: Sequence[str], matrix: dict[tuple[str, str], float]
+) -> float:
     """The reference's ``compute(a, b)``: each entity of A matched to its most cosine-similar
     entity of B; weighted mean of the cosines by ``W[type a, type b]``, times ``neg_weight`` on a
     negation mismatch; 0 when the weights sum to 0."""
@@ -110,8 +120,9 @@ def directed_score(a: np.ndarray, b: np.ndarray, types_a: Sequence[str], types_b
     return num / den if den != 0 else 0.0
 
 
-def rate_score(ref: tuple[np.ndarray, Sequence[str]], cand: tuple[np.ndarray, Sequence[str]],
-               matrix: dict[tuple[str, str], float]) -> float:
+def rate_score(
+    ref: tuple[np.ndarray, Sequence[str]], cand: tuple[np.ndarray, Sequence[str]], matrix: dict[tuple[str, str], float]
+) -> float:
     """RaTEScore of a pair from (embeddings, types) of each report's entities: the harmonic mean of
     both directions; :data:`NO_ENTITY` when a side has none."""
     if len(ref[1]) == 0 or len(cand[1]) == 0:
@@ -181,8 +192,9 @@ class RaTEScore(PairMeanMetric):
     label = "RaTEScore"
     higher_is_better = True
 
-    def __init__(self, model_path: str | Path | None = None, embedding_path: str | Path | None = None,
-                 affinity: str = "long") -> None:
+    def __init__(
+        self, model_path: str | Path | None = None, embedding_path: str | Path | None = None, affinity: str = "long"
+    ) -> None:
         try:
             import torch  # noqa: F401  (here to say it is missing; the forward passes use it)
             from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
@@ -190,29 +202,34 @@ class RaTEScore(PairMeanMetric):
             raise MetricUnavailable(f"{self.name} needs torch and transformers: pip install 'cxreval[weights]'") from exc
         self.matrix = affinity_matrix(affinity)
         ner_path, self.ner_model = _transformers_folder(model_path, "RaTE-NER-Deberta", NER_EXPECTED, self.name)
-        emb_path, self.emb_model = _transformers_folder(embedding_path, "BioLORD-2023-C", EMBEDDING_EXPECTED,
-                                                        self.name)
+        emb_path, self.emb_model = _transformers_folder(embedding_path, "BioLORD-2023-C", EMBEDDING_EXPECTED, self.name)
         config = AutoConfig.from_pretrained(str(ner_path), local_files_only=True)  # labels checked before loading
         self.id2label = {int(k): str(v) for k, v in config.id2label.items()}
         bad = [v for v in self.id2label.values() if v != "O" and (v[:2] not in ("B-", "I-") or v[2:] not in ENTITY_TYPES)]
         if bad:
             raise MetricUnavailable(f"{self.name}: {ner_path} labels {bad[:5]} are not RaTE's; it must hold {NER_EXPECTED}")
-        self.ner = AutoModelForTokenClassification.from_pretrained(str(ner_path), config=config,
-                                                                   local_files_only=True).eval()
+        self.ner = AutoModelForTokenClassification.from_pretrained(str(ner_path), config=config, local_files_only=True).eval()
         self.ner_tokenizer = AutoTokenizer.from_pretrained(str(ner_path), local_files_only=True)
         self.encoder = AutoModel.from_pretrained(str(emb_path), local_files_only=True).eval()
         self.emb_tokenizer = AutoTokenizer.from_pretrained(str(emb_path), local_files_only=True)
         self.affinity = affinity
         self._options = (model_path, embedding_path, affinity)
         self._entities: BoundedCache[str, list[tuple[str, str]]] = BoundedCache(
-            mib(WEIGHT_METRIC_MIB / 2), _entities_weight, "ratescore entities")
-        self._vectors: BoundedCache[str, np.ndarray] = BoundedCache(mib(WEIGHT_METRIC_MIB / 2), _vector_weight,
-                                                                    "ratescore vectors")
+            mib(WEIGHT_METRIC_MIB / 2), _entities_weight, "ratescore entities"
+        )
+        self._vectors: BoundedCache[str, np.ndarray] = BoundedCache(
+            mib(WEIGHT_METRIC_MIB / 2), _vector_weight, "ratescore vectors"
+        )
 
     @property
     def signature(self) -> Signature:
-        return Signature(metric="ratescore", ontology="rate-ner", engine="ner", model=f"{self.ner_model}+{self.emb_model}",
-                         options={"affinity": self.affinity, "sentences": "regex", "empty": str(NO_ENTITY)})
+        return Signature(
+            metric="ratescore",
+            ontology="rate-ner",
+            engine="ner",
+            model=f"{self.ner_model}+{self.emb_model}",
+            options={"affinity": self.affinity, "sentences": "regex", "empty": str(NO_ENTITY)},
+        )
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), self._options)
@@ -233,8 +250,10 @@ class RaTEScore(PairMeanMetric):
                 pred = self.ner(**enc).logits[0].argmax(dim=-1).tolist()
             tokens = cast(list[str], self.ner_tokenizer.convert_ids_to_tokens(enc["input_ids"][0]))  # ids in: a list out
             labels = [self.id2label[p] for p in pred]
-            out += [(self.ner_tokenizer.convert_tokens_to_string(tokens[s : e + 1]), kind)
-                    for s, e, kind in bio_entities(tokens, labels)]
+            out += [
+                (self.ner_tokenizer.convert_tokens_to_string(tokens[s : e + 1]), kind)
+                for s, e, kind in bio_entities(tokens, labels)
+            ]
         return self._entities.put(text, out)
 
     def embed(self, phrase: str) -> np.ndarray:
@@ -258,8 +277,7 @@ class RaTEScore(PairMeanMetric):
             found = self.entities(text)
             return np.array([self.embed(p) for p, _ in found]).reshape(len(found), dim), [k for _, k in found]
 
-        return np.array([rate_score(side(r), side(c), self.matrix) for r, c in zip(references, candidates)],
-                        dtype=float)
+        return np.array([rate_score(side(r), side(c), self.matrix) for r, c in zip(references, candidates)], dtype=float)
 
 
 def _entities_weight(text: str, found: list[tuple[str, str]]) -> int:

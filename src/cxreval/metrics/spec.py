@@ -63,11 +63,23 @@ class LabelF1(Metric):
     level = "corpus"
     labelset = "ran21"
 
-    def __init__(self, ontology: Ontology | str | Path | None = None, uncertain: str = "positive",
-                 label_uncertain: str = "negative", undefined: str = "skip", certainty: str = "negative", *,
-                 engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
-                 retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None, workers: int | None = None, hierarchy: bool = True) -> None:
+    def __init__(
+        self,
+        ontology: Ontology | str | Path | None = None,
+        uncertain: str = "positive",
+        label_uncertain: str = "negative",
+        undefined: str = "skip",
+        certainty: str = "negative",
+        *,
+        engine: str = "rules",
+        llm: LLMConfig | None = None,
+        spec_compat: bool = False,
+        retry_failed: bool = False,
+        cache: AnswerCache | None = None,
+        rules: str | Path | None = None,
+        workers: int | None = None,
+        hierarchy: bool = True,
+    ) -> None:
         from cxreval.engines import EngineRunner
         from cxreval.extract.models import CERTAINTY_POLICIES
         from cxreval.ontology import Ontology, load_ontology
@@ -76,12 +88,32 @@ class LabelF1(Metric):
             raise ValueError(f"certainty must be one of {', '.join(CERTAINTY_POLICIES)}, got {certainty!r}")
         onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
         self._options: dict[str, Any] = {
-            "ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm, "spec_compat": spec_compat,
-            "retry_failed": retry_failed, "cache": cache, "rules": rules, "workers": workers, "hierarchy": hierarchy,
-            "label_uncertain": label_uncertain, "undefined": undefined, "certainty": certainty}
-        self._runner: EngineRunner = EngineRunner.build(onto, uncertain=uncertain, engine=engine, llm=llm,  # type: ignore[arg-type]
-                                                        spec_compat=spec_compat, retry_failed=retry_failed,
-                                                        cache=cache, rules=rules, workers=workers, hierarchy=hierarchy)
+            "ontology": ontology,
+            "uncertain": uncertain,
+            "engine": engine,
+            "llm": llm,
+            "spec_compat": spec_compat,
+            "retry_failed": retry_failed,
+            "cache": cache,
+            "rules": rules,
+            "workers": workers,
+            "hierarchy": hierarchy,
+            "label_uncertain": label_uncertain,
+            "undefined": undefined,
+            "certainty": certainty,
+        }
+        self._runner: EngineRunner = EngineRunner.build(
+            onto,
+            uncertain=uncertain,  # type: ignore[arg-type]
+            engine=engine,  # type: ignore[arg-type]
+            llm=llm,
+            spec_compat=spec_compat,
+            retry_failed=retry_failed,
+            cache=cache,
+            rules=rules,
+            workers=workers,
+            hierarchy=hierarchy,
+        )
         self.label_uncertain, self.undefined = label_uncertain, undefined
         self.certainty = certainty
         """Which hedged grades project to a positive label (the ``--uncertain`` policy names);
@@ -101,9 +133,14 @@ class LabelF1(Metric):
 
         # labels come from the extraction: the judge's options (uncertain, comparison) do not apply
         base = self._runner.engine.signature.model_copy(update={"options": {}})
-        return label_signature(self.labelset, self.label_uncertain, self.undefined, base,  # type: ignore[arg-type]
-                               certainty=self.certainty,
-                               rules=labelset_rules(self._runner.engine.ontology, self.labelset))
+        return label_signature(
+            self.labelset,
+            self.label_uncertain,  # type: ignore[arg-type]
+            self.undefined,  # type: ignore[arg-type]
+            base,
+            certainty=self.certainty,
+            rules=labelset_rules(self._runner.engine.ontology, self.labelset),
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (rebuild_metric, (type(self), self._options))
@@ -112,8 +149,7 @@ class LabelF1(Metric):
         from cxreval.scores.labels import binarize, label_confusion, project_pairs
 
         pairs = _pairs(references, candidates)
-        ref, cand = project_pairs(self._runner, pairs, self._runner.engine.ontology, self.labelset,
-                                  certainty=self.certainty)
+        ref, cand = project_pairs(self._runner, pairs, self._runner.engine.ontology, self.labelset, certainty=self.certainty)
         conf = label_confusion(binarize(ref, self.label_uncertain), binarize(cand, self.label_uncertain))  # type: ignore[arg-type]
         return conf.reshape(conf.shape[0], conf.shape[1] * conf.shape[2]).astype(float)
 

@@ -53,18 +53,37 @@ class TableMetric(Metric):
     statistic: ClassVar[str]
     description: ClassVar[str] = ""
 
-    def __init__(self, ontology: Ontology | str | Path | None = None, uncertain: str = "positive", *,
-                 engine: str = "rules", llm: LLMConfig | None = None, spec_compat: bool = False,
-                 retry_failed: bool = False, cache: AnswerCache | None = None,
-                 rules: str | Path | None = None, workers: int | None = None, hierarchy: bool = True) -> None:
+    def __init__(
+        self,
+        ontology: Ontology | str | Path | None = None,
+        uncertain: str = "positive",
+        *,
+        engine: str = "rules",
+        llm: LLMConfig | None = None,
+        spec_compat: bool = False,
+        retry_failed: bool = False,
+        cache: AnswerCache | None = None,
+        rules: str | Path | None = None,
+        workers: int | None = None,
+        hierarchy: bool = True,
+    ) -> None:
         from cxreval.engines import check_engine_options
         from cxreval.ontology import Ontology, load_ontology
 
         check_engine_options(engine, uncertain, llm=llm, rules=rules, hierarchy=hierarchy)  # now; the engine later
         self.ontology = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
-        self._options: dict[str, Any] = {"ontology": ontology, "uncertain": uncertain, "engine": engine, "llm": llm,
-                                         "spec_compat": spec_compat, "retry_failed": retry_failed, "cache": cache,
-                                         "rules": rules, "workers": workers, "hierarchy": hierarchy}
+        self._options: dict[str, Any] = {
+            "ontology": ontology,
+            "uncertain": uncertain,
+            "engine": engine,
+            "llm": llm,
+            "spec_compat": spec_compat,
+            "retry_failed": retry_failed,
+            "cache": cache,
+            "rules": rules,
+            "workers": workers,
+            "hierarchy": hierarchy,
+        }
         self._runner: EngineRunner | None = None
 
     @classmethod
@@ -197,8 +216,9 @@ class SpecificityErrors(PairMeanTableMetric):
     statistic = "specificity-errors"
     label = "Specificity errors / report"
     higher_is_better = False
-    description = ("errors of the finding hierarchy per report: the candidate names an ancestor or a descendant "
-                   "of the reference's finding")
+    description = (
+        "errors of the finding hierarchy per report: the candidate names an ancestor or a descendant of the reference's finding"
+    )
 
 
 class _Presence(TableMetric):
@@ -220,9 +240,21 @@ def _presence_metric(average: str, score: int, label: str, description: str) -> 
     what = ("precision", "recall", "f1")[score]
     name = f"spec-presence-{average}-{what}"
     doc = f"SPEC-CXR entity presence {label.split()[-1]} ({average} over the ontology's entities)"
-    return type(f"Presence{average.title()}{what.title()}", (_Presence,), {
-        "__doc__": doc, "__module__": __name__, "name": name, "headline": f"presence_{average}_{what}",
-        "signature_id": name, "average": average, "score": score, "label": label, "description": description})
+    return type(
+        f"Presence{average.title()}{what.title()}",
+        (_Presence,),
+        {
+            "__doc__": doc,
+            "__module__": __name__,
+            "name": name,
+            "headline": f"presence_{average}_{what}",
+            "signature_id": name,
+            "average": average,
+            "score": score,
+            "label": label,
+            "description": description,
+        },
+    )
 
 
 class _Attribute(TableMetric):
@@ -239,21 +271,32 @@ class _Attribute(TableMetric):
 def _attribute_metric(attribute: str) -> type[_Attribute]:
     name = f"spec-{attribute}-accuracy"
     label = f"{attribute.title()} accuracy"
-    description = (f"{attribute} accuracy on TP rows (SPEC-CXR), pooled over the entities it applies to")
-    return type(f"{attribute.title()}Accuracy", (_Attribute,), {
-        "__doc__": description[0].upper() + description[1:], "__module__": __name__, "name": name,
-        "headline": f"{attribute}_accuracy", "signature_id": name, "statistic": attribute, "label": label,
-        "description": description})
+    description = f"{attribute} accuracy on TP rows (SPEC-CXR), pooled over the entities it applies to"
+    return type(
+        f"{attribute.title()}Accuracy",
+        (_Attribute,),
+        {
+            "__doc__": description[0].upper() + description[1:],
+            "__module__": __name__,
+            "name": name,
+            "headline": f"{attribute}_accuracy",
+            "signature_id": name,
+            "statistic": attribute,
+            "label": label,
+            "description": description,
+        },
+    )
 
 
 PresenceMacroF1 = _presence_metric("macro", 2, "Presence macro-F1", "entity presence F1, mean over entities with a defined F1")
 PresenceMicroF1 = _presence_metric("micro", 2, "Presence micro-F1", "entity presence F1 over pooled TP/FP/FN")
-PresenceMacroPrecision = _presence_metric("macro", 0, "Presence macro-precision",
-                                          "entity presence precision, mean over entities with a defined precision")
-PresenceMacroRecall = _presence_metric("macro", 1, "Presence macro-recall",
-                                       "entity presence recall, mean over entities with a defined recall")
-PresenceMicroPrecision = _presence_metric("micro", 0, "Presence micro-precision",
-                                          "entity presence precision over pooled TP/FP")
+PresenceMacroPrecision = _presence_metric(
+    "macro", 0, "Presence macro-precision", "entity presence precision, mean over entities with a defined precision"
+)
+PresenceMacroRecall = _presence_metric(
+    "macro", 1, "Presence macro-recall", "entity presence recall, mean over entities with a defined recall"
+)
+PresenceMicroPrecision = _presence_metric("micro", 0, "Presence micro-precision", "entity presence precision over pooled TP/FP")
 PresenceMicroRecall = _presence_metric("micro", 1, "Presence micro-recall", "entity presence recall over pooled TP/FN")
 LocationAccuracy = _attribute_metric("location")
 SeverityAccuracy = _attribute_metric("severity")
@@ -261,18 +304,33 @@ ComparisonAccuracy = _attribute_metric("comparison")
 
 #: Every table metric, in the order intervals and ``compare`` list them.
 TABLE_METRICS: tuple[type[TableMetric], ...] = (
-    PresenceMacroPrecision, PresenceMacroRecall, PresenceMacroF1,
-    PresenceMicroPrecision, PresenceMicroRecall, PresenceMicroF1,
-    LocationAccuracy, SeverityAccuracy, ComparisonAccuracy,
-    SpecErrors, ErrorFreeRate, CriticalErrorFreeRate, SpecificityErrors,
+    PresenceMacroPrecision,
+    PresenceMacroRecall,
+    PresenceMacroF1,
+    PresenceMicroPrecision,
+    PresenceMicroRecall,
+    PresenceMicroF1,
+    LocationAccuracy,
+    SeverityAccuracy,
+    ComparisonAccuracy,
+    SpecErrors,
+    ErrorFreeRate,
+    CriticalErrorFreeRate,
+    SpecificityErrors,
 )
 
 #: The headline numbers, in ``scores.json`` order: the registry names of their metrics. One list,
 #: used by ``cxreval evaluate`` (scores.json, the terminal), ``cxreval bench`` and the page.
 HEADLINE: tuple[str, ...] = (
-    "spec-presence-macro-f1", "spec-presence-micro-f1", "spec-presence-micro-precision",
-    "spec-presence-micro-recall", "spec-location-accuracy", "spec-severity-accuracy",
-    "spec-comparison-accuracy", "spec-errors", "spec-report-error-free-rate",
+    "spec-presence-macro-f1",
+    "spec-presence-micro-f1",
+    "spec-presence-micro-precision",
+    "spec-presence-micro-recall",
+    "spec-location-accuracy",
+    "spec-severity-accuracy",
+    "spec-comparison-accuracy",
+    "spec-errors",
+    "spec-report-error-free-rate",
     "spec-report-critical-error-free-rate",
 )
 

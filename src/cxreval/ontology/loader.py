@@ -53,8 +53,7 @@ def _group_problems(onto: Ontology, cat_ids: list[str], groups: dict[str, Group]
     return problems
 
 
-def _entity_problems(onto: Ontology, e: Entity, cat_ids: list[str], groups: dict[str, Group],
-                     seen_ids: set[str]) -> list[str]:
+def _entity_problems(onto: Ontology, e: Entity, cat_ids: list[str], groups: dict[str, Group], seen_ids: set[str]) -> list[str]:
     """One entity's problems: defined twice, its category and group, an empty synonym, its mappings."""
     where = f"entity {e.id!r}"
     problems = []
@@ -85,13 +84,19 @@ def _labelset_problems(onto: Ontology, entity_ids: set[str]) -> list[str]:
     """Label sets' terms and word mappings naming labels they lack, or unknown entities."""
     problems: list[str] = []
     for labelset_id, ls in onto.labelsets.items():
-        problems.extend(f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels"
-                        for label in ls.terms if label not in ls.labels)
+        problems.extend(
+            f"label set {labelset_id!r} defines terms for {label!r}, which is not one of its labels"
+            for label in ls.terms
+            if label not in ls.labels
+        )
         for label, by_entity in ls.word_mappings.items():
             if label not in ls.labels:
                 problems.append(f"label set {labelset_id!r} maps words onto {label!r}, which is not one of its labels")
-            problems.extend(f"label set {labelset_id!r} maps words of unknown entity {entity!r} onto {label!r}"
-                            for entity in by_entity if entity not in entity_ids)
+            problems.extend(
+                f"label set {labelset_id!r} maps words of unknown entity {entity!r} onto {label!r}"
+                for entity in by_entity
+                if entity not in entity_ids
+            )
     return problems
 
 
@@ -103,8 +108,7 @@ def _precedence_problems(onto: Ontology, claims: dict[str, list[str]], entity_id
         if len(set(owners)) > 1:
             winner = onto.precedence.get(term)
             if winner is None:
-                problems.append(f"synonym {term!r} is claimed by {sorted(set(owners))} and no precedence "
-                                "entry says which wins")
+                problems.append(f"synonym {term!r} is claimed by {sorted(set(owners))} and no precedence entry says which wins")
             elif winner not in owners:
                 problems.append(f"precedence for {term!r} names {winner!r}, which does not claim it")
     for term, winner in onto.precedence.items():
@@ -124,22 +128,26 @@ def _hierarchy_problems(onto: Ontology) -> list[str]:
     for e in onto.entities:
         where = f"entity {e.id!r}"
         if onto.has_hierarchy and "parents" not in e.model_fields_set:
-            problems.append(f"{where} has no 'parents' key: a file that declares hierarchy_sources lists every "
-                            "entity's parents ([] for none)")
+            problems.append(
+                f"{where} has no 'parents' key: a file that declares hierarchy_sources lists every entity's parents ([] for none)"
+            )
         named: set[str] = set()
         for link in e.parents:
             parent = by_id.get(link.id)
             if parent is None:
                 problems.append(f"{where} names unknown parent {link.id!r}")
             elif e.kind == "finding" and parent.kind == "differential":
-                problems.append(f"{where} is a finding but names the differential {link.id!r} as its parent: "
-                                "a diagnosis is not a parent of an imaging finding")
+                problems.append(
+                    f"{where} is a finding but names the differential {link.id!r} as its parent: "
+                    "a diagnosis is not a parent of an imaging finding"
+                )
             if link.id in named:
                 problems.append(f"{where} names parent {link.id!r} more than once")
             named.add(link.id)
             if link.source not in onto.hierarchy_sources:
-                problems.append(f"{where} links to {link.id!r} with unknown source {link.source!r} "
-                                f"(hierarchy_sources: {sources})")
+                problems.append(
+                    f"{where} links to {link.id!r} with unknown source {link.source!r} (hierarchy_sources: {sources})"
+                )
     problems.extend(_cycle_problems(onto))
     return problems
 
@@ -245,14 +253,18 @@ def _measure_problems(onto: Ontology, known: set[str]) -> list[str]:
         seen.add(p.device)
         if p.source not in onto.measure_sources:
             problems.append(f"{where} has unknown source {p.source!r} (measure_sources: {sorted(onto.measure_sources)})")
-        named = [*p.landmarks, *([p.distance.landmark, p.distance.above, *([p.distance.beyond] if p.distance.beyond else [])]
-                                 if p.distance else [])]
+        named = [
+            *p.landmarks,
+            *([p.distance.landmark, p.distance.above, *([p.distance.beyond] if p.distance.beyond else [])] if p.distance else []),
+        ]
         if p.distance is not None and p.distance.landmark not in p.landmarks:
             problems.append(f"{where}: its distance landmark {p.distance.landmark!r} is not among its landmarks")
-        problems.extend(f"{where} names unknown landmark {x!r} (attributes.yaml landmarks)"
-                        for x in named if x not in landmarks)
-        problems.extend(f"{where}: {x!r} is expected or malpositioned but not among its landmarks"
-                        for x in [*p.expected, *p.malpositioned] if x not in p.landmarks)
+        problems.extend(f"{where} names unknown landmark {x!r} (attributes.yaml landmarks)" for x in named if x not in landmarks)
+        problems.extend(
+            f"{where}: {x!r} is expected or malpositioned but not among its landmarks"
+            for x in [*p.expected, *p.malpositioned]
+            if x not in p.landmarks
+        )
         problems.extend(f"{where}: {x!r} is both expected and malpositioned" for x in set(p.expected) & set(p.malpositioned))
         span = p.distance.expected_mm if p.distance is not None else None
         if span is not None and not 0 <= span[0] <= span[1]:
@@ -287,9 +299,11 @@ def _class_between_problems(onto: Ontology, class_id: str, members: list[str]) -
                 continue
             above = [m for m in members if m in onto.ancestors(ancestor)]
             if above:
-                problems.append(f"near-synonym class {class_id!r}: {ancestor!r} is an ancestor of member {member!r} "
-                                f"and a descendant of member {above[0]!r}; a class is one node of the hierarchy, so "
-                                "every entity between two members must be a member")
+                problems.append(
+                    f"near-synonym class {class_id!r}: {ancestor!r} is an ancestor of member {member!r} "
+                    f"and a descendant of member {above[0]!r}; a class is one node of the hierarchy, so "
+                    "every entity between two members must be a member"
+                )
     return problems
 
 

@@ -136,8 +136,9 @@ class MeshMatch(BaseModel):
     sides: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     severity: str | None = None
-    joined: bool = Field(False, description="moved to another code's entity as the same finding "
-                                            "(cxreval.datasets.iu_xray.join_same_findings)")
+    joined: bool = Field(
+        False, description="moved to another code's entity as the same finding (cxreval.datasets.iu_xray.join_same_findings)"
+    )
 
 
 class AmbiguousMeshCode(ValueError):
@@ -167,9 +168,7 @@ def _attributes(code: MeshCode) -> tuple[tuple[str, ...], tuple[str, ...], str |
         if zone and zone not in zones:
             zones.append(zone)
         level = SEVERITY_SCALE.get(word)
-        if level and (
-            severity is None or SEVERITY_LEVELS.index(level) > SEVERITY_LEVELS.index(severity)
-        ):
+        if level and (severity is None or SEVERITY_LEVELS.index(level) > SEVERITY_LEVELS.index(severity)):
             severity = level
     if "bilateral" in sides:
         sides = ["bilateral"]
@@ -191,12 +190,8 @@ class MeshMapper:
                 key = (heading, quals)
                 previous = owners.setdefault(key, entity.id)
                 if previous != entity.id:
-                    raise AmbiguousMeshCode(
-                        f"MeSH pattern {text!r} is mapped by both {previous!r} and {entity.id!r}"
-                    )
-                self._patterns.setdefault(heading, []).append(
-                    MeshPattern(entity.id, heading, quals, text)
-                )
+                    raise AmbiguousMeshCode(f"MeSH pattern {text!r} is mapped by both {previous!r} and {entity.id!r}")
+                self._patterns.setdefault(heading, []).append(MeshPattern(entity.id, heading, quals, text))
 
     @property
     def headings(self) -> set[str]:
@@ -206,10 +201,7 @@ class MeshMapper:
     def best_patterns(self, code: MeshCode) -> list[MeshPattern]:
         """All matching patterns with the highest qualifier count (empty when none match)."""
         quals = {normalize_mesh_part(q) for q in code.qualifiers}
-        found = [
-            p for p in self._patterns.get(normalize_mesh_part(code.heading), [])
-            if p.qualifiers <= quals
-        ]
+        found = [p for p in self._patterns.get(normalize_mesh_part(code.heading), []) if p.qualifiers <= quals]
         if not found:
             return []
         top = max(len(p.qualifiers) for p in found)
@@ -230,8 +222,12 @@ class MeshMapper:
             raise AmbiguousMeshCode(f"MeSH code {code.raw!r} matches equally: {listing}")
         sides, zones, severity = _attributes(code)
         return MeshMatch(
-            entity_id=ids[0], code=code, pattern=best[0].text,
-            sides=sides, zones=zones, severity=severity,
+            entity_id=ids[0],
+            code=code,
+            pattern=best[0].text,
+            sides=sides,
+            zones=zones,
+            severity=severity,
         )
 
     def map_field(self, field: str | None) -> tuple[list[MeshMatch], list[MeshCode]]:

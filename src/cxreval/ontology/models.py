@@ -46,7 +46,6 @@ class Group(_Strict):
     category: str
 
 
-
 class LabelSet(_Strict):
     """An external label set the ontology maps onto (CheXpert-14, Ran-21, ChestX-ray14, MeSH).
 

@@ -17,9 +17,30 @@ from markupsafe import Markup, escape
 # Categorical colours for systems: Tableau 10 first (the top systems get the most distinct
 # colours), then darker / lighter companions; beyond these, golden-angle hues.
 _PALETTE = [
-    "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f",
-    "#ff9da7", "#bab0ac", "#1f4e79", "#a0522d", "#8b1a1a", "#2e6b30", "#6a3d9a", "#2a8c8c",
-    "#b8860b", "#5c4033", "#d6336c", "#6c757d", "#0b7285", "#e8590c", "#5f3dc4", "#2b8a3e",
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#59a14f",
+    "#b07aa1",
+    "#76b7b2",
+    "#edc948",
+    "#9c755f",
+    "#ff9da7",
+    "#bab0ac",
+    "#1f4e79",
+    "#a0522d",
+    "#8b1a1a",
+    "#2e6b30",
+    "#6a3d9a",
+    "#2a8c8c",
+    "#b8860b",
+    "#5c4033",
+    "#d6336c",
+    "#6c757d",
+    "#0b7285",
+    "#e8590c",
+    "#5f3dc4",
+    "#2b8a3e",
 ]
 
 # Sequential blues (light -> dark) and a diverging red-white-blue scale.
@@ -141,11 +162,10 @@ def radar_svg(chart: RadarChart) -> Markup:
         f'aria-label="{escape(chart.title)}"{attrs}>'
     )
     if chart.title:
-        out.append(f'<title>{escape(chart.title)}</title>')
+        out.append(f"<title>{escape(chart.title)}</title>")
     if n < 3:
         out.append(
-            f'<text x="{cx:.0f}" y="{cy:.0f}" text-anchor="middle" class="muted">'
-            "too few groups for a spider chart</text></svg>"
+            f'<text x="{cx:.0f}" y="{cy:.0f}" text-anchor="middle" class="muted">too few groups for a spider chart</text></svg>'
         )
         return Markup("".join(out))
 
@@ -157,10 +177,7 @@ def radar_svg(chart: RadarChart) -> Markup:
     # background (e.g. log frequency of the groups)
     if chart.background and any(b is not None for b in chart.background):
         pts = " ".join("{:.1f},{:.1f}".format(*point(i, b or 0.0)) for i, b in enumerate(chart.background))
-        out.append(
-            f'<polygon class="bg-area" points="{pts}">'
-            f"<title>{escape(chart.background_label)}</title></polygon>"
-        )
+        out.append(f'<polygon class="bg-area" points="{pts}"><title>{escape(chart.background_label)}</title></polygon>')
     out += [_radar_label(label, point, i, n) for i, label in enumerate(chart.axes)]
     for series in chart.series:
         out += _radar_series(series, point, n)
@@ -197,9 +214,7 @@ def _radar_label(label: str, point: _Point, i: int, n: int) -> str:
     lines = _wrap(label, 18)
     sin = math.sin(a)
     y0 = y - (len(lines) - 1) * 12 if sin < -0.3 else (y + 10 if sin > 0.3 else y - (len(lines) - 1) * 6 + 4)
-    tspans = "".join(
-        f'<tspan x="{x:.1f}" y="{y0 + j * 12:.1f}">{escape(t)}</tspan>' for j, t in enumerate(lines)
-    )
+    tspans = "".join(f'<tspan x="{x:.1f}" y="{y0 + j * 12:.1f}">{escape(t)}</tspan>' for j, t in enumerate(lines))
     return f'<text class="axis-label" text-anchor="{anchor}"><title>{escape(label)}</title>{tspans}</text>'
 
 
@@ -227,10 +242,7 @@ def _radar_series(series: RadarSeries, point: _Point, n: int) -> list[str]:
     name = escape(series.name)
     for i, v in known.items():
         x, y = point(i, v)
-        out.append(
-            f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3">'
-            f"<title>{name}: {fmt_value(v, 3)}</title></circle>"
-        )
+        out.append(f'<circle class="pt" cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{name}: {fmt_value(v, 3)}</title></circle>')
     out.append("</g>")
     return out
 
@@ -306,8 +318,7 @@ def heatmap_svg(hm: Heatmap) -> Markup:
     for k in range(steps):
         t = k / (steps - 1)
         out.append(
-            f'<rect x="{x0 + k * bar_w / steps:.1f}" y="{by}" width="{bar_w / steps + 0.5:.1f}" '
-            f'height="10" fill="{scale(t)}"/>'
+            f'<rect x="{x0 + k * bar_w / steps:.1f}" y="{by}" width="{bar_w / steps + 0.5:.1f}" height="10" fill="{scale(t)}"/>'
         )
     out.append(
         f'<text class="tick" x="{x0}" y="{by + 24}">{escape(hm.scale_low)}</text>'

@@ -140,9 +140,7 @@ def _strata(result: BenchmarkResult, dataset: str) -> list[Leaderboard]:
 def _stratum_label(stratum: str) -> str:
     if stratum.startswith("site:"):
         return "site " + stratum[5:]
-    return {"all": "all studies", "normal": "normal studies", "abnormal": "abnormal studies"}.get(
-        stratum, stratum
-    )
+    return {"all": "all studies", "normal": "normal studies", "abnormal": "abnormal studies"}.get(stratum, stratum)
 
 
 class _Builder:
@@ -201,6 +199,7 @@ class _Builder:
             for m in row.metrics:
                 if m not in metric_names:
                     metric_names.append(m)
+
         def shown_as_metric(attr: str) -> bool:  # the same numbers are already a metric column
             return any(
                 all(getattr(row, attr) is not None and row.metrics.get(m) == getattr(row, attr) for row in lb.rows)
@@ -210,7 +209,10 @@ class _Builder:
         has_ef = any(row.error_free is not None for row in lb.rows) and not shown_as_metric("error_free")
         has_cef = any(row.critical_error_free is not None for row in lb.rows) and not shown_as_metric("critical_error_free")
         has_failed = any(row.n_failed for row in lb.rows)
-        cols = [Column("Rank", first="asc", title="rank by " + self.label(lb.rank_by) + "; below: 95% rank interval"), Column("System", kind="text", first="asc")]
+        cols = [
+            Column("Rank", first="asc", title="rank by " + self.label(lb.rank_by) + "; below: 95% rank interval"),
+            Column("System", kind="text", first="asc"),
+        ]
         for m in metric_names:
             info = self.metric_info.get(m)  # direction arrow; signature in the tooltip
             hib = info.higher_is_better if info else True
@@ -252,13 +254,18 @@ class _Builder:
             return None
         info = self.metric_info.get(pm)
         hib = info.higher_is_better if info else True
-        cols = [Column("System", kind="text", first="asc"), Column("Mean rank", first="asc", title="mean of the ranks on the datasets where the system is ranked")]
+        cols = [
+            Column("System", kind="text", first="asc"),
+            Column("Mean rank", first="asc", title="mean of the ranks on the datasets where the system is ranked"),
+        ]
         for d in boards:
-            cols.append(Column(f"{d}", first="desc" if hib else "asc", title=f"{self.label(pm)} on {d} (all studies); rank below"))
+            cols.append(
+                Column(f"{d}", first="desc" if hib else "asc", title=f"{self.label(pm)} on {d} (all studies); rank below")
+            )
         rows, attrs = [], []
         for s in self.order:
             ranks, cells = [], []
-            for d, lb in boards.items():
+            for lb in boards.values():
                 row = next((x for x in lb.rows if x.system == s), None)
                 if row is None:
                     cells.append(Cell("\u2013", "", cls="na"))
@@ -271,7 +278,13 @@ class _Builder:
             if not ranks:
                 continue
             mean_rank = sum(ranks) / len(ranks)
-            rows.append([Cell(s, s.lower(), cls="sys", sub="baseline" if s in self.baselines else ""), Cell(f"{mean_rank:.1f}", repr(mean_rank)), *cells])
+            rows.append(
+                [
+                    Cell(s, s.lower(), cls="sys", sub="baseline" if s in self.baselines else ""),
+                    Cell(f"{mean_rank:.1f}", repr(mean_rank)),
+                    *cells,
+                ]
+            )
             attrs.append({"data-system": s})
         return Table(cols, rows, attrs, css_class="overview")
 
@@ -289,10 +302,13 @@ class _Builder:
         """Per system: macro presence F1 and pooled attribute accuracies, exactly as computed by
         :func:`cxreval.scores.spec_scores` (the numbers ``cxreval evaluate`` prints), never
         re-aggregated here."""
-        keys = {"f1": "presence_macro_f1", "location_acc": "location_accuracy",
-                "severity_acc": "severity_accuracy", "comparison_acc": "comparison_accuracy"}
-        return {s.system: {k: s.values.get(v) for k, v in keys.items()}
-                for s in self.r.summaries if s.dataset == dataset}
+        keys = {
+            "f1": "presence_macro_f1",
+            "location_acc": "location_accuracy",
+            "severity_acc": "severity_accuracy",
+            "comparison_acc": "comparison_accuracy",
+        }
+        return {s.system: {k: s.values.get(v) for k, v in keys.items()} for s in self.r.summaries if s.dataset == dataset}
 
     def spider(self, dataset: str, ds_slug: str) -> dict[str, Any] | None:
         gids, gnames, by = self._groups(dataset)
@@ -341,16 +357,21 @@ class _Builder:
                 }
             )
         attr_charts = [
-            {"key": key, "label": label, "svg": chart(key, f"{label} accuracy by group on {dataset}")}
-            for key, label in _ATTRS
+            {"key": key, "label": label, "svg": chart(key, f"{label} accuracy by group on {dataset}")} for key, label in _ATTRS
         ]
         # per-group table: F1, with support
-        cols = [Column("System", kind="text", first="asc"), Column("Macro F1", title="mean presence F1 over the entities where it is defined")]
+        cols = [
+            Column("System", kind="text", first="asc"),
+            Column("Macro F1", title="mean presence F1 over the entities where it is defined"),
+        ]
         for g, sup in zip(gids, supports, strict=True):
             cols.append(Column(gnames[g], title=f"{gnames[g]}: presence F1 ({sup} reference positives)"))
         rows, attrs = [], []
         for s in systems:
-            cells = [Cell(s, s.lower(), cls="sys"), Cell(fmt(macro.get(s, {}).get("f1")), _sort_value(macro.get(s, {}).get("f1")))]
+            cells = [
+                Cell(s, s.lower(), cls="sys"),
+                Cell(fmt(macro.get(s, {}).get("f1")), _sort_value(macro.get(s, {}).get("f1"))),
+            ]
             for g in gids:
                 gr = by.get((s, g))
                 v = gr.f1 if gr else None
@@ -361,7 +382,16 @@ class _Builder:
                         f"{s} | {gnames[g]}: F1 {fmt(gr.f1)}, P {fmt(gr.precision)}, R {fmt(gr.recall)}; "
                         f"location {fmt(gr.location_acc)}, severity {fmt(gr.severity_acc)}, comparison {fmt(gr.comparison_acc)}"
                     )
-                cells.append(Cell(fmt(v, 2), _sort_value(v), cls="heat" + ("" if _is_num(v) else " na"), bg=bg, fg=charts.text_color(bg) if bg else "", title=tip))
+                cells.append(
+                    Cell(
+                        fmt(v, 2),
+                        _sort_value(v),
+                        cls="heat" + ("" if _is_num(v) else " na"),
+                        bg=bg,
+                        fg=charts.text_color(bg) if bg else "",
+                        title=tip,
+                    )
+                )
             rows.append(cells)
             attrs.append({"data-system": s})
         return {
@@ -411,19 +441,38 @@ class _Builder:
                         cells.append({"text": f"{got.f1:.2f}".lstrip("0") or "0", "q": str(min(9, int(got.f1 * 10)))})
                     else:
                         cells.append({"text": "\u00b7", "q": "n"})
-                rows.append({"id": k, "i": ent_idx[k], "name": info[k]["name"], "support": info[k]["support"], "critical": info[k]["critical"], "cells": cells})
+                rows.append(
+                    {
+                        "id": k,
+                        "i": ent_idx[k],
+                        "name": info[k]["name"],
+                        "support": info[k]["support"],
+                        "critical": info[k]["critical"],
+                        "cells": cells,
+                    }
+                )
             blocks.append({"group": gnames.get(g, g), "rows": rows})
 
         # drill-down data: texts are shared through a string table
         data_cells: dict[str, list[Any]] = {}
         for (s, k), e in cell.items():
             data_cells[f"{sys_idx[s]}_{ent_idx[k]}"] = [
-                e.tp, e.fp, e.fn,
-                _clean(e.precision), _clean(e.recall), _clean(e.f1),
-                _clean(e.location_acc), _clean(e.severity_acc), _clean(e.comparison_acc),
-                getattr(e, "location_errors", 0), getattr(e, "severity_errors", 0), getattr(e, "comparison_errors", 0),
-                [[x.pair_id, x.kind, self._text(x.reference), self._text(x.candidate),
-                  x.reference_rules, x.candidate_rules] for x in e.examples],
+                e.tp,
+                e.fp,
+                e.fn,
+                _clean(e.precision),
+                _clean(e.recall),
+                _clean(e.f1),
+                _clean(e.location_acc),
+                _clean(e.severity_acc),
+                _clean(e.comparison_acc),
+                getattr(e, "location_errors", 0),
+                getattr(e, "severity_errors", 0),
+                getattr(e, "comparison_errors", 0),
+                [
+                    [x.pair_id, x.kind, self._text(x.reference), self._text(x.candidate), x.reference_rules, x.candidate_rules]
+                    for x in e.examples
+                ],
             ]
         data = {
             "name": dataset,
@@ -470,8 +519,7 @@ class _Builder:
                         vrow.append(0.1 + 0.9 * (1 - (at.rank - 1) / (n_sys - 1)))
                         lrow.append(str(at.rank))
                     trow.append(
-                        f"{s} @ {site}: #{at.rank if at and at.rank is not None else 'n/a'}, "
-                        f"{fmt(at.value) if at else 'n/a'}"
+                        f"{s} @ {site}: #{at.rank if at and at.rank is not None else 'n/a'}, {fmt(at.value) if at else 'n/a'}"
                     )
                 values.append(vrow)
                 labels.append(lrow)

@@ -160,8 +160,9 @@ class StoredAnswer(BaseModel):
 def check_reviewer(name: str) -> str:
     """A reviewer name: 1-40 letters, digits, ``_ . -`` (it goes in URLs and file names)."""
     if not isinstance(name, str) or not REVIEWER_RE.fullmatch(name):
-        raise ReviewDBError(f"reviewer name {name!r}: use 1-40 letters, digits, '_', '.' or '-' (starting with a "
-                            "letter or digit)")
+        raise ReviewDBError(
+            f"reviewer name {name!r}: use 1-40 letters, digits, '_', '.' or '-' (starting with a letter or digit)"
+        )
     return name
 
 
@@ -209,16 +210,21 @@ def describe_error(path: Path, exc: sqlite3.Error, timeout: float = LOCK_TIMEOUT
     code = getattr(exc, "sqlite_errorcode", None) or 0
     primary = code & 0xFF
     folder = Path(os.path.abspath(path)).parent
-    if code == sqlite3.SQLITE_READONLY_DIRECTORY or (primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
-                                                      and not os.access(folder, os.W_OK)):
-        return (f"{path}: its folder {folder} is read-only, and SQLite must create {path.name}-wal and "
-                f"{path.name}-shm beside a database in WAL mode: make the folder writable, or put the database in "
-                f"a writable one ({exc})")
+    if code == sqlite3.SQLITE_READONLY_DIRECTORY or (
+        primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) and not os.access(folder, os.W_OK)
+    ):
+        return (
+            f"{path}: its folder {folder} is read-only, and SQLite must create {path.name}-wal and "
+            f"{path.name}-shm beside a database in WAL mode: make the folder writable, or put the database in "
+            f"a writable one ({exc})"
+        )
     if primary == sqlite3.SQLITE_READONLY:
         return f"{path}: read-only (the file, its file system, or this connection): answers cannot be saved ({exc})"
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return (f"{path}: locked by another program for more than {timeout:g} s (a write in progress, a backup, an "
-                f"open transaction in a database browser) ({exc})")
+        return (
+            f"{path}: locked by another program for more than {timeout:g} s (a write in progress, a backup, an "
+            f"open transaction in a database browser) ({exc})"
+        )
     if primary == sqlite3.SQLITE_CANTOPEN:
         return f"{path}: cannot open it or the files SQLite keeps beside it ({exc})"
     return f"{path}: {_PLAIN_PROBLEMS.get(primary, 'SQLite error')} ({exc})"
@@ -264,8 +270,10 @@ class ReviewDB:
             except ReviewDBError as exc:
                 raise ReviewDBError(f"{exc}; give a new file name for --db") from None
             if app_id == APPLICATION_ID:
-                raise AlreadyInitialised(f"{path} already holds a review sample; review it with cxreval review serve "
-                                         f"{path}, or give a new --db file to draw another sample")
+                raise AlreadyInitialised(
+                    f"{path} already holds a review sample; review it with cxreval review serve "
+                    f"{path}, or give a new --db file to draw another sample"
+                )
             raise ReviewDBError(_foreign(path, app_id, tables) + "; give a new file name for --db")
         if not path.parent.exists():
             raise ReviewDBError(f"--db {path}: folder {path.parent} does not exist")
@@ -289,8 +297,7 @@ class ReviewDB:
         if app_id != APPLICATION_ID:
             raise ReviewDBError(_foreign(path, app_id, tables))
         if version != SCHEMA_VERSION:
-            raise ReviewDBError(f"{path}: review database schema version {version}; this cxreval reads version "
-                                f"{SCHEMA_VERSION}")
+            raise ReviewDBError(f"{path}: review database schema version {version}; this cxreval reads version {SCHEMA_VERSION}")
         try:
             conn = connect(path, lock_timeout)
             conn.execute("PRAGMA journal_mode = WAL")
@@ -341,30 +348,64 @@ class ReviewDB:
 
     # -- the sample ----------------------------------------------------------------------------
 
-    def store_sample(self, meta: dict[str, str], ontology: Ontology, strata: Sequence[Any], pairs: Sequence[PairInfo],
-                     rows: Sequence[EntityJudgement]) -> None:
+    def store_sample(
+        self,
+        meta: dict[str, str],
+        ontology: Ontology,
+        strata: Sequence[Any],
+        pairs: Sequence[PairInfo],
+        rows: Sequence[EntityJudgement],
+    ) -> None:
         """Write the sample once: settings, entity list, strata, pairs with texts, engine rows."""
         with self._transaction() as c:
             if c.execute("SELECT COUNT(*) FROM pairs").fetchone()[0]:
                 raise AlreadyInitialised(f"{self.path} already holds a review sample")
             c.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
-            c.executemany("INSERT INTO entities VALUES (?, ?, ?, ?, ?)",
-                          [(e.id, e.name, e.group, int(e.critical), ",".join(e.attributes)) for e in ontology.entities])
-            c.executemany("INSERT INTO strata VALUES (?, ?, ?, ?, ?, ?)",
-                          [(s.key, s.presence, s.group, int(s.critical), s.size, s.sampled) for s in strata])
-            c.executemany("INSERT INTO pairs VALUES (?, ?, ?, ?, ?, ?)",
-                          [(p.pair_id, p.position, p.stratum, p.weight, p.reference, p.candidate) for p in pairs])
-            c.executemany("INSERT INTO engine_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          [(r.pair_id, r.entity, r.presence, r.location, r.severity, r.comparison, r.reference,
-                            r.candidate, r.reference_rules, r.candidate_rules) for r in rows])
+            c.executemany(
+                "INSERT INTO entities VALUES (?, ?, ?, ?, ?)",
+                [(e.id, e.name, e.group, int(e.critical), ",".join(e.attributes)) for e in ontology.entities],
+            )
+            c.executemany(
+                "INSERT INTO strata VALUES (?, ?, ?, ?, ?, ?)",
+                [(s.key, s.presence, s.group, int(s.critical), s.size, s.sampled) for s in strata],
+            )
+            c.executemany(
+                "INSERT INTO pairs VALUES (?, ?, ?, ?, ?, ?)",
+                [(p.pair_id, p.position, p.stratum, p.weight, p.reference, p.candidate) for p in pairs],
+            )
+            c.executemany(
+                "INSERT INTO engine_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.pair_id,
+                        r.entity,
+                        r.presence,
+                        r.location,
+                        r.severity,
+                        r.comparison,
+                        r.reference,
+                        r.candidate,
+                        r.reference_rules,
+                        r.candidate_rules,
+                    )
+                    for r in rows
+                ],
+            )
 
     def meta(self) -> dict[str, str]:
         return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}
 
     def entities(self) -> dict[str, EntityInfo]:
-        return {r["id"]: EntityInfo(id=r["id"], name=r["name"], group=r["grp"], critical=bool(r["critical"]),
-                                    attributes=[a for a in r["attributes"].split(",") if a])
-                for r in self.conn.execute("SELECT * FROM entities ORDER BY id")}
+        return {
+            r["id"]: EntityInfo(
+                id=r["id"],
+                name=r["name"],
+                group=r["grp"],
+                critical=bool(r["critical"]),
+                attributes=[a for a in r["attributes"].split(",") if a],
+            )
+            for r in self.conn.execute("SELECT * FROM entities ORDER BY id")
+        }
 
     def strata(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute("SELECT * FROM strata ORDER BY key")]
@@ -385,8 +426,7 @@ class ReviewDB:
 
     # -- answers -------------------------------------------------------------------------------
 
-    def once(self, op_id: str | None, reviewer: str, action: str,
-             write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def once(self, op_id: str | None, reviewer: str, action: str, write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Run ``write`` (one of the methods below) unless the write ``op_id`` was applied before;
         the id is recorded in the same transaction, so a write sent again is applied exactly once.
         A repeated id gives ``{"duplicate": True, "op_id": ...}``."""
@@ -404,8 +444,9 @@ class ReviewDB:
         addition (the engine missed it); it must be in the ontology."""
         with self._transaction() as c:
             self._require_pair(c, answer.pair_id)
-            engine = c.execute("SELECT 1 FROM engine_rows WHERE pair_id = ? AND entity = ?",
-                               (answer.pair_id, answer.entity)).fetchone()
+            engine = c.execute(
+                "SELECT 1 FROM engine_rows WHERE pair_id = ? AND entity = ?", (answer.pair_id, answer.entity)
+            ).fetchone()
             entity = c.execute("SELECT attributes FROM entities WHERE id = ?", (answer.entity,)).fetchone()
             if entity is None:
                 raise ReviewDBError(f"entity {answer.entity!r}: not in the ontology the sample was drawn with")
@@ -418,16 +459,28 @@ class ReviewDB:
                 "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (reviewer, pair_id, entity) DO "
                 "UPDATE SET presence = excluded.presence, location = excluded.location, severity = excluded.severity, "
                 "comparison = excluded.comparison, answered_at = excluded.answered_at",
-                (answer.reviewer, answer.pair_id, answer.entity, answer.presence, answer.location, answer.severity,
-                 answer.comparison, 0 if engine else 1, stamp))
+                (
+                    answer.reviewer,
+                    answer.pair_id,
+                    answer.entity,
+                    answer.presence,
+                    answer.location,
+                    answer.severity,
+                    answer.comparison,
+                    0 if engine else 1,
+                    stamp,
+                ),
+            )
         return StoredAnswer(**answer.model_dump(), added=engine is None, answered_at=stamp)
 
     def remove_added(self, reviewer: str, pair_id: str, entity: str) -> bool:
         """Withdraw an entity the reviewer added (engine rows are corrected, never removed)."""
         with self._transaction() as c:
             self._require_pair(c, pair_id)
-            cur = c.execute("DELETE FROM answers WHERE reviewer = ? AND pair_id = ? AND entity = ? AND added = 1",
-                            (check_reviewer(reviewer), pair_id, entity))
+            cur = c.execute(
+                "DELETE FROM answers WHERE reviewer = ? AND pair_id = ? AND entity = ? AND added = 1",
+                (check_reviewer(reviewer), pair_id, entity),
+            )
             if cur.rowcount:
                 c.execute("DELETE FROM checked WHERE reviewer = ? AND pair_id = ?", (reviewer, pair_id))
         return bool(cur.rowcount)
@@ -439,9 +492,11 @@ class ReviewDB:
         with self._transaction() as c:
             self._require_pair(c, pair_id)
             if note.strip():
-                c.execute("INSERT INTO notes VALUES (?, ?, ?, ?) ON CONFLICT (reviewer, pair_id) DO UPDATE SET "
-                          "note = excluded.note, updated_at = excluded.updated_at",
-                          (check_reviewer(reviewer), pair_id, note, _now()))
+                c.execute(
+                    "INSERT INTO notes VALUES (?, ?, ?, ?) ON CONFLICT (reviewer, pair_id) DO UPDATE SET "
+                    "note = excluded.note, updated_at = excluded.updated_at",
+                    (check_reviewer(reviewer), pair_id, note, _now()),
+                )
             else:
                 c.execute("DELETE FROM notes WHERE reviewer = ? AND pair_id = ?", (reviewer, pair_id))
 
@@ -451,13 +506,16 @@ class ReviewDB:
             self._require_pair(c, pair_id)
             check_reviewer(reviewer)
             if checked:
-                open_rows = [r[0] for r in c.execute(
-                    "SELECT entity FROM engine_rows e WHERE pair_id = ? AND NOT EXISTS (SELECT 1 FROM answers a WHERE "
-                    "a.reviewer = ? AND a.pair_id = e.pair_id AND a.entity = e.entity) ORDER BY entity",
-                    (pair_id, reviewer))]
+                open_rows = [
+                    r[0]
+                    for r in c.execute(
+                        "SELECT entity FROM engine_rows e WHERE pair_id = ? AND NOT EXISTS (SELECT 1 FROM answers a WHERE "
+                        "a.reviewer = ? AND a.pair_id = e.pair_id AND a.entity = e.entity) ORDER BY entity",
+                        (pair_id, reviewer),
+                    )
+                ]
                 if open_rows:
-                    raise ReviewDBError(f"pair {pair_id}: {len(open_rows)} entities not answered yet "
-                                        f"({', '.join(open_rows)})")
+                    raise ReviewDBError(f"pair {pair_id}: {len(open_rows)} entities not answered yet ({', '.join(open_rows)})")
                 c.execute("INSERT OR REPLACE INTO checked VALUES (?, ?, ?)", (reviewer, pair_id, _now()))
             else:
                 c.execute("DELETE FROM checked WHERE reviewer = ? AND pair_id = ?", (reviewer, pair_id))
@@ -476,8 +534,10 @@ class ReviewDB:
             where.append("pair_id = ?")
             args.append(pair_id)
         sql = "SELECT * FROM answers" + (" WHERE " + " AND ".join(where) if where else "")
-        return [StoredAnswer(**{**dict(r), "added": bool(r["added"])})
-                for r in self.conn.execute(sql + " ORDER BY reviewer, pair_id, entity", args)]
+        return [
+            StoredAnswer(**{**dict(r), "added": bool(r["added"])})
+            for r in self.conn.execute(sql + " ORDER BY reviewer, pair_id, entity", args)
+        ]
 
     def notes(self, reviewer: str | None = None) -> dict[tuple[str, str], str]:
         sql = "SELECT reviewer, pair_id, note FROM notes"
@@ -495,8 +555,7 @@ class ReviewDB:
         return {(r["reviewer"], r["pair_id"]) for r in self.conn.execute(sql, args)}
 
     def reviewers(self) -> list[str]:
-        return [r[0] for r in self.conn.execute(
-            "SELECT reviewer FROM answers UNION SELECT reviewer FROM checked ORDER BY 1")]
+        return [r[0] for r in self.conn.execute("SELECT reviewer FROM answers UNION SELECT reviewer FROM checked ORDER BY 1")]
 
 
 def _foreign(path: Path, app_id: int, tables: list[str]) -> str:

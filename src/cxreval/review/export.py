@@ -54,9 +54,17 @@ def gold_rows(db: ReviewDB, prefer: Sequence[str] = ()) -> tuple[list[str], list
             if entity not in engine and gold == IMPLICIT:
                 continue
             row = engine.get(entity)
-            rows.append(EntityJudgement.model_validate({
-                "pair_id": pair.pair_id, "entity": entity, **gold,
-                "reference": row.reference_evidence if row else "", "candidate": row.candidate_evidence if row else ""}))
+            rows.append(
+                EntityJudgement.model_validate(
+                    {
+                        "pair_id": pair.pair_id,
+                        "entity": entity,
+                        **gold,
+                        "reference": row.reference_evidence if row else "",
+                        "candidate": row.candidate_evidence if row else "",
+                    }
+                )
+            )
     return pair_ids, rows
 
 
@@ -71,13 +79,19 @@ def gold_signature(db: ReviewDB, reviewers: Sequence[str]) -> Signature:
     """The signature of the gold table: the engine's, with ``engine:human-review`` and the review's settings."""
     meta = db.meta()
     source = Signature.parse(meta["results_signature"])
-    options = {**source.options, "reviewed_engine": source.engine, "reviewers": "+".join(reviewers),
-               "sample_seed": meta["seed"], "sample_n": meta["n_sampled"]}
+    options = {
+        **source.options,
+        "reviewed_engine": source.engine,
+        "reviewers": "+".join(reviewers),
+        "sample_seed": meta["seed"],
+        "sample_n": meta["n_sampled"],
+    }
     return source.model_copy(update={"engine": "human-review", "model": "none", "prompt": "none", "options": options})
 
 
-def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
-                ontology_path: str | Path | None = None) -> EvaluationResult:
+def export_gold(
+    db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (), ontology_path: str | Path | None = None
+) -> EvaluationResult:
     """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``."""
     from cxreval.evaluate import score_judgements
     from cxreval.io import ReportPair, candidates_fingerprint, references_fingerprint
@@ -86,8 +100,10 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
     meta = db.meta()
     onto = load_ontology(ontology_path or meta.get("ontology_path") or None)
     if onto.signature != meta["ontology"]:
-        raise ValueError(f"{db.path} was drawn with ontology {meta['ontology']}, not {onto.signature}; give the "
-                         "ontology it used (--ontology FILE)")
+        raise ValueError(
+            f"{db.path} was drawn with ontology {meta['ontology']}, not {onto.signature}; give the "
+            "ontology it used (--ontology FILE)"
+        )
     pair_ids, rows = gold_rows(db, prefer)
     if not pair_ids:
         raise ValueError(f"{db.path}: no pair has been checked yet; nothing to export")
@@ -111,8 +127,7 @@ def export_gold(db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (),
 RATINGS_FILES = ("human_ratings.csv", "human_ratings.json")
 
 
-def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
-                        folder: OutputManifest | None = None) -> Path:
+def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str], folder: OutputManifest | None = None) -> Path:
     """``human_ratings.csv`` (and the names of its raters in ``human_ratings.json``); ``folder``:
     the manifest of ``out_dir`` in the run that writes them (None: written on their own)."""
     import json
@@ -142,8 +157,7 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str],
         row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
         for r in reviewers:
             kept = counts.get((r, pid)) if (r, pid) in checked else None
-            row += ["" if kept is None else kept["errors"],
-                    *("" if kept is None else kept[kind] for kind in ERROR_KINDS)]
+            row += ["" if kept is None else kept["errors"], *("" if kept is None else kept[kind] for kind in ERROR_KINDS)]
         rows.append(row)
     with folder.writer(RATINGS_FILES[0], newline="") as fh:
         write_csv(fh, rows)

@@ -99,14 +99,17 @@ def pair_strata(rows: Sequence[EntityJudgement], pair_ids: Sequence[str], ontolo
         if not rs:
             out[pid] = Stratum(key=NO_ROWS, presence=NO_ROWS, group=NO_ROWS, critical=False, size=0, sampled=0)
             continue
-        lead = min(rs, key=lambda r: (not critical(r), PRESENCE_ORDER[r.presence], frequency[(r.presence, group(r))],
-                                      group(r), r.entity))
+        lead = min(
+            rs, key=lambda r: (not critical(r), PRESENCE_ORDER[r.presence], frequency[(r.presence, group(r))], group(r), r.entity)
+        )
         if critical(lead):
-            out[pid] = Stratum(key=f"{lead.presence}/critical", presence=lead.presence, group="critical",
-                               critical=True, size=0, sampled=0)
+            out[pid] = Stratum(
+                key=f"{lead.presence}/critical", presence=lead.presence, group="critical", critical=True, size=0, sampled=0
+            )
         else:
-            out[pid] = Stratum(key=f"{lead.presence}/{group(lead)}", presence=lead.presence, group=group(lead),
-                               critical=False, size=0, sampled=0)
+            out[pid] = Stratum(
+                key=f"{lead.presence}/{group(lead)}", presence=lead.presence, group=group(lead), critical=False, size=0, sampled=0
+            )
     return out
 
 
@@ -121,14 +124,19 @@ def merge_small(strata: dict[str, Stratum], n: int, critical_boost: float) -> di
         return count * (critical_boost if s.critical else 1.0) < threshold
 
     level1 = sizes(strata)
-    out = {pid: s if not small(s, level1[s.key]) or s.key == NO_ROWS else
-           Stratum(key=f"{s.presence}/other", presence=s.presence, group="other", critical=False,
-                   size=0, sampled=0)
-           for pid, s in strata.items()}
+    out = {
+        pid: s
+        if not small(s, level1[s.key]) or s.key == NO_ROWS
+        else Stratum(key=f"{s.presence}/other", presence=s.presence, group="other", critical=False, size=0, sampled=0)
+        for pid, s in strata.items()
+    }
     level2 = sizes(out)
-    return {pid: s if not small(s, level2[s.key]) else
-            Stratum(key="other", presence="other", group="other", critical=False, size=0, sampled=0)
-            for pid, s in out.items()}
+    return {
+        pid: s
+        if not small(s, level2[s.key])
+        else Stratum(key="other", presence="other", group="other", critical=False, size=0, sampled=0)
+        for pid, s in out.items()
+    }
 
 
 def allocate(sizes: Mapping[str, int], critical: Mapping[str, bool], n: int, critical_boost: float) -> dict[str, int]:
@@ -198,10 +206,11 @@ def draw_sample(
         strata.append(first[key].model_copy(update={"size": sizes[key], "sampled": alloc[key]}))
     order = rng.permutation(len(drawn))
     weight = {s.key: s.weight for s in strata}
-    pairs = [SampledPair(pair_id=drawn[i][0], position=pos + 1, stratum=drawn[i][1], weight=weight[drawn[i][1]])
-             for pos, i in enumerate(int(i) for i in order)]
-    return Sample(seed=seed, requested=n, critical_boost=critical_boost, n_pairs=len(strata_of), strata=strata,
-                  pairs=pairs)
+    pairs = [
+        SampledPair(pair_id=drawn[i][0], position=pos + 1, stratum=drawn[i][1], weight=weight[drawn[i][1]])
+        for pos, i in enumerate(int(i) for i in order)
+    ]
+    return Sample(seed=seed, requested=n, critical_boost=critical_boost, n_pairs=len(strata_of), strata=strata, pairs=pairs)
 
 
 class ReviewSetupError(ValueError):
@@ -254,9 +263,17 @@ def init_review(
             "n_pairs": str(sample.n_pairs),
             "n_sampled": str(len(sample.pairs)),
         }
-        infos = [PairInfo(pair_id=p.pair_id, position=p.position, stratum=p.stratum, weight=p.weight,
-                          reference=texts[p.pair_id].reference, candidate=texts[p.pair_id].candidate)
-                 for p in sample.pairs]
+        infos = [
+            PairInfo(
+                pair_id=p.pair_id,
+                position=p.position,
+                stratum=p.stratum,
+                weight=p.weight,
+                reference=texts[p.pair_id].reference,
+                candidate=texts[p.pair_id].candidate,
+            )
+            for p in sample.pairs
+        ]
         db.store_sample(meta, onto, sample.strata, infos, [r for r in result.judgements if r.pair_id in chosen])
     except BaseException:
         db.close()

@@ -51,8 +51,10 @@ from cxreval.review.db import (
 )
 
 EXTRA_MESSAGE = "optional extra 'review': pip install 'cxreval[review]'"
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-       "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
@@ -247,6 +249,7 @@ class _Api:
                 "entities": [e.model_dump() for e in db.entities().values()],
                 "implicit": IMPLICIT,
             }
+
         return await self.call(run, READ_FAILING)
 
     async def pair(self, request: Any) -> Any:
@@ -256,18 +259,42 @@ class _Api:
             if info is None:
                 raise _NotFound(f"no pair at position {request.path_params['position']}")
             answers = {a.entity: a for a in db.answers(reviewer, info.pair_id)}
-            rows = [{"entity": r.entity, "engine": {f: getattr(r, f) for f in IMPLICIT},
-                     "reference_evidence": r.reference_evidence, "candidate_evidence": r.candidate_evidence,
-                     "reference_rules": r.reference_rules, "candidate_rules": r.candidate_rules,
-                     "answer": _answer(answers.pop(r.entity, None)), "added": False}
-                    for r in db.engine_rows(info.pair_id)]
-            rows += [{"entity": e, "engine": None, "reference_evidence": "", "candidate_evidence": "",
-                      "reference_rules": "", "candidate_rules": "", "answer": _answer(a), "added": True}
-                     for e, a in sorted(answers.items())]
-            return {"pair_id": info.pair_id, "position": info.position, "reference": info.reference,
-                    "candidate": info.candidate, "rows": rows,
-                    "note": db.notes(reviewer).get((reviewer, info.pair_id), ""),
-                    "checked": (reviewer, info.pair_id) in db.checked(reviewer)}
+            rows = [
+                {
+                    "entity": r.entity,
+                    "engine": {f: getattr(r, f) for f in IMPLICIT},
+                    "reference_evidence": r.reference_evidence,
+                    "candidate_evidence": r.candidate_evidence,
+                    "reference_rules": r.reference_rules,
+                    "candidate_rules": r.candidate_rules,
+                    "answer": _answer(answers.pop(r.entity, None)),
+                    "added": False,
+                }
+                for r in db.engine_rows(info.pair_id)
+            ]
+            rows += [
+                {
+                    "entity": e,
+                    "engine": None,
+                    "reference_evidence": "",
+                    "candidate_evidence": "",
+                    "reference_rules": "",
+                    "candidate_rules": "",
+                    "answer": _answer(a),
+                    "added": True,
+                }
+                for e, a in sorted(answers.items())
+            ]
+            return {
+                "pair_id": info.pair_id,
+                "position": info.position,
+                "reference": info.reference,
+                "candidate": info.candidate,
+                "rows": rows,
+                "note": db.notes(reviewer).get((reviewer, info.pair_id), ""),
+                "checked": (reviewer, info.pair_id) in db.checked(reviewer),
+            }
+
         return await self.call(run, READ_FAILING)
 
     def write(self, action: str) -> Callable[[Any], Any]:
@@ -281,12 +308,15 @@ class _Api:
                 item: Any = model.model_validate(data)
                 op_id = check_op_id(data.get("op_id")) if isinstance(data, dict) else None
                 return db.once(op_id, item.reviewer, action, lambda: apply(db, item))
+
             return await self.call(run)
+
         return endpoint
 
 
-def create_app(db_path: str | Path, *, token: str | None = None, hosts: set[str] | None = None,
-               lock_timeout: float = LOCK_TIMEOUT) -> Any:
+def create_app(
+    db_path: str | Path, *, token: str | None = None, hosts: set[str] | None = None, lock_timeout: float = LOCK_TIMEOUT
+) -> Any:
     """The Starlette application over one review database (checked here: a review database this
     process can write to, or :class:`ReviewDBError` saying what is wrong).
 
@@ -346,6 +376,7 @@ def _replay(body: bytes, receive: Any) -> Any:
             return await receive()
         given = True
         return {"type": "http.request", "body": body, "more_body": False}
+
     return replay
 
 
@@ -371,8 +402,10 @@ class _Guard:
 
         async def send_secure(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []),
-                                      *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()),
+                ]
             await send(message)
 
         async def refuse(status: int, text: str) -> None:
@@ -385,8 +418,7 @@ class _Guard:
             return
         path = scope.get("path", "")
         if self.token is not None and path.startswith("/api/"):
-            given = headers.get("x-review-token") or parse_qs(scope.get("query_string", b"").decode()).get(
-                "token", [""])[0]
+            given = headers.get("x-review-token") or parse_qs(scope.get("query_string", b"").decode()).get("token", [""])[0]
             if not secrets.compare_digest(given.encode(), self.token.encode()):
                 await refuse(403, "missing or wrong token: open the URL the server printed (it carries ?token=)")
                 return
@@ -416,16 +448,22 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise PortInUse(f"port {port} on {host} is in use by another program; give another --port "
-                            "(or --port 0 for any free one)") from None
+            raise PortInUse(
+                f"port {port} on {host} is in use by another program; give another --port (or --port 0 for any free one)"
+            ) from None
         raise
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
 
 
-def serve(db_path: str | Path, host: str = "127.0.0.1", port: int = 8765,
-          announce: Callable[[str], None] = print, lock_timeout: float = LOCK_TIMEOUT) -> None:
+def serve(
+    db_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    announce: Callable[[str], None] = print,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> None:
     """Serve the review page until interrupted. ``announce`` gets the URL to open (with
     ``?token=`` when bound to a non-loopback address); ``lock_timeout`` as in :func:`create_app`."""
     require_extra()

@@ -149,7 +149,8 @@ def observations(db: ReviewDB, reviewers: Sequence[str] | None = None) -> list[O
     entities = db.entities()
     weights = effective_weights(db)
     engine: dict[tuple[str, str], dict[str, str]] = {
-        (r.pair_id, r.entity): {f: getattr(r, f) for f in FIELDS} for r in db.engine_rows()}
+        (r.pair_id, r.entity): {f: getattr(r, f) for f in FIELDS} for r in db.engine_rows()
+    }
     checked = db.checked()
     out: list[Observation] = []
     for a in db.answers():
@@ -159,8 +160,11 @@ def observations(db: ReviewDB, reviewers: Sequence[str] | None = None) -> list[O
         theirs = engine.get((a.pair_id, a.entity), IMPLICIT)
         for f in FIELDS:
             if applicable(f, entities.get(a.entity), theirs["presence"], mine["presence"]):
-                out.append(Observation(a.pair_id, a.reviewer, a.entity, f, theirs[f], mine[f],
-                                       weights[a.pair_id], pairs[a.pair_id].stratum))
+                out.append(
+                    Observation(
+                        a.pair_id, a.reviewer, a.entity, f, theirs[f], mine[f], weights[a.pair_id], pairs[a.pair_id].stratum
+                    )
+                )
     return out
 
 
@@ -177,8 +181,9 @@ def effective_weights(db: ReviewDB) -> dict[str, float]:
 # -- accuracy ----------------------------------------------------------------------------------
 
 
-def weighted_accuracy(obs: Sequence[Observation], *, resamples: int, seed: int,
-                      confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+def weighted_accuracy(
+    obs: Sequence[Observation], *, resamples: int, seed: int, confidence: float = 0.95
+) -> tuple[float | None, float | None, float | None]:
     """Horvitz-Thompson ratio estimate and its stratified-bootstrap percentile interval.
 
     The bootstrap resamples reviewed pairs with replacement within each sampling stratum (the
@@ -245,14 +250,12 @@ def agreement(db: ReviewDB, base: Signature) -> list[Agreement]:
             for e in names:
                 eng = engine.get((pid, e), IMPLICIT)
                 values = [answers.get((r, pid, e), IMPLICIT) for r in raters]
-                if f != "presence" and not any(
-                        applicable(f, entities.get(e), eng["presence"], v["presence"]) for v in values):
+                if f != "presence" and not any(applicable(f, entities.get(e), eng["presence"], v["presence"]) for v in values):
                     continue
                 items.append((tuple(raters), [v[f] for v in values]))
         sig = base.with_metric("review-kappa").model_copy(update={"options": {**base.options, "field": f}})
         if not items:
-            out.append(Agreement(field=f, method="none", raters=0, items=0, observed=None, kappa=None,
-                                 signature=str(sig)))
+            out.append(Agreement(field=f, method="none", raters=0, items=0, observed=None, kappa=None, signature=str(sig)))
             continue
         m = Counter(len(r) for r, _ in items).most_common(1)[0][0]
         used = [(r, v) for r, v in items if len(r) == m]
@@ -263,16 +266,25 @@ def agreement(db: ReviewDB, base: Signature) -> list[Agreement]:
         else:
             kappa, method = fleiss_kappa([v for _, v in used]).kappa, "fleiss"
         sig = sig.model_copy(update={"options": {**sig.options, "kappa": method}})
-        out.append(Agreement(field=f, method=method, raters=m, items=len(used), observed=observed, kappa=kappa,
-                             signature=str(sig)))
+        out.append(
+            Agreement(field=f, method=method, raters=m, items=len(used), observed=observed, kappa=kappa, signature=str(sig))
+        )
     return out
 
 
 # -- everything --------------------------------------------------------------------------------
 
 
-def review_stats(db: ReviewDB, *, resamples: int = 2000, seed: int | None = None, confidence: float = 0.95,
-                 top: int = 10, examples: int = 3, reviewers: Sequence[str] | None = None) -> ReviewStats:
+def review_stats(
+    db: ReviewDB,
+    *,
+    resamples: int = 2000,
+    seed: int | None = None,
+    confidence: float = 0.95,
+    top: int = 10,
+    examples: int = 3,
+    reviewers: Sequence[str] | None = None,
+) -> ReviewStats:
     """The engine's accuracy per field (unweighted and weighted), reviewer agreement, and the
     entities most often wrong; every number signed."""
     meta = db.meta()
@@ -287,16 +299,39 @@ def review_stats(db: ReviewDB, *, resamples: int = 2000, seed: int | None = None
         k, n = sum(o.correct for o in mine), len(mine)
         low, high = _interval(k, n, confidence)
         w_est, w_low, w_high = weighted_accuracy(mine, resamples=resamples, seed=boot_seed, confidence=confidence)
-        plain = base.with_metric("review-accuracy").model_copy(update={"options": {
-            **base.options, "field": f, "weights": "none", "ci": "clopper-pearson", "confidence": f"{confidence:g}"}})
-        weighted = base.with_metric("review-accuracy").model_copy(
-            update={"options": {**base.options, "field": f, "weights": "horvitz-thompson"}}).with_intervals(
-            method="bootstrap-percentile-stratified", resamples=resamples, seed=boot_seed, confidence=confidence)
-        accuracies.append(FieldAccuracy(
-            field=f, observations=n, correct=k, pairs=len({o.pair_id for o in mine}),
-            accuracy=k / n if n else None, low=low, high=high, signature=str(plain), weighted_accuracy=w_est,
-            weighted_low=w_low, weighted_high=w_high, weighted_signature=str(weighted),
-            spec_cxr_reported=SPEC_CXR_REPORTED[f]))
+        plain = base.with_metric("review-accuracy").model_copy(
+            update={
+                "options": {
+                    **base.options,
+                    "field": f,
+                    "weights": "none",
+                    "ci": "clopper-pearson",
+                    "confidence": f"{confidence:g}",
+                }
+            }
+        )
+        weighted = (
+            base.with_metric("review-accuracy")
+            .model_copy(update={"options": {**base.options, "field": f, "weights": "horvitz-thompson"}})
+            .with_intervals(method="bootstrap-percentile-stratified", resamples=resamples, seed=boot_seed, confidence=confidence)
+        )
+        accuracies.append(
+            FieldAccuracy(
+                field=f,
+                observations=n,
+                correct=k,
+                pairs=len({o.pair_id for o in mine}),
+                accuracy=k / n if n else None,
+                low=low,
+                high=high,
+                signature=str(plain),
+                weighted_accuracy=w_est,
+                weighted_low=w_low,
+                weighted_high=w_high,
+                weighted_signature=str(weighted),
+                spec_cxr_reported=SPEC_CXR_REPORTED[f],
+            )
+        )
     checked = db.checked()
     reviewed = {pid for r, pid in checked if not reviewers or r in reviewers}
     pairs = db.pairs()
@@ -310,17 +345,23 @@ def review_stats(db: ReviewDB, *, resamples: int = 2000, seed: int | None = None
         pairs_in_results=int(meta["n_pairs"]),
         pairs_represented=represented,
         reviews=sum(1 for r, _ in checked if not reviewers or r in reviewers),
-        settings={"confidence": f"{confidence:g}", "bootstrap_resamples": str(resamples),
-                  "bootstrap_seed": str(boot_seed), "sample_seed": meta["seed"],
-                  "critical_boost": meta["critical_boost"], "results_signature": meta["results_signature"]},
+        settings={
+            "confidence": f"{confidence:g}",
+            "bootstrap_resamples": str(resamples),
+            "bootstrap_seed": str(boot_seed),
+            "sample_seed": meta["seed"],
+            "critical_boost": meta["critical_boost"],
+            "results_signature": meta["results_signature"],
+        },
         fields=accuracies,
         agreement=agreement(db, base),
         worst_entities=worst_entities(db, obs, base, top=top, examples=examples),
     )
 
 
-def worst_entities(db: ReviewDB, obs: Sequence[Observation], base: Signature, *, top: int = 10,
-                   examples: int = 3) -> list[EntityErrors]:
+def worst_entities(
+    db: ReviewDB, obs: Sequence[Observation], base: Signature, *, top: int = 10, examples: int = 3
+) -> list[EntityErrors]:
     """The entities with the largest weighted count of wrong fields, with a few examples each."""
     entities = db.entities()
     evidence = {(r.pair_id, r.entity): (r.reference_evidence, r.candidate_evidence) for r in db.engine_rows()}
@@ -334,18 +375,34 @@ def worst_entities(db: ReviewDB, obs: Sequence[Observation], base: Signature, *,
         if not wrong:
             continue
         info = entities.get(e)
-        sig = base.with_metric("review-errors").model_copy(update={"options": {**base.options, "entity": e,
-                                                                               "weights": "horvitz-thompson"}})
-        out.append(EntityErrors(
-            entity=e, name=info.name if info else e, critical=bool(info and info.critical), observations=len(mine),
-            errors=len(wrong), weighted_errors=sum(o.weight for o in wrong),
-            by_field={f: sum(o.field == f for o in wrong) for f in FIELDS},
-            examples=[Example(pair_id=o.pair_id, reviewer=o.reviewer, field=o.field, engine=o.engine,
-                              reviewer_value=o.reviewer_value,
-                              reference_evidence=evidence.get((o.pair_id, e), ("", ""))[0],
-                              candidate_evidence=evidence.get((o.pair_id, e), ("", ""))[1],
-                              note=notes.get((o.reviewer, o.pair_id), "")) for o in wrong[:examples]],
-            signature=str(sig)))
+        sig = base.with_metric("review-errors").model_copy(
+            update={"options": {**base.options, "entity": e, "weights": "horvitz-thompson"}}
+        )
+        out.append(
+            EntityErrors(
+                entity=e,
+                name=info.name if info else e,
+                critical=bool(info and info.critical),
+                observations=len(mine),
+                errors=len(wrong),
+                weighted_errors=sum(o.weight for o in wrong),
+                by_field={f: sum(o.field == f for o in wrong) for f in FIELDS},
+                examples=[
+                    Example(
+                        pair_id=o.pair_id,
+                        reviewer=o.reviewer,
+                        field=o.field,
+                        engine=o.engine,
+                        reviewer_value=o.reviewer_value,
+                        reference_evidence=evidence.get((o.pair_id, e), ("", ""))[0],
+                        candidate_evidence=evidence.get((o.pair_id, e), ("", ""))[1],
+                        note=notes.get((o.reviewer, o.pair_id), ""),
+                    )
+                    for o in wrong[:examples]
+                ],
+                signature=str(sig),
+            )
+        )
     out.sort(key=lambda x: (-x.weighted_errors, -x.errors, x.entity))
     return out[:top]
 
@@ -364,18 +421,28 @@ def to_csv(stats: ReviewStats) -> str:
     """One row per number: section, field or entity, value, interval, counts, method, signature."""
     from cxreval.outputs import csv_text
 
-    rows: list[list[float | int | str | None]] = [
-        ["section", "name", "value", "low", "high", "n", "k", "method", "signature"]]
+    rows: list[list[float | int | str | None]] = [["section", "name", "value", "low", "high", "n", "k", "method", "signature"]]
     for a in stats.fields:
-        rows.append(["accuracy", a.field, a.accuracy, a.low, a.high, a.observations, a.correct, "clopper-pearson",
-                     a.signature])
-        rows.append(["weighted_accuracy", a.field, a.weighted_accuracy, a.weighted_low, a.weighted_high,
-                     a.observations, a.correct, "horvitz-thompson+bootstrap", a.weighted_signature])
+        rows.append(["accuracy", a.field, a.accuracy, a.low, a.high, a.observations, a.correct, "clopper-pearson", a.signature])
+        rows.append(
+            [
+                "weighted_accuracy",
+                a.field,
+                a.weighted_accuracy,
+                a.weighted_low,
+                a.weighted_high,
+                a.observations,
+                a.correct,
+                "horvitz-thompson+bootstrap",
+                a.weighted_signature,
+            ]
+        )
     for g in stats.agreement:
         rows.append(["kappa", g.field, g.kappa, None, None, g.items, None, g.method, g.signature])
     for e in stats.worst_entities:
-        rows.append(["entity_errors", e.entity, e.weighted_errors, None, None, e.observations, e.errors,
-                     "horvitz-thompson", e.signature])
+        rows.append(
+            ["entity_errors", e.entity, e.weighted_errors, None, None, e.observations, e.errors, "horvitz-thompson", e.signature]
+        )
     return csv_text(rows)
 
 
@@ -389,9 +456,11 @@ def to_latex(stats: ReviewStats) -> str:
         "\\hline",
     ]
     for a in stats.fields:
-        lines.append(f"{a.field.capitalize()} & {a.observations} & {_ci(a.accuracy, a.low, a.high)} & "
-                     f"{_ci(a.weighted_accuracy, a.weighted_low, a.weighted_high)} & "
-                     f"{100 * a.spec_cxr_reported:.1f} \\\\")
+        lines.append(
+            f"{a.field.capitalize()} & {a.observations} & {_ci(a.accuracy, a.low, a.high)} & "
+            f"{_ci(a.weighted_accuracy, a.weighted_low, a.weighted_high)} & "
+            f"{100 * a.spec_cxr_reported:.1f} \\\\"
+        )
     lines += ["\\hline", "\\end{tabular}", ""]
     lines += [f"% {a.field}: {latex_escape(a.signature)}" for a in stats.fields]
     lines += [f"% {a.field} weighted: {latex_escape(a.weighted_signature)}" for a in stats.fields]

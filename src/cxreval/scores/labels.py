@@ -106,8 +106,9 @@ def _derives_no_finding(index: Mapping[str, list[str]], no_finding: str | None) 
     return no_finding is not None and no_finding in index and not index[no_finding]
 
 
-def _with_no_finding(out: dict[str, float], index: Mapping[str, list[str]], no_finding: str | None,
-                     ignores: Sequence[str]) -> dict[str, float]:
+def _with_no_finding(
+    out: dict[str, float], index: Mapping[str, list[str]], no_finding: str | None, ignores: Sequence[str]
+) -> dict[str, float]:
     """``out`` with the No Finding rule applied (see the module doc) when the label set derives it."""
     if _derives_no_finding(index, no_finding):
         assert no_finding is not None
@@ -181,9 +182,12 @@ def project_extractions(
     :func:`labelset_rules`), so that :func:`label_metrics` signs them.
     """
     index = label_entities(ontology, labelset)
-    rows = [project_extraction(x, ontology, labelset, certainty=certainty, no_finding=no_finding,
-                               no_finding_ignores=no_finding_ignores, _index=index)
-            for x in extractions.values()]
+    rows = [
+        project_extraction(
+            x, ontology, labelset, certainty=certainty, no_finding=no_finding, no_finding_ignores=no_finding_ignores, _index=index
+        )
+        for x in extractions.values()
+    ]
     frame = pd.DataFrame(rows, index=pd.Index(list(extractions), name="id"), columns=list(index), dtype=float)
     frame.attrs["certainty"] = certainty
     frame.attrs["labelset"] = labelset
@@ -243,20 +247,31 @@ def project_extraction(
     states = extraction.states()
     ls = ontology.labelsets[labelset]
     if not ls.by_words:
-        return project_states(states, ontology, labelset, certainty=certainty, no_finding=no_finding,
-                              no_finding_ignores=no_finding_ignores, _index=index)
+        return project_states(
+            states,
+            ontology,
+            labelset,
+            certainty=certainty,
+            no_finding=no_finding,
+            no_finding_ignores=no_finding_ignores,
+            _index=index,
+        )
     out = project_states(states, ontology, labelset, certainty=certainty, no_finding=None, _index=index)
     for label, ids in index.items():
         pattern = ls.term_pattern(label)
         extra = ls.word_mapping_patterns(label)
         if pattern is None and not extra:
             continue
-        kept = tuple(m for m in extraction.mentions
-                     if (m.entity in ids and (pattern is None or _counts_for(m, pattern)))
-                     or (m.entity in extra and extra[m.entity].search(mention_words(m)) is not None))
+        kept = tuple(
+            m
+            for m in extraction.mentions
+            if (m.entity in ids and (pattern is None or _counts_for(m, pattern)))
+            or (m.entity in extra and extra[m.entity].search(mention_words(m)) is not None)
+        )
         term_states = Extraction(engine=extraction.engine, mentions=kept, text=extraction.text).states()
-        out[label] = project_states(term_states, ontology, labelset, certainty=certainty, no_finding=None,
-                                    _index={label: [*ids, *extra]})[label]
+        out[label] = project_states(
+            term_states, ontology, labelset, certainty=certainty, no_finding=None, _index={label: [*ids, *extra]}
+        )[label]
     return _with_no_finding(out, index, no_finding, no_finding_ignores)
 
 
@@ -327,7 +342,10 @@ def _macro(values: Iterable[float | None], undefined: Undefined) -> float | None
 
 
 def label_signature(
-    labelset: str, uncertain: UncertainLabel, undefined: Undefined, base: Signature | None = None,
+    labelset: str,
+    uncertain: UncertainLabel,
+    undefined: Undefined,
+    base: Signature | None = None,
     certainty: str = DEFAULT_CERTAINTY,
     rules: Mapping[str, str] | None = None,
 ) -> Signature:
@@ -341,8 +359,16 @@ def label_signature(
     sig = base if base is not None else Signature(metric=metric, ontology="none", engine="none")
     # labels are projected from the extraction, not from judgement rows, so the judge's own
     # uncertain policy (if the base carries one) does not apply: the label policies replace it
-    options = {**sig.options, "labelset": labelset, "certainty": certainty, "uncertain": uncertain,
-               "blank": "negative", "no-finding": "chexpert-rule", "undefined": undefined, **(rules or {})}
+    options = {
+        **sig.options,
+        "labelset": labelset,
+        "certainty": certainty,
+        "uncertain": uncertain,
+        "blank": "negative",
+        "no-finding": "chexpert-rule",
+        "undefined": undefined,
+        **(rules or {}),
+    }
     return sig.model_copy(update={"metric": metric, "options": options})
 
 
@@ -350,8 +376,7 @@ def _aligned(reference: pd.DataFrame, candidate: pd.DataFrame) -> tuple[pd.DataF
     missing = [i for i in reference.index if i not in candidate.index]
     extra = [i for i in candidate.index if i not in reference.index]
     if missing or extra:
-        raise ValueError(f"label tables cover different reports: only in reference {missing[:5]}, "
-                         f"only in candidate {extra[:5]}")
+        raise ValueError(f"label tables cover different reports: only in reference {missing[:5]}, only in candidate {extra[:5]}")
     if list(reference.columns) != list(candidate.columns):
         raise ValueError(f"label tables have different labels: {list(reference.columns)} vs {list(candidate.columns)}")
     return reference, candidate.loc[reference.index]
@@ -396,13 +421,24 @@ def label_metrics(
     conf = label_confusion(ref, cand).sum(axis=0)
     n_rep = len(ref)
     labels = [
-        LabelCounts(label=str(lab), tp=int(conf[j, 0]), fp=int(conf[j, 1]), fn=int(conf[j, 2]),
-                    tn=int(conf[j, 3]), excluded=n_rep - int(conf[j].sum()))
+        LabelCounts(
+            label=str(lab),
+            tp=int(conf[j, 0]),
+            fp=int(conf[j, 1]),
+            fn=int(conf[j, 2]),
+            tn=int(conf[j, 3]),
+            excluded=n_rep - int(conf[j].sum()),
+        )
         for j, lab in enumerate(ref.columns)
     ]
-    micro = LabelCounts(label="micro", tp=sum(c.tp for c in labels), fp=sum(c.fp for c in labels),
-                        fn=sum(c.fn for c in labels), tn=sum(c.tn for c in labels),
-                        excluded=sum(c.excluded for c in labels))
+    micro = LabelCounts(
+        label="micro",
+        tp=sum(c.tp for c in labels),
+        fp=sum(c.fp for c in labels),
+        fn=sum(c.fn for c in labels),
+        tn=sum(c.tn for c in labels),
+        excluded=sum(c.excluded for c in labels),
+    )
     return LabelMetrics(
         labelset=labelset,
         labels=labels,
@@ -455,8 +491,10 @@ def project_pairs(
     else:
         refs = {p.pair_id: extractor.extract(p.reference) for p in pairs}  # type: ignore[attr-defined]
         cands = {p.pair_id: extractor.extract(p.candidate) for p in pairs}  # type: ignore[attr-defined]
-    return (project_extractions(refs, ontology, labelset, certainty=certainty),
-            project_extractions(cands, ontology, labelset, certainty=certainty))
+    return (
+        project_extractions(refs, ontology, labelset, certainty=certainty),
+        project_extractions(cands, ontology, labelset, certainty=certainty),
+    )
 
 
 def ran_score(
@@ -477,8 +515,9 @@ def ran_score(
     ref, cand = project_pairs(extractor, pairs, ontology, RAN21, certainty=certainty)
     if signature is None:
         signature = extractor_signature(extractor, ontology)
-    return label_metrics(ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature,
-                         certainty=certainty)
+    return label_metrics(
+        ref, cand, labelset=RAN21, uncertain=uncertain, undefined=undefined, signature=signature, certainty=certainty
+    )
 
 
 def extractor_signature(extractor: object, ontology: Ontology) -> Signature:

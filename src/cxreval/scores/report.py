@@ -87,6 +87,7 @@ def distribution_of(histogram: Mapping[int, int], top_bin: int = 10) -> ErrorDis
 
 def _median(items: list[tuple[int, int]], n: int) -> float:
     """Median of sorted (value, count) items holding ``n`` values."""
+
     def at(rank: int) -> int:  # the rank-th value (0-based) in sorted order
         seen = 0
         for value, count in items:

@@ -12,8 +12,17 @@ from cxreval._version import __version__
 
 #: Keys of the short form (:meth:`Signature.short`); options not listed keep their name.
 SHORT_KEYS: dict[str, str] = {
-    "metric": "m", "ontology": "o", "engine": "e", "model": "md", "prompt": "p", "version": "v",
-    "uncertain": "u", "resamples": "rs", "seed": "sd", "confidence": "cl", "permutations": "pm",
+    "metric": "m",
+    "ontology": "o",
+    "engine": "e",
+    "model": "md",
+    "prompt": "p",
+    "version": "v",
+    "uncertain": "u",
+    "resamples": "rs",
+    "seed": "sd",
+    "confidence": "cl",
+    "permutations": "pm",
 }
 LONG_KEYS: dict[str, str] = {short: long for long, short in SHORT_KEYS.items()}
 
@@ -46,9 +55,16 @@ class Signature(BaseModel):
     def short(self) -> str:
         """The same signature with short keys (``m:...|o:...|e:...``), for tables and plots;
         :meth:`parse` reads both forms."""
-        parts = [f"{SHORT_KEYS.get(k, k)}:{v}" for k, v in (("metric", self.metric), ("ontology", self.ontology),
-                                                             ("engine", self.engine), ("model", self.model),
-                                                             ("prompt", self.prompt))]
+        parts = [
+            f"{SHORT_KEYS.get(k, k)}:{v}"
+            for k, v in (
+                ("metric", self.metric),
+                ("ontology", self.ontology),
+                ("engine", self.engine),
+                ("model", self.model),
+                ("prompt", self.prompt),
+            )
+        ]
         parts += [f"{SHORT_KEYS.get(k, k)}:{v}" for k, v in sorted(self.options.items())]
         parts.append(f"v:{self.version}")
         return "|".join(parts)

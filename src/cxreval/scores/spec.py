@@ -66,8 +66,12 @@ class SpecTotals:
         stats = TableStatistics(table, ontology)
         errors = stats.error_table()
         critical = pd.Series(stats.critical_errors(), index=errors.index, name="errors")
-        totals = cls(counts=stats.entity_counts(), n_pairs=stats.n_pairs, error_histogram=error_histogram(errors),
-                     block_sums={b: stats.total(b) for b in BLOCKS})
+        totals = cls(
+            counts=stats.entity_counts(),
+            n_pairs=stats.n_pairs,
+            error_histogram=error_histogram(errors),
+            block_sums={b: stats.total(b) for b in BLOCKS},
+        )
         return totals, errors, critical
 
     @classmethod
@@ -78,9 +82,12 @@ class SpecTotals:
         return cls.of(JudgementTable.empty(), ontology)
 
     def __add__(self, other: SpecTotals) -> SpecTotals:
-        return SpecTotals(counts=self.counts + other.counts, n_pairs=self.n_pairs + other.n_pairs,
-                          error_histogram=add_histograms(self.error_histogram, other.error_histogram),
-                          block_sums={b: self.block_sums[b] + other.block_sums[b] for b in self.block_sums})
+        return SpecTotals(
+            counts=self.counts + other.counts,
+            n_pairs=self.n_pairs + other.n_pairs,
+            error_histogram=add_histograms(self.error_histogram, other.error_histogram),
+            block_sums={b: self.block_sums[b] + other.block_sums[b] for b in self.block_sums},
+        )
 
     def scores(self, ontology: Ontology) -> SpecSummary:
         """Every SPEC table of these totals."""

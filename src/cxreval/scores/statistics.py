@@ -98,7 +98,8 @@ def _ontology_codes(ontology: Ontology) -> _OntologyCodes:
     codes = _OntologyCodes(
         index={e.id: i for i, e in enumerate(ents)},
         critical=np.array([e.critical for e in ents] + [False], dtype=bool),
-        applies=np.array([[a in e.attributes for e in ents] + [False] for a in ATTRIBUTES], dtype=bool))
+        applies=np.array([[a in e.attributes for e in ents] + [False] for a in ATTRIBUTES], dtype=bool),
+    )
     if len(_ONTOLOGIES) > 16:
         _ONTOLOGIES.clear()
     _ONTOLOGIES[id(ontology)] = (ontology, codes)
@@ -228,8 +229,9 @@ class TableStatistics:
         r = self._rows
         keep = (r.presence >= 0) & (r.entity >= 0)
         cols = r.entity[keep] * 3 + r.presence[keep]
-        return sparse.csr_matrix((np.ones(len(cols)), (r.pair[keep], cols)),
-                                 shape=(self.n_pairs, 3 * len(self.ontology.entities)))  # duplicates add up
+        return sparse.csr_matrix(
+            (np.ones(len(cols)), (r.pair[keep], cols)), shape=(self.n_pairs, 3 * len(self.ontology.entities))
+        )  # duplicates add up
 
     def _attribute(self, k: int) -> np.ndarray:
         r = self._rows
@@ -281,8 +283,9 @@ class TableStatistics:
         for k, attr in enumerate(ATTRIBUTES):
             for suffix, flags in (("correct", r.correct), ("judged", r.judged), ("na", r.not_available)):
                 columns[f"{attr}_{suffix}"] = np.bincount(r.entity[known & flags[:, k]], minlength=n_ent)
-        return pd.DataFrame({c: v.astype(np.int64) for c, v in columns.items()},
-                            index=pd.Index(self.ontology.entity_ids, name="entity"))
+        return pd.DataFrame(
+            {c: v.astype(np.int64) for c, v in columns.items()}, index=pd.Index(self.ontology.entity_ids, name="entity")
+        )
 
     def reference_positive(self) -> np.ndarray:
         """Per pair, whether the reference states a positive entity (a TP or FN row)."""

@@ -109,14 +109,23 @@ def mcnemar(
         else:
             stat = (abs(b - c) - (1.0 if correction else 0.0)) ** 2 / n
             p = float(sps.chi2.sf(stat, 1))
-    sig = stat_signature("mcnemar", signature, test="exact" if exact else "chi2",
-                         correction=str(correction).lower() if not exact else "none")
-    return McNemarResult(b=b, c=c, statistic=stat, p_value=p, method="exact" if exact else "chi2",
-                         correction=correction and not exact, signature=sig)
+    sig = stat_signature(
+        "mcnemar", signature, test="exact" if exact else "chi2", correction=str(correction).lower() if not exact else "none"
+    )
+    return McNemarResult(
+        b=b,
+        c=c,
+        statistic=stat,
+        p_value=p,
+        method="exact" if exact else "chi2",
+        correction=correction and not exact,
+        signature=sig,
+    )
 
 
-def mcnemar_paired(correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | np.ndarray,
-                   **kwargs: object) -> McNemarResult:
+def mcnemar_paired(
+    correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | np.ndarray, **kwargs: object
+) -> McNemarResult:
     """McNemar's test from two aligned arrays of per-item outcomes (True = correct)."""
     a = np.asarray(correct_a, dtype=bool)
     bb = np.asarray(correct_b, dtype=bool)
@@ -156,8 +165,9 @@ def cohens_kappa_table(table: np.ndarray) -> tuple[float, float, float]:
     return kappa, po, pe
 
 
-def cohens_kappa(a: Sequence[object] | np.ndarray, b: Sequence[object] | np.ndarray,
-                 *, signature: Signature | None = None) -> KappaResult:
+def cohens_kappa(
+    a: Sequence[object] | np.ndarray, b: Sequence[object] | np.ndarray, *, signature: Signature | None = None
+) -> KappaResult:
     """Cohen's kappa between two raters' labels of the same items; items missing (NaN/None) in
     either are left out."""
     xa, xb = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
@@ -171,9 +181,15 @@ def cohens_kappa(a: Sequence[object] | np.ndarray, b: Sequence[object] | np.ndar
     for u, v in zip(xa, xb):
         table[index[u], index[v]] += 1
     kappa, po, pe = cohens_kappa_table(table) if cats else (np.nan, np.nan, np.nan)
-    return KappaResult(kappa=finite_or_none(kappa), observed=finite_or_none(po), expected=finite_or_none(pe),
-                       n_items=int(keep.sum()),
-                       n_raters=2, method="cohen", signature=stat_signature("cohen-kappa", signature))
+    return KappaResult(
+        kappa=finite_or_none(kappa),
+        observed=finite_or_none(po),
+        expected=finite_or_none(pe),
+        n_items=int(keep.sum()),
+        n_raters=2,
+        method="cohen",
+        signature=stat_signature("cohen-kappa", signature),
+    )
 
 
 def _missing(x: object) -> bool:
@@ -201,15 +217,20 @@ def fleiss_kappa_counts(counts: np.ndarray) -> tuple[float, float, float]:
     return kappa, p_bar, p_e
 
 
-def fleiss_kappa(ratings: np.ndarray | Sequence[Sequence[object]], *,
-                 signature: Signature | None = None) -> KappaResult:
+def fleiss_kappa(ratings: np.ndarray | Sequence[Sequence[object]], *, signature: Signature | None = None) -> KappaResult:
     """Fleiss' kappa from an items x raters array of category labels (numbers or strings); items
     with a missing rating (NaN / None) are left out, so every remaining item has all raters."""
     counts, n_raters = _category_counts(ratings)
     kappa, p_bar, p_e = fleiss_kappa_counts(counts) if len(counts) else (np.nan, np.nan, np.nan)
-    return KappaResult(kappa=finite_or_none(kappa), observed=finite_or_none(p_bar), expected=finite_or_none(p_e),
-                       n_items=len(counts),
-                       n_raters=n_raters, method="fleiss", signature=stat_signature("fleiss-kappa", signature))
+    return KappaResult(
+        kappa=finite_or_none(kappa),
+        observed=finite_or_none(p_bar),
+        expected=finite_or_none(p_e),
+        n_items=len(counts),
+        n_raters=n_raters,
+        method="fleiss",
+        signature=stat_signature("fleiss-kappa", signature),
+    )
 
 
 def _category_counts(ratings: np.ndarray | Sequence[Sequence[object]]) -> tuple[np.ndarray, int]:
@@ -278,9 +299,7 @@ def concat_caches(caches: Sequence[PairCache]) -> PairCache:
     parts = list(caches)
 
     def statistic(sums: np.ndarray) -> np.ndarray:
-        return np.concatenate(
-            [c.statistic(sums[:, widths[i] : widths[i + 1]]) for i, c in enumerate(parts)], axis=1
-        )
+        return np.concatenate([c.statistic(sums[:, widths[i] : widths[i + 1]]) for i, c in enumerate(parts)], axis=1)
 
     names = tuple(name for c in caches for name in c.names)
     return PairCache(np.concatenate([c.values for c in caches], axis=1), statistic, names)
@@ -465,10 +484,12 @@ class PairedComparison(BaseModel):
         raise KeyError(f"no score named {name!r}")
 
 
-def _interval_signature(metric: str, base: Signature | None, resamples: int, seed: int, method: str,
-                        confidence: float, **options: object) -> Signature:
-    return stat_signature(metric, base, **options).with_intervals(method=method, resamples=resamples, seed=seed,
-                                                                  confidence=confidence)
+def _interval_signature(
+    metric: str, base: Signature | None, resamples: int, seed: int, method: str, confidence: float, **options: object
+) -> Signature:
+    return stat_signature(metric, base, **options).with_intervals(
+        method=method, resamples=resamples, seed=seed, confidence=confidence
+    )
 
 
 def _estimates(cache: PairCache, theta_b: np.ndarray, method: CIMethod, confidence: float) -> list[Estimate]:
@@ -486,8 +507,14 @@ def _estimates(cache: PairCache, theta_b: np.ndarray, method: CIMethod, confiden
     if many.any():
         se[many] = np.nanstd(theta_b[:, many], axis=0, ddof=1)
     return [
-        Estimate(name=name, estimate=finite_or_none(theta_hat[i]), low=finite_or_none(low[i]), high=finite_or_none(high[i]),
-                 std_error=finite_or_none(se[i]), n_defined=int(n_def[i]))
+        Estimate(
+            name=name,
+            estimate=finite_or_none(theta_hat[i]),
+            low=finite_or_none(low[i]),
+            high=finite_or_none(high[i]),
+            std_error=finite_or_none(se[i]),
+            n_defined=int(n_def[i]),
+        )
         for i, name in enumerate(cache.names)
     ]
 
@@ -504,10 +531,16 @@ def bootstrap(
 ) -> BootstrapResult:
     """Bootstrap confidence intervals of every score in ``cache`` by resampling pairs."""
     theta_b = bootstrap_distribution(cache, resamples, seed, chunk)
-    sig = _interval_signature(signature.metric if signature else "bootstrap", signature, resamples, seed, method,
-                              confidence)
-    return BootstrapResult(estimates=_estimates(cache, theta_b, method, confidence), n_pairs=cache.n_pairs,
-                           resamples=resamples, seed=seed, method=method, confidence=confidence, signature=sig)
+    sig = _interval_signature(signature.metric if signature else "bootstrap", signature, resamples, seed, method, confidence)
+    return BootstrapResult(
+        estimates=_estimates(cache, theta_b, method, confidence),
+        n_pairs=cache.n_pairs,
+        resamples=resamples,
+        seed=seed,
+        method=method,
+        confidence=confidence,
+        signature=sig,
+    )
 
 
 def randomization_differences(
@@ -532,8 +565,7 @@ def randomization_differences(
         chunks = [masks[i : i + 4096] for i in range(0, len(masks), 4096)]
     else:
         rng = np.random.default_rng(seed)
-        chunks = (rng.integers(0, 2, size=(min(chunk, permutations - s), n)).astype(float)
-                  for s in range(0, permutations, chunk))
+        chunks = (rng.integers(0, 2, size=(min(chunk, permutations - s), n)).astype(float) for s in range(0, permutations, chunk))
     for s in chunks:
         moved = s @ diff
         out.append(a.statistic(sum_a - moved) - b.statistic(sum_b + moved))
@@ -589,12 +621,35 @@ def paired_comparison(
     p_rand = randomization_pvalues(observed, null)
     est_a, est_b = a.estimate(), b.estimate()
     tests = [
-        PairedTest(name=e.name, a=finite_or_none(est_a[i]), b=finite_or_none(est_b[i]), difference=e.estimate, low=e.low,
-                   high=e.high, p_bootstrap=finite_or_none(p_boot[i]), p_randomization=finite_or_none(p_rand[i]),
-                   n_defined=e.n_defined)
+        PairedTest(
+            name=e.name,
+            a=finite_or_none(est_a[i]),
+            b=finite_or_none(est_b[i]),
+            difference=e.estimate,
+            low=e.low,
+            high=e.high,
+            p_bootstrap=finite_or_none(p_boot[i]),
+            p_randomization=finite_or_none(p_rand[i]),
+            n_defined=e.n_defined,
+        )
         for i, e in enumerate(estimates)
     ]
-    sig = _interval_signature(signature.metric if signature else "paired-comparison", signature, resamples, seed,
-                              method, confidence, permutations=permutations)
-    return PairedComparison(tests=tests, n_pairs=a.n_pairs, resamples=resamples, permutations=permutations,
-                            seed=seed, method=method, confidence=confidence, signature=sig)
+    sig = _interval_signature(
+        signature.metric if signature else "paired-comparison",
+        signature,
+        resamples,
+        seed,
+        method,
+        confidence,
+        permutations=permutations,
+    )
+    return PairedComparison(
+        tests=tests,
+        n_pairs=a.n_pairs,
+        resamples=resamples,
+        permutations=permutations,
+        seed=seed,
+        method=method,
+        confidence=confidence,
+        signature=sig,
+    )

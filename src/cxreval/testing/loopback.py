@@ -74,11 +74,22 @@ class Oracle:
 
     def pairwise(self, reference: str, candidate: str, uncertain: str) -> list[dict[str, Any]]:
         # spec_compat: the pairwise schema holds SPEC-CXR's three comparison values only
-        rows = compare_extractions("x", self.extract(reference), self.extract(candidate), self.ontology, uncertain,  # type: ignore[arg-type]
-                                   spec_compat=True)
+        rows = compare_extractions(
+            "x",
+            self.extract(reference),
+            self.extract(candidate),
+            self.ontology,
+            uncertain,  # type: ignore[arg-type]
+            spec_compat=True,
+        )
         return [
-            {"entity": r.entity, "presence": r.presence, "location": r.location, "severity": r.severity,
-             "comparison": r.comparison}
+            {
+                "entity": r.entity,
+                "presence": r.presence,
+                "location": r.location,
+                "severity": r.severity,
+                "comparison": r.comparison,
+            }
             for r in rows
         ]
 
@@ -88,8 +99,12 @@ class Oracle:
             if m.historical and m.status != "absent":
                 continue
             item: dict[str, Any] = {
-                "entity": m.entity, "status": m.status, "side": m.side or "none", "zones": list(m.zones[:3]),
-                "severity": m.severity or "none", "comparison": m.comparison or "none",
+                "entity": m.entity,
+                "status": m.status,
+                "side": m.side or "none",
+                "zones": list(m.zones[:3]),
+                "severity": m.severity or "none",
+                "comparison": m.comparison or "none",
             }
             if max_evidence:
                 item["evidence"] = m.sentence[:max_evidence]
@@ -102,15 +117,26 @@ class Oracle:
         from cxreval.scores.labels import project_extraction
 
         keys = set(re.findall(r"^- ([a-z0-9_]+) \(", prompt, flags=re.MULTILINE))
-        labelset = next((ls for ls, spec in self.ontology.labelsets.items()
-                         if spec.kind == "labels" and {label_key(x) for x in spec.labels} == keys), "ran21")
+        labelset = next(
+            (
+                ls
+                for ls, spec in self.ontology.labelsets.items()
+                if spec.kind == "labels" and {label_key(x) for x in spec.labels} == keys
+            ),
+            "ran21",
+        )
         values = project_extraction(self.extract(text), self.ontology, labelset)
         return {label_key(k): int(v == 1) for k, v in values.items()}
 
     def states(self, text: str) -> dict[str, dict[str, Any]]:
         return {
-            e: {"status": s.status, "side": s.side or "none", "zones": list(s.zones[:3]),
-                "severity": s.severity or "none", "comparison": s.comparison or "none"}
+            e: {
+                "status": s.status,
+                "side": s.side or "none",
+                "zones": list(s.zones[:3]),
+                "severity": s.severity or "none",
+                "comparison": s.comparison or "none",
+            }
             for e, s in self.extract(text).states().items()
         }
 
@@ -147,16 +173,13 @@ _SAMPLING_PARAMS = ("temperature", "max_tokens", "max_completion_tokens", "seed"
 def _classic_param(body: dict[str, Any]) -> str:
     """OpenAI's words for a reasoning model refusing ``max_tokens`` or a temperature ("" if none)."""
     if "max_tokens" in body:
-        return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
-                "Use 'max_completion_tokens' instead.")
+        return "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
     if body.get("temperature", 1) != 1:
-        return ("Unsupported value: 'temperature' does not support 0 with this model. "
-                "Only the default (1) value is supported.")
+        return "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported."
     return ""
 
 
-def _cut_at_limit(text: str, finish: str, body: dict[str, Any], entry: dict[str, Any], *,
-                  on: bool) -> tuple[str, str]:
+def _cut_at_limit(text: str, finish: str, body: dict[str, Any], entry: dict[str, Any], *, on: bool) -> tuple[str, str]:
     """An answer cut at the request's output-token limit (a token per 4 characters), as a real
     server cuts it (``on``: the server does): the text and finish reason."""
     limit = body.get("max_tokens") or body.get("max_completion_tokens")
@@ -173,11 +196,21 @@ class LoopbackServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, port: int = 0, *, ontology: Ontology | None = None, latency: float = 0.0,
-                 timeout_sleep: float = 5.0, retry_after: str = "1", hold_after: int | None = None,
-                 reject_json_schema: bool = False, reasoning_model: bool = False, cut_at_max_tokens: bool = False,
-                 max_output_tokens: int | None = None,
-                 script: Callable[[dict[str, str], str], dict[str, Any] | None] | None = None) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        ontology: Ontology | None = None,
+        latency: float = 0.0,
+        timeout_sleep: float = 5.0,
+        retry_after: str = "1",
+        hold_after: int | None = None,
+        reject_json_schema: bool = False,
+        reasoning_model: bool = False,
+        cut_at_max_tokens: bool = False,
+        max_output_tokens: int | None = None,
+        script: Callable[[dict[str, str], str], dict[str, Any] | None] | None = None,
+    ) -> None:
         super().__init__((HOST, port), _Handler)
         #: ``script(reports, instructions)``: a scripted answer object for a prompt, or None for
         #: the rule-engine answer (tests of LLM metrics whose answers the rule engine cannot give).
@@ -328,15 +361,33 @@ class _Handler(BaseHTTPRequestHandler):
         cap = self.server.max_output_tokens
         if cap is not None and isinstance(limit, int) and limit > cap:
             entry["fault"] = "too-many-tokens"
-            self._reply(entry, 400, {"error": {"message": f"'max_tokens' or 'max_completion_tokens' is too large: "
-                                               f"{limit}. This model's maximum context length is {cap} tokens.",
-                                               "type": "BadRequestError"}})
+            self._reply(
+                entry,
+                400,
+                {
+                    "error": {
+                        "message": f"'max_tokens' or 'max_completion_tokens' is too large: "
+                        f"{limit}. This model's maximum context length is {cap} tokens.",
+                        "type": "BadRequestError",
+                    }
+                },
+            )
             return True
         refused = self.server.reasoning_model and not anthropic and _classic_param(body)
         if refused:
             entry["fault"] = "reasoning-model"
-            self._reply(entry, 400, {"error": {"message": refused, "type": "invalid_request_error",
-                                               "param": refused.split("'")[1], "code": "unsupported_parameter"}})
+            self._reply(
+                entry,
+                400,
+                {
+                    "error": {
+                        "message": refused,
+                        "type": "invalid_request_error",
+                        "param": refused.split("'")[1],
+                        "code": "unsupported_parameter",
+                    }
+                },
+            )
         return bool(refused)
 
     def _refused_json_schema(self, entry: dict[str, Any], body: dict[str, Any], anthropic: bool) -> bool:
@@ -345,8 +396,17 @@ class _Handler(BaseHTTPRequestHandler):
         refused = self.server.reject_json_schema and not anthropic and rf_type == "json_schema"
         if refused:
             entry["fault"] = "reject-json-schema"
-            self._reply(entry, 500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
-                                               "Input should be 'text' or 'json_object'", "type": "internal_server_error"}})
+            self._reply(
+                entry,
+                500,
+                {
+                    "error": {
+                        "message": "1 validation error: ('body', 'response_format', 'type') "
+                        "Input should be 'text' or 'json_object'",
+                        "type": "internal_server_error",
+                    }
+                },
+            )
         return bool(refused)
 
     def _transport_fault(self, entry: dict[str, Any], faults: set[str], on: Callable[..., bool], reask: bool) -> bool:
@@ -368,8 +428,9 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         if on("429") and not reask:
             entry["fault"] = "429"
-            self._reply(entry, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
-                       {"Retry-After": srv.retry_after})
+            self._reply(
+                entry, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, {"Retry-After": srv.retry_after}
+            )
             return True
         if on("500", first=2) and not reask:
             entry["fault"] = "500"
@@ -407,11 +468,18 @@ class _Handler(BaseHTTPRequestHandler):
         with srv.lock:
             attempt = srv.attempts.get(request_sha, 0) + 1
             srv.attempts[request_sha] = attempt
-            entry: dict[str, Any] = {"n": len(srv.log) + 1, "convo": convo, "request": request_sha,
-                                     "reask": reask, "attempt": attempt, "status": None, "fault": None,
-                                     "reask_text": _text(users[-1]["content"]) if reask else "",
-                                     "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key")),
-                                     "params": {k: v for k, v in body.items() if k in _SAMPLING_PARAMS}}
+            entry: dict[str, Any] = {
+                "n": len(srv.log) + 1,
+                "convo": convo,
+                "request": request_sha,
+                "reask": reask,
+                "attempt": attempt,
+                "status": None,
+                "fault": None,
+                "reask_text": _text(users[-1]["content"]) if reask else "",
+                "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key")),
+                "params": {k: v for k, v in body.items() if k in _SAMPLING_PARAMS},
+            }
             srv.log.append(entry)
             hold = srv.hold_after is not None and srv.admitted >= srv.hold_after
             if not hold:
@@ -420,8 +488,7 @@ class _Handler(BaseHTTPRequestHandler):
             entry["status"] = "held"
             srv._released.wait()
 
-        if self._refused_as_a_reasoning_model(entry, body, anthropic) or self._refused_json_schema(entry, body,
-                                                                                                   anthropic):
+        if self._refused_as_a_reasoning_model(entry, body, anthropic) or self._refused_json_schema(entry, body, anthropic):
             return
 
         def on(name: str, first: int = 1) -> bool:
@@ -478,8 +545,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(entry, 200, data)
 
     @staticmethod
-    def _oracle_answer(oracle: Oracle, user: str, mode: str, style: str, max_items: int, max_evidence: int,
-                       uncertain: str) -> dict[str, Any]:
+    def _oracle_answer(
+        oracle: Oracle, user: str, mode: str, style: str, max_items: int, max_evidence: int, uncertain: str
+    ) -> dict[str, Any]:
         reports, _ = read_prompt(user)
 
         def tag(name: str) -> str:
@@ -489,23 +557,38 @@ class _Handler(BaseHTTPRequestHandler):
             items = oracle.pairwise(tag("reference"), tag("candidate"), uncertain)
             if style == "sparse":
                 return {"entities": items[:max_items]}
-            dense = {e: {"presence": "TN", "location": "not-available", "severity": "not-available",
-                         "comparison": "other"} for e in oracle.ontology.entity_ids}
+            dense = {
+                e: {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
+                for e in oracle.ontology.entity_ids
+            }
             for i in items:
                 dense[i["entity"]] = {k: v for k, v in i.items() if k != "entity"}
             return dense
         text = tag("report")
         if style == "sparse":
             return {"entities": oracle.mentions(text, max_evidence)[:max_items]}
-        states: dict[str, dict[str, Any]] = {e: {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none",
-                     "comparison": "none"} for e in oracle.ontology.entity_ids}
+        states: dict[str, dict[str, Any]] = {
+            e: {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none", "comparison": "none"}
+            for e in oracle.ontology.entity_ids
+        }
         states.update(oracle.states(text))
         return states
 
 
 #: HTTP 200 answers that are not what the API promises (each a ``FAULT:<name>``).
-MALFORMED = ("cut-body", "no-message", "content-not-string", "usage-not-int", "no-usage", "negative-usage",
-             "zero-usage", "not-a-message", "bad-block", "deep-body", "long-int-body")
+MALFORMED = (
+    "cut-body",
+    "no-message",
+    "content-not-string",
+    "usage-not-int",
+    "no-usage",
+    "negative-usage",
+    "zero-usage",
+    "not-a-message",
+    "bad-block",
+    "deep-body",
+    "long-int-body",
+)
 #: How deep ``deep-*`` faults nest, and how many digits ``long-int-*`` faults' integer has.
 DEEP = 3000
 LONG_INT_DIGITS = 5000
@@ -521,8 +604,10 @@ def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, A
         bad = "[" * DEEP + "]" * DEEP if name == "deep-body" else "9" * LONG_INT_DIGITS
         return json.dumps({**payload, "x_extra": "@@"}).replace('"@@"', bad).encode("utf-8")
     if name == "zero-usage":
-        return {**payload, "usage": {**payload["usage"], usage_key[0]: 0, usage_key[1]: 0}
-                | ({} if anthropic else {"total_tokens": 0})}
+        return {
+            **payload,
+            "usage": {**payload["usage"], usage_key[0]: 0, usage_key[1]: 0} | ({} if anthropic else {"total_tokens": 0}),
+        }
     if name == "no-usage":
         return {k: v for k, v in payload.items() if k != "usage"}
     if name == "usage-not-int":
@@ -545,8 +630,9 @@ def _malform(name: str, payload: dict[str, Any], anthropic: bool) -> dict[str, A
     return {**payload, "choices": ["not a choice"]}  # bad-block
 
 
-def _payload(body: dict[str, Any], messages: list[dict[str, Any]], text: str, finish: str, request_sha: str,
-             anthropic: bool) -> dict[str, Any]:
+def _payload(
+    body: dict[str, Any], messages: list[dict[str, Any]], text: str, finish: str, request_sha: str, anthropic: bool
+) -> dict[str, Any]:
     """The response body of an answer ``text``: an Anthropic message (a tool call where ``text`` reads
     as JSON) or an OpenAI chat completion, with token counts of about four characters a token."""
     in_tokens = sum(len(_text(m.get("content", ""))) for m in messages) // 4
@@ -558,16 +644,22 @@ def _payload(body: dict[str, Any], messages: list[dict[str, Any]], text: str, fi
         except (ValueError, RecursionError):  # a truncated / unreadable answer cannot be a tool input: text
             content = [{"type": "text", "text": text}]
         return {
-            "id": f"msg_{request_sha}", "type": "message", "role": "assistant", "model": body.get("model", ""),
-            "content": content, "stop_reason": "max_tokens" if finish == "length" else "tool_use",
-            "stop_sequence": None, "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
+            "id": f"msg_{request_sha}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", ""),
+            "content": content,
+            "stop_reason": "max_tokens" if finish == "length" else "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": in_tokens, "output_tokens": out_tokens},
         }
     return {
-        "id": f"chatcmpl-{request_sha}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-{request_sha}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": body.get("model", ""),
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens,
-                  "total_tokens": in_tokens + out_tokens},
+        "usage": {"prompt_tokens": in_tokens, "completion_tokens": out_tokens, "total_tokens": in_tokens + out_tokens},
     }
 
 
@@ -588,9 +680,11 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _corrupt(text: str, answer: dict[str, Any], faults: set[str], mode: str, style: str,
-             reask: bool) -> tuple[str, str, str | None]:
+def _corrupt(
+    text: str, answer: dict[str, Any], faults: set[str], mode: str, style: str, reask: bool
+) -> tuple[str, str, str | None]:
     """Apply answer-level faults: (text, finish_reason, fault name)."""
+
     def want(name: str) -> bool:
         return f"{name}-always" in faults or (name in faults and not reask)
 
@@ -627,16 +721,19 @@ def _corrupt_labels(text: str, want: _Want) -> tuple[str, str, str | None]:
     return text, "stop", None
 
 
-def _corrupt_entities(text: str, answer: dict[str, Any], want: _Want, mode: str,
-                      style: str) -> tuple[str, str, str | None] | None:
+def _corrupt_entities(
+    text: str, answer: dict[str, Any], want: _Want, mode: str, style: str
+) -> tuple[str, str, str | None] | None:
     """An entity answer emptied, with a verdict out of its schema, or with an unknown entity; None if no such fault."""
     verdict_key = "presence" if mode == "pairwise" else "status"
     if want("empty"):
         if style == "sparse":
             return json.dumps({"entities": []}), "stop", "empty"
-        nothing = ({"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
-                   if mode == "pairwise" else
-                   {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none", "comparison": "none"})
+        nothing = (
+            {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
+            if mode == "pairwise"
+            else {"status": "not-mentioned", "side": "none", "zones": [], "severity": "none", "comparison": "none"}
+        )
         return json.dumps({e: nothing for e in answer}), "stop", "empty"
     if want("schema"):
         bad = json.loads(text)
@@ -648,10 +745,24 @@ def _corrupt_entities(text: str, answer: dict[str, Any], want: _Want, mode: str,
         return json.dumps(bad), "stop", "schema"
     if want("unknown"):
         bad = json.loads(text)
-        fake = {"entity": "pleural_efusion_of_doom", "presence": "TP", "location": "not-available",
-                "severity": "not-available", "comparison": "other"} if mode == "pairwise" else {
-                "entity": "pleural_efusion_of_doom", "status": "present", "side": "none", "zones": [],
-                "severity": "none", "comparison": "none"}
+        fake = (
+            {
+                "entity": "pleural_efusion_of_doom",
+                "presence": "TP",
+                "location": "not-available",
+                "severity": "not-available",
+                "comparison": "other",
+            }
+            if mode == "pairwise"
+            else {
+                "entity": "pleural_efusion_of_doom",
+                "status": "present",
+                "side": "none",
+                "zones": [],
+                "severity": "none",
+                "comparison": "none",
+            }
+        )
         if style == "sparse":
             bad["entities"].append(fake)
         else:

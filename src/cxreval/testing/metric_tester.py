@@ -65,8 +65,10 @@ Functional = Callable[[Metric, str, str], float]
 # The pairs
 # --------------------------------------------------------------------------------------------
 
-_LONG = ("Findings: The heart is normal in size. The mediastinum is unremarkable. The lungs are clear "
-         "without focal consolidation, pleural effusion or pneumothorax. No acute bony abnormality. ")
+_LONG = (
+    "Findings: The heart is normal in size. The mediastinum is unremarkable. The lungs are clear "
+    "without focal consolidation, pleural effusion or pneumothorax. No acute bony abnormality. "
+)
 
 #: Identical or case-only-different reports of at least four words: every metric's best value.
 IDENTICAL: list[tuple[str, str]] = [
@@ -177,8 +179,7 @@ def shows(signature: str, part: str) -> bool:
     return part in fields or (part.endswith("@") and any(f.startswith(part) for f in fields))
 
 
-def build_metric(name: str, cache: dict[tuple[str, str], Metric] | None = None,
-                 **defaults: Any) -> Callable[..., Metric]:
+def build_metric(name: str, cache: dict[tuple[str, str], Metric] | None = None, **defaults: Any) -> Callable[..., Metric]:
     """``options -> get_metric(name, **defaults, **options)``, built once per distinct options
     (``cache`` may be shared between testers; ``defaults`` are options every build gets, such
     as a checkpoint folder or an LLM endpoint)."""
@@ -202,11 +203,27 @@ class MetricTester:
 
     #: The checks :meth:`run` runs, in order (``check_<name>``); those that need something the
     #: case does not give (a reference, a functional form, hand tables) are left out there.
-    CHECKS: tuple[str, ...] = ("values", "order", "lengths_refused", "reference", "halves", "signature",
-                               "options", "pickle", "functional", "tables")
+    CHECKS: tuple[str, ...] = (
+        "values",
+        "order",
+        "lengths_refused",
+        "reference",
+        "halves",
+        "signature",
+        "options",
+        "pickle",
+        "functional",
+        "tables",
+    )
 
-    def __init__(self, case: MetricCase, options: Options | None = None, *,
-                 cache: dict[tuple[str, str], Metric] | None = None, build: Callable[..., Metric] | None = None) -> None:
+    def __init__(
+        self,
+        case: MetricCase,
+        options: Options | None = None,
+        *,
+        cache: dict[tuple[str, str], Metric] | None = None,
+        build: Callable[..., Metric] | None = None,
+    ) -> None:
         """``options``: what every build of the metric gets (a checkpoint folder, an LLM endpoint),
         given to the references too; ``cache``: built metrics shared between testers;
         ``build``: ``options -> metric`` in place of :func:`build_metric`."""
@@ -222,8 +239,9 @@ class MetricTester:
     def applies(self, check: str) -> bool:
         """Whether the case gives what ``check`` needs."""
         c = self.case
-        return {"reference": c.reference is not None, "functional": c.functional is not None,
-                "tables": bool(c.tables)}.get(check, True)
+        return {"reference": c.reference is not None, "functional": c.functional is not None, "tables": bool(c.tables)}.get(
+            check, True
+        )
 
     def run(self) -> list[str]:
         """Run every check that applies (:attr:`CHECKS`); the names of those run."""
@@ -237,8 +255,9 @@ class MetricTester:
                 done.append(check)
         return done
 
-    def scores(self, metric: Metric | None = None, refs: Sequence[str] | None = None,
-               cands: Sequence[str] | None = None) -> np.ndarray:
+    def scores(
+        self, metric: Metric | None = None, refs: Sequence[str] | None = None, cands: Sequence[str] | None = None
+    ) -> np.ndarray:
         m = metric if metric is not None else self.metric
         return m.score_pairs(self.refs if refs is None else refs, self.cands if cands is None else cands)
 
@@ -260,7 +279,8 @@ class MetricTester:
         assert v.shape == (len(self.refs),), f"{c.name}: shape {v.shape} for {len(self.refs)} pairs"
         nan = np.isnan(v)
         assert c.nan is not None or not nan.any(), (
-            f"{c.name}: NaN for pairs {np.flatnonzero(nan).tolist()}, which it never documents")
+            f"{c.name}: NaN for pairs {np.flatnonzero(nan).tolist()}, which it never documents"
+        )
         assert not np.isinf(v).any(), f"{c.name}: infinite values at {np.flatnonzero(np.isinf(v)).tolist()}"
         lo, hi = c.bounds[0] - c.slack, c.bounds[1] + c.slack
         ok = v[~nan]
@@ -272,7 +292,8 @@ class MetricTester:
         if c.nan is not None:  # undefined for identical reports that state nothing it counts
             same = np.where(np.isnan(same), c.perfect, same)
         assert self.close(same, np.full(len(identical), c.perfect), atol=max(c.atol, 1e-12)), (
-            f"{c.name}: identical reports score {same}, not {c.perfect}")
+            f"{c.name}: identical reports score {same}, not {c.perfect}"
+        )
         empty = self.metric.score_pairs([], [])
         assert isinstance(empty, np.ndarray) and empty.shape == (0,)
 
@@ -298,8 +319,10 @@ class MetricTester:
         ours = self.build(**options).score_pairs(self.refs, self.cands) if options else self.whole()
         theirs = np.asarray(c.reference({**self.options, **options}, self.refs, self.cands), dtype=float)
         bad = ~np.isclose(ours, theirs, rtol=0, atol=max(c.atol, 1e-12), equal_nan=True)
-        assert not bad.any(), (f"{c.name} {options}: differs from the reference at pairs "
-                               f"{np.flatnonzero(bad).tolist()}: {ours[bad]} vs {theirs[bad]}")
+        assert not bad.any(), (
+            f"{c.name} {options}: differs from the reference at pairs "
+            f"{np.flatnonzero(bad).tolist()}: {ours[bad]} vs {theirs[bad]}"
+        )
 
     def check_references(self) -> None:
         """:meth:`check_reference` with the default options and each scored variant's."""
@@ -312,15 +335,17 @@ class MetricTester:
     def check_halves(self) -> None:
         m, n = self.metric, len(self.refs) // 2
         whole = self.whole()
-        parts = np.concatenate([self.scores(refs=self.refs[:n], cands=self.cands[:n]),
-                                self.scores(refs=self.refs[n:], cands=self.cands[n:])])
+        parts = np.concatenate(
+            [self.scores(refs=self.refs[:n], cands=self.cands[:n]), self.scores(refs=self.refs[n:], cands=self.cands[n:])]
+        )
         assert self.close(parts, whole), f"{self.case.name}: a pair's value depends on the other pairs in the call"
         stats = np.asarray(m.pair_stats(self.refs, self.cands), dtype=float)
         assert stats.ndim == 2 and len(stats) == len(self.refs) and np.isfinite(stats).all()
         first = np.asarray(m.pair_stats(self.refs[:n], self.cands[:n]))
         second = np.asarray(m.pair_stats(self.refs[n:], self.cands[n:]))
         assert self.close(np.concatenate([first, second]), stats), (  # exact unless the case has an atol
-            f"{self.case.name}: a pair's statistics depend on the other pairs in the call")
+            f"{self.case.name}: a pair's statistics depend on the other pairs in the call"
+        )
         summed = stats.sum(axis=0)  # in the order corpus_score sums them
         halves = stats[:n].sum(axis=0) + stats[n:].sum(axis=0)  # float values: equal up to summation order
         assert np.allclose(halves, summed, rtol=1e-12, atol=0), f"{self.case.name}: statistics do not add up over halves"
@@ -330,25 +355,27 @@ class MetricTester:
         assert score.value == whole_corpus or (np.isnan(score.value) and np.isnan(whole_corpus))
         assert score.low is None and str(score.signature) == str(m.signature)
         boot = m.corpus_score(self.refs, self.cands, n_bootstrap=50, seed=3)
-        assert boot.low is not None and boot.high is not None and boot.low <= boot.high, (
-            f"{self.case.name}: interval {boot}")
+        assert boot.low is not None and boot.high is not None and boot.low <= boot.high, f"{self.case.name}: interval {boot}"
         assert all(shows(str(boot.signature), f) for f in ("resamples:50", "seed:3", "ci:percentile"))
         # several rows at once (the bootstrap's replicates), as JSON floats (the bench cache)
         rows = np.stack([first.sum(axis=0), second.sum(axis=0), summed])  # JSON keeps floats exactly
         rows = np.asarray(json.loads(json.dumps(rows.tolist())))
-        assert np.array_equal(np.asarray(corpus(rows)), [corpus(r.reshape(1, -1))[0] for r in rows],
-                              equal_nan=True), f"{self.case.name}: rows interact"
+        assert np.array_equal(np.asarray(corpus(rows)), [corpus(r.reshape(1, -1))[0] for r in rows], equal_nan=True), (
+            f"{self.case.name}: rows interact"
+        )
         assert self.close(np.asarray(corpus(rows))[2:], np.array([whole_corpus]), atol=0)
         # per-pair rows give the per-pair values (bench correlates those)
         assert self.close(np.asarray(corpus(stats), dtype=float), whole, atol=0)
         if self.case.corpus_reference is not None:
             want = self.case.corpus_reference(self.options, self.refs, self.cands)
             assert abs(whole_corpus - want) <= 1e-12 or (np.isnan(whole_corpus) and np.isnan(want)), (
-                f"{self.case.name}: corpus {whole_corpus} vs reference {want}")
+                f"{self.case.name}: corpus {whole_corpus} vs reference {want}"
+            )
             half = self.case.corpus_reference(self.options, self.refs[:n], self.cands[:n])
             got = float(np.asarray(corpus(first.sum(axis=0)[None, :])).reshape(-1)[0])
             assert abs(got - half) <= 1e-12 or (np.isnan(got) and np.isnan(half)), (
-                f"{self.case.name}: first half's corpus {got} vs reference {half}")
+                f"{self.case.name}: first half's corpus {got} vs reference {half}"
+            )
 
     # (d) direction and signature ----------------------------------------------------------
     def check_signature(self) -> None:
@@ -392,8 +419,10 @@ class MetricTester:
         def named(fn: Any) -> tuple[set[str], bool]:
             params = inspect.signature(fn).parameters.values()
             rest = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
-            return ({p.name for p in params if p.name != "self" and p.kind not in rest},
-                    any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params))
+            return (
+                {p.name for p in params if p.name != "self" and p.kind not in rest},
+                any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params),
+            )
 
         try:
             options, passes_on = named(metric_spec(self.case.name).factory)
@@ -437,7 +466,8 @@ class MetricTester:
             assert not bad.any(), f"{where}: pairs {np.flatnonzero(bad).tolist()}: {got[bad]} vs by hand {want[bad]}"
             value = float(m.value_of_table(table))
             assert abs(value - hand.corpus) <= 1e-12 or (np.isnan(value) and np.isnan(hand.corpus)), (
-                f"{where}: the table's value {value} vs by hand {hand.corpus}")
+                f"{where}: the table's value {value} vs by hand {hand.corpus}"
+            )
             if hasattr(m, "table_stats"):
                 from cxreval.scores.statistics import TableStatistics
 
@@ -445,8 +475,23 @@ class MetricTester:
                 assert len(stats) == len(want) and np.isfinite(stats).all(), f"{where}: statistics {stats.shape}"
                 summed = float(np.asarray(m.compute(stats.sum(axis=0, keepdims=True)), dtype=float)[0])
                 assert summed == value or (np.isnan(summed) and np.isnan(value)), (
-                    f"{where}: compute of the summed statistics {summed} vs value_of_table {value}")
+                    f"{where}: compute of the summed statistics {summed} vs value_of_table {value}"
+                )
 
 
-__all__ = ["EDGE", "IDENTICAL", "CorpusReference", "Functional", "HandTable", "MetricCase", "MetricTester",
-           "Options", "Reference", "Variant", "build_metric", "example_pairs", "report_pairs", "shows"]
+__all__ = [
+    "EDGE",
+    "IDENTICAL",
+    "CorpusReference",
+    "Functional",
+    "HandTable",
+    "MetricCase",
+    "MetricTester",
+    "Options",
+    "Reference",
+    "Variant",
+    "build_metric",
+    "example_pairs",
+    "report_pairs",
+    "shows",
+]

@@ -46,8 +46,9 @@ def _encoder(model_path: str) -> tuple[Any, Any]:
     return tokenizer, AutoModel.from_pretrained(model_path, local_files_only=True).eval()
 
 
-def bertscore_f1_unbatched(model_path: str, references: Sequence[str], candidates: Sequence[str],
-                           max_length: int = 256) -> list[float]:
+def bertscore_f1_unbatched(
+    model_path: str, references: Sequence[str], candidates: Sequence[str], max_length: int = 256
+) -> list[float]:
     """BERTScore F1 without idf or rescaling, one text at a time (no batch, no padding).
 
     Each text is encoded alone; its [CLS]/[SEP] rows are dropped; P is the mean over candidate

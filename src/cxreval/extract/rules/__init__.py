@@ -17,5 +17,13 @@ from cxreval.extract.rules.engine import (
     load_rules,
 )
 
-__all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
-           "default_extractor", "load_rules"]
+__all__ = [
+    "MAX_SCOPE_CHARS",
+    "RULES_VERSION",
+    "RuleExtractor",
+    "RuleSet",
+    "RulesError",
+    "build_entity_trie",
+    "default_extractor",
+    "load_rules",
+]

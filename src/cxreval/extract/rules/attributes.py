@@ -74,8 +74,7 @@ class AttributeRules:
         #: Whether the last :meth:`window` read a list of places (set by it, read by place_and_size).
         self._listed = False
 
-    def window(self, s: Sentence, k: int, back: int, forward: int, change: bool = False,
-               places: bool = False) -> list[int]:
+    def window(self, s: Sentence, k: int, back: int, forward: int, change: bool = False, places: bool = False) -> list[int]:
         """Token positions around mention ``k`` inside its clause, nearest first.
 
         A multi-token cue counts as one step and is listed once, at its first token. ``change``:
@@ -152,8 +151,12 @@ class AttributeRules:
         """Whether token ``i`` ends the forward window: a clause break, "and" / "with", a contrast,
         or "or" / "nor" before a size of another finding ("or large effusion")."""
         word, lex = s.words[i], self.lex
-        return (word in lex.clause_break or word in lex.forward_break or word in lex.contrast_break
-                or (word in lex.alternative_break and sc.sized_next(lex, s.words, s.cue_at, i + 1)))
+        return (
+            word in lex.clause_break
+            or word in lex.forward_break
+            or word in lex.contrast_break
+            or (word in lex.alternative_break and sc.sized_next(lex, s.words, s.cue_at, i + 1))
+        )
 
     def place_and_size(self, s: Sentence, k: int, device: bool = False, units: bool = False) -> Place:
         """The side, zones and severity in the attribute window: left and right together are
@@ -179,8 +182,11 @@ class AttributeRules:
             if not device and LANDMARK_PLACES in kinds:
                 sides.extend(kinds[LANDMARK_PLACES][0])
                 zones.update(dict.fromkeys(kinds[LANDMARK_PLACES][1]))
-            if ("severity" in kinds and (severity is None or rank(kinds["severity"]) > rank(severity))
-                    and not sc.denied_word(self.lex, s.words, s.cue_start[i])):
+            if (
+                "severity" in kinds
+                and (severity is None or rank(kinds["severity"]) > rank(severity))
+                and not sc.denied_word(self.lex, s.words, s.cue_start[i])
+            ):
                 severity = kinds["severity"]
         size = prior = None
         if not device and units:
@@ -207,8 +213,13 @@ class AttributeRules:
             last = s.cue_end[i] - 1
         pairs = [(p["side"], p["severity"]) for p in parts if "side" in p and "severity" in p]
         named = [side for side, _ in pairs]
-        if (len(pairs) < 2 or len(pairs) != len(parts) or len(set(named)) != len(named)
-                or not set(named) <= {"left", "right"} or len({sev for _, sev in pairs}) < 2):
+        if (
+            len(pairs) < 2
+            or len(pairs) != len(parts)
+            or len(set(named)) != len(named)
+            or not set(named) <= {"left", "right"}
+            or len({sev for _, sev in pairs}) < 2
+        ):
             return ()
         return tuple(pairs)
 
@@ -254,8 +265,14 @@ class AttributeRules:
         its name with no "with" or "and" between, then after its name to ``size_forward`` tokens
         (stopping at a clause break, "with", "and", a contrast or another finding)."""
         m, words = s.matches[k], s.words
-        out = [i for i in window if i < m.start and s.cue_at[i] and "units" in s.cue_at[i]  # type: ignore[operator]
-               and not any(w in _SIZE_BREAKS for w in words[i + 1 : m.start])]
+        out = [
+            i
+            for i in window
+            if i < m.start
+            and s.cue_at[i]
+            and "units" in s.cue_at[i]  # type: ignore[operator]
+            and not any(w in _SIZE_BREAKS for w in words[i + 1 : m.start])
+        ]
         i = m.end
         while i < s.n and i - m.end < self.size_forward:
             if (s.entity_at[i] >= 0 and s.entity_at[i] != k) or self._ends_forward(s, i):
@@ -378,8 +395,7 @@ class AttributeRules:
         if rule.reach == "sentence":
             at = sc.sentence_range(words, m.start, m.end)
         else:
-            at = {j for i in self.window(s, k, self.site_back, self.site_forward)
-                  for j in range(s.cue_start[i], s.cue_end[i])}
+            at = {j for i in self.window(s, k, self.site_back, self.site_forward) for j in range(s.cue_start[i], s.cue_end[i])}
         near = {words[j] for j in at}
         if rule.pairs:  # "t12": the tokens "t" "12" side by side
             near.update(f"{words[j]} {words[j + 1]}" for j in at if j + 1 in at)

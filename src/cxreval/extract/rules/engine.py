@@ -71,8 +71,16 @@ from cxreval.extract.text import (
 )
 from cxreval.ontology import Ontology, load_ontology
 
-__all__ = ["MAX_SCOPE_CHARS", "RULES_VERSION", "RuleExtractor", "RuleSet", "RulesError", "build_entity_trie",
-           "default_extractor", "load_rules"]
+__all__ = [
+    "MAX_SCOPE_CHARS",
+    "RULES_VERSION",
+    "RuleExtractor",
+    "RuleSet",
+    "RulesError",
+    "build_entity_trie",
+    "default_extractor",
+    "load_rules",
+]
 
 RULES_VERSION = "32"  # what each version changed: CHANGELOG.md, "Rule engine history"
 
@@ -94,8 +102,6 @@ SIDE_SEVERITY = "attribute.side_severity"
 MALPOSITION = "device.malposition"
 
 
-
-
 #: The place of a mention in a sentence without attribute words.
 _NO_PLACE = Place(None, (), None, False, None, None, ())
 
@@ -103,8 +109,6 @@ _NO_PLACE = Place(None, (), None, False, None, None, ())
 def _size_change(size_mm: float, prior_mm: float) -> str:
     """The change a size and a prior size give (``attribute.size_change``)."""
     return "increased" if size_mm > prior_mm else "decreased" if size_mm < prior_mm else "unchanged"
-
-
 
 
 def _cached_weight(key: tuple[str, str], value: _Cached) -> int:
@@ -150,15 +154,19 @@ def build_entity_trie(ontology: Ontology) -> PhraseTrie[str]:
     return trie
 
 
-
-
 class RuleExtractor:
     """Deterministic, offline extraction of ontology entities from report text."""
 
     name = "rules"
 
-    def __init__(self, ontology: Ontology | None = None, rules: RuleSet | None = None, *,
-                 cache_mib: float = EXTRACTOR_MIB, report_cache: bool = True) -> None:
+    def __init__(
+        self,
+        ontology: Ontology | None = None,
+        rules: RuleSet | None = None,
+        *,
+        cache_mib: float = EXTRACTOR_MIB,
+        report_cache: bool = True,
+    ) -> None:
         self.ontology = ontology or load_ontology()
         self.rules = rules or load_rules(self.ontology)
         self._entities = build_entity_trie(self.ontology)
@@ -172,31 +180,37 @@ class RuleExtractor:
         #: pneumothorax."), so each is read once and its mentions moved to the next report.
         budget = mib(cache_mib)
         share = {name: int(budget * part) for name, part in EXTRACTOR_SHARES.items()}
-        self._sentences: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sentences"], _cached_weight,
-                                                                               "sentences")
+        self._sentences: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sentences"], _cached_weight, "sentences")
         #: The same for whole sections (section name, section text): sentences and normal statements.
-        self._sections: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sections"], _cached_weight,
-                                                                              "sections")
+        self._sections: BoundedCache[tuple[str, str], _Cached] = BoundedCache(share["sections"], _cached_weight, "sections")
         #: Normal statement matches of a piece of text between full stops (``_normal_hits``).
         self._pieces: BoundedCache[str, tuple[tuple[int, int, int, str], ...]] = BoundedCache(
-            share["pieces"], _piece_weight, "pieces")
+            share["pieces"], _piece_weight, "pieces"
+        )
         self._nonlocal_statements = any(not r.local for r in self.rules.normal_statements)
         #: (index, rule, search for any of its ``requires`` words or None) of each normal
         #: statement that implies something: one C search in place of a test per word.
         self._statement_checks = [
             (k, r, re.compile("|".join(map(re.escape, r.requires))).search if r.requires else None)
-            for k, r in enumerate(self.rules.normal_statements) if r.entities
+            for k, r in enumerate(self.rules.normal_statements)
+            if r.entities
         ]
         #: One search for a word of any statement: a text holding none (most pieces between full
         #: stops: "No pneumothorax") skips every statement's own check. None: a statement needs none.
         needed = [r.requires for _, r, _ in self._statement_checks]
         self._any_statement_word = (
             re.compile("|".join(map(re.escape, sorted({w for ws in needed for w in ws})))).search
-            if needed and all(needed) else None
+            if needed and all(needed)
+            else None
         )
         self._lex = self.rules.lexicon
-        self._grammar = NameGrammar(self.rules.modifiers, self._lex.joiners, self._lex.copulas,
-                                    self._lex.subject_breaks, self.rules.param(NAME_SCAN, "max_skipped"))
+        self._grammar = NameGrammar(
+            self.rules.modifiers,
+            self._lex.joiners,
+            self._lex.copulas,
+            self._lex.subject_breaks,
+            self.rules.param(NAME_SCAN, "max_skipped"),
+        )
         #: A user's finding names (and their regular plurals) -> (entity, rule id).
         self._user_names: dict[tuple[str, ...], tuple[str, str]] = {}
         for toks, named in self.rules.names.items():
@@ -208,17 +222,24 @@ class RuleExtractor:
         self._status = StatusRules(self.rules, self._lung_entities, self._rest_names)
         self._attributes = AttributeRules(self.rules)
         #: Device entity -> where its tip belongs (the ontology's ``device_positions``).
-        self._positions = {p.device: TipReading(frozenset(p.landmarks), p.distance.landmark if p.distance else None,
-                                                p.distance.above if p.distance else None,
-                                                p.distance.beyond if p.distance else None)
-                           for p in self.ontology.device_positions}
+        self._positions = {
+            p.device: TipReading(
+                frozenset(p.landmarks),
+                p.distance.landmark if p.distance else None,
+                p.distance.above if p.distance else None,
+                p.distance.beyond if p.distance else None,
+            )
+            for p in self.ontology.device_positions
+        }
         #: Device entity -> the landmarks where its tip is malpositioned.
         self._malpositioned = {p.device: frozenset(p.malpositioned) for p in self.ontology.device_positions}
         derived = self.rules.records.get(MALPOSITION)
         #: ``device.malposition`` when it is on and names an entity of the ontology.
         self._malposition: DerivedRecord | None = (
-            derived if isinstance(derived, DerivedRecord) and derived.enabled and derived.to in set(self.ontology.entity_ids)
-            else None)
+            derived
+            if isinstance(derived, DerivedRecord) and derived.enabled and derived.to in set(self.ontology.entity_ids)
+            else None
+        )
         #: The category bits (:func:`mask_of`) of each cue trie value, by its id: the values live as
         #: long as the extractor's rule set, so an id names one value.
         self._masks: dict[int, int] = {}
@@ -230,8 +251,9 @@ class RuleExtractor:
         self._caching = budget > 0
         #: Whole reports: text -> its extraction (frozen, so one object serves every repeat). A
         #: reward or a benchmark reads the same references again and again; a repeat is one lookup.
-        self._reports: BoundedCache[str, Extraction] = BoundedCache(share["reports"] if report_cache else 0,
-                                                                    _report_weight, "reports")
+        self._reports: BoundedCache[str, Extraction] = BoundedCache(
+            share["reports"] if report_cache else 0, _report_weight, "reports"
+        )
 
     def _build_speller(self) -> Speller | None:
         """The reader of slips in long finding-name words (``finding.spelling``), None when it is
@@ -353,37 +375,90 @@ class RuleExtractor:
                 entity, entity_rule = m.value, NAME_SCAN  # type: ignore[assignment]
             if slips is not None and entity_rule == NAME_SCAN and not slips[1].isdisjoint(m.used):
                 entity_rule = SPELLING
-            out.extend(self._readings(norm, columns, scopes, s, k, section, entity, cue,
-                                      (status, grade, historical, entity_rule, status_rule),
-                                      categories))
+            out.extend(
+                self._readings(
+                    norm,
+                    columns,
+                    scopes,
+                    s,
+                    k,
+                    section,
+                    entity,
+                    cue,
+                    (status, grade, historical, entity_rule, status_rule),
+                    categories,
+                )
+            )
         return out
 
-    def _readings(self, norm: NormalizedText, columns: TokenColumns, scopes: list[int], s: Sentence, k: int,
-                  section: str, entity: str, cue: str | None, decided: tuple[Any, ...], categories: int) -> list[Mention]:
+    def _readings(
+        self,
+        norm: NormalizedText,
+        columns: TokenColumns,
+        scopes: list[int],
+        s: Sentence,
+        k: int,
+        section: str,
+        entity: str,
+        cue: str | None,
+        decided: tuple[Any, ...],
+        categories: int,
+    ) -> list[Mention]:
         """The mentions of match ``k`` once its entity and status are decided: its place, size, change
         and tip; one mention per side where a list gives each side its own size ("small right and
         large left effusions", ``attribute.side_severity``), and the malposition a tip implies."""
         status, grade, historical, entity_rule, status_rule = decided
-        has_attributes, has_change, has_units = (categories & _ATTRIBUTE_BITS, categories & _CHANGE_BIT,
-                                                 bool(categories & _UNITS_BIT))
+        has_attributes, has_change, has_units = (
+            categories & _ATTRIBUTE_BITS,
+            categories & _CHANGE_BIT,
+            bool(categories & _UNITS_BIT),
+        )
         position = self._positions.get(entity)
-        place = (self._attributes.place_and_size(s, k, device=position is not None, units=has_units)
-                 if has_attributes else _NO_PLACE)
+        place = (
+            self._attributes.place_and_size(s, k, device=position is not None, units=has_units) if has_attributes else _NO_PLACE
+        )
         comparison = self._attributes.change(s, k) if has_change else None
         size_change = comparison is None and place.prior_mm is not None and place.size_mm is not None
         if size_change:  # "now 3 cm, previously 2 cm" (attribute.size_change)
             comparison = _size_change(place.size_mm, place.prior_mm)  # type: ignore[arg-type]
         tip, tip_mm = self._attributes.tip(s, k, position) if position is not None and has_attributes else (None, None)
-        sides: list[tuple[str | None, str | None, str]] = [(side, severity, SIDE_SEVERITY)
-                                                           for side, severity in place.by_side]
-        sides = (sides
-                 or [(place.side, place.severity, "attribute.place_list" if place.listed else "attribute.side")])
-        out = [self._mention(norm, columns, scopes, s.matches[k], section, entity, cue,
-                             (status, grade, side, place.zones, severity, comparison, historical, entity_rule,
-                              status_rule, side_rule, tip, tip_mm, place.size_mm, size_change))
-               for side, severity, side_rule in sides]
-        if (tip is not None and tip in self._malpositioned.get(entity, ())
-                and self._malposition is not None and status != "absent" and not historical):
+        sides: list[tuple[str | None, str | None, str]] = [(side, severity, SIDE_SEVERITY) for side, severity in place.by_side]
+        sides = sides or [(place.side, place.severity, "attribute.place_list" if place.listed else "attribute.side")]
+        out = [
+            self._mention(
+                norm,
+                columns,
+                scopes,
+                s.matches[k],
+                section,
+                entity,
+                cue,
+                (
+                    status,
+                    grade,
+                    side,
+                    place.zones,
+                    severity,
+                    comparison,
+                    historical,
+                    entity_rule,
+                    status_rule,
+                    side_rule,
+                    tip,
+                    tip_mm,
+                    place.size_mm,
+                    size_change,
+                ),
+            )
+            for side, severity, side_rule in sides
+        ]
+        if (
+            tip is not None
+            and tip in self._malpositioned.get(entity, ())
+            and self._malposition is not None
+            and status != "absent"
+            and not historical
+        ):
             out.append(self._derived(out[0], self._malposition))
         return out
 
@@ -465,21 +540,44 @@ class RuleExtractor:
         ``attribute.place_list`` or ``attribute.side_severity``); ``size_change``, sizes gave the
         change (``attribute.size_change``)."""
         (_, _, side, zones, severity, comparison, _, entity, status, side_rule, tip, _, size_mm, size_change) = reading
-        key = (entity, status, side is not None, bool(zones), severity is not None, comparison is not None, side_rule,
-               tip is not None, size_mm is not None, size_change)
+        key = (
+            entity,
+            status,
+            side is not None,
+            bool(zones),
+            severity is not None,
+            comparison is not None,
+            side_rule,
+            tip is not None,
+            size_mm is not None,
+            size_change,
+        )
         trail = self._trails.get(key)
         if trail is None:
             change = ("attribute.size_change" if size_change else "attribute.change") if comparison else None
             trail = self._trails[key] = ReadingRules(
-                entity=entity, status=status,
+                entity=entity,
+                status=status,
                 side=side_rule if side else None,
-                zones="attribute.zone" if zones else None, severity="attribute.severity" if severity else None,
-                change=change, tip="attribute.tip" if tip else None,
-                size="attribute.size" if size_mm is not None else None).ids()
+                zones="attribute.zone" if zones else None,
+                severity="attribute.severity" if severity else None,
+                change=change,
+                tip="attribute.tip" if tip else None,
+                size="attribute.size" if size_mm is not None else None,
+            ).ids()
         return trail
 
-    def _mention(self, norm: NormalizedText, columns: TokenColumns, scopes: list[int], m: GappedMatch, section: str,
-                 entity: str, cue: str | None, reading: tuple[Any, ...]) -> Mention:
+    def _mention(
+        self,
+        norm: NormalizedText,
+        columns: TokenColumns,
+        scopes: list[int],
+        m: GappedMatch,
+        section: str,
+        entity: str,
+        cue: str | None,
+        reading: tuple[Any, ...],
+    ) -> Mention:
         """A mention at ``m`` with its evidence, the scope(s) holding its first and last token.
 
         Validated once per kind of mention (status, grade, attributes, rules); the rest are copies of
@@ -495,10 +593,27 @@ class RuleExtractor:
         if like is not None:
             return _stamp(like, entity, section, start, end, s_lo, s_hi, cue, norm.original)
         status, grade, side, zones, severity, comparison, historical, _, _, _, tip, tip_mm, size_mm, _ = reading
-        made = Mention(entity=entity, status=status, certainty=grade, side=side, zones=zones, severity=severity,
-                       comparison=comparison, tip=tip, tip_mm=tip_mm, size_mm=size_mm, historical=historical,
-                       section=section, start=start, end=end, sentence_start=s_lo, sentence_end=s_hi, cue=cue,
-                       rule_ids=self._trail(reading), source=norm.original)
+        made = Mention(
+            entity=entity,
+            status=status,
+            certainty=grade,
+            side=side,
+            zones=zones,
+            severity=severity,
+            comparison=comparison,
+            tip=tip,
+            tip_mm=tip_mm,
+            size_mm=size_mm,
+            historical=historical,
+            section=section,
+            start=start,
+            end=end,
+            sentence_start=s_lo,
+            sentence_end=s_hi,
+            cue=cue,
+            rule_ids=self._trail(reading),
+            source=norm.original,
+        )
         if len(self._templates) < _TEMPLATES:
             self._templates[reading] = made
         return made
@@ -604,15 +719,13 @@ class RuleExtractor:
         return out
 
 
-
 _RULE = itemgetter(0)
 
 _WORD_CHAR = re.compile(r"\w")
 _FULL_STOP = re.compile(r"\.")
 
 
-def _hits_between_stops(rule: NormalStatement, folded: str, text: str, offset: int,
-                        stops: list[int]) -> list[re.Match[str]]:
+def _hits_between_stops(rule: NormalStatement, folded: str, text: str, offset: int, stops: list[int]) -> list[re.Match[str]]:
     """The matches of a ``local`` rule in ``text`` (``folded[offset:]``), searching only the pieces
     between full stops (``stops``: their positions in ``text``) that hold one of its words.
 
@@ -681,8 +794,17 @@ _TEMPLATES = 4096
 _IMPLIED = "implied"
 
 
-def _stamp(like: Mention, entity: str, section: str, start: int, end: int, sentence_start: int,
-           sentence_end: int, cue: str | None, source: str) -> Mention:
+def _stamp(
+    like: Mention,
+    entity: str,
+    section: str,
+    start: int,
+    end: int,
+    sentence_start: int,
+    sentence_end: int,
+    cue: str | None,
+    source: str,
+) -> Mention:
     """A mention of the kind of ``like`` (same status, grade, attributes, flags) at a new place:
     what ``Mention(...)`` with every field ``like`` was given makes, without validating again the
     fields it shares with ``like``; the others are strings and offsets the engine made."""
@@ -707,8 +829,6 @@ def _with_entity(m: Mention, entity: str) -> Mention:
 
 
 _SHIFTED_FIELDS = frozenset({"start", "end", "sentence_start", "sentence_end", "source"})
-
-
 
 
 @lru_cache(maxsize=4)

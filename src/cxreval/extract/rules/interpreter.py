@@ -49,12 +49,38 @@ class Sentence:
     :meth:`begin_forward`: the walks keep their state here rather than in an object per walk, which
     made the garbage collector run more often; each thread reads its own sentences)."""
 
-    __slots__ = ("aside", "crossed_comma", "cue_at", "cue_end", "cue_start", "entity_at", "far_hop", "hedge",
-                 "hedge_grade", "hedge_id", "item_has_change", "item_has_severity", "item_joined", "joined", "listed",
-                 "matches", "n", "name_end", "steps", "words")
+    __slots__ = (
+        "aside",
+        "crossed_comma",
+        "cue_at",
+        "cue_end",
+        "cue_start",
+        "entity_at",
+        "far_hop",
+        "hedge",
+        "hedge_grade",
+        "hedge_id",
+        "item_has_change",
+        "item_has_severity",
+        "item_joined",
+        "joined",
+        "listed",
+        "matches",
+        "n",
+        "name_end",
+        "steps",
+        "words",
+    )
 
-    def __init__(self, words: list[str], cue_at: Cues, cue_start: list[int], cue_end: list[int],
-                 entity_at: list[int], matches: list[GappedMatch]) -> None:
+    def __init__(
+        self,
+        words: list[str],
+        cue_at: Cues,
+        cue_start: list[int],
+        cue_end: list[int],
+        entity_at: list[int],
+        matches: list[GappedMatch],
+    ) -> None:
         self.words = words
         self.cue_at = cue_at
         self.cue_start = cue_start
@@ -109,8 +135,9 @@ Step = Callable[[Sentence, int], "Decision | None"]
 class StatusRules:
     """The status steps of a rule set, applied in its order."""
 
-    def __init__(self, rules: RuleSet, lung_entities: frozenset[str],
-                 rest_names: Callable[[list[str], GappedMatch], str | None]) -> None:
+    def __init__(
+        self, rules: RuleSet, lung_entities: frozenset[str], rest_names: Callable[[list[str], GappedMatch], str | None]
+    ) -> None:
         self.lex: Lexicon = rules.lexicon
         self.cue_ids = rules.cue_ids
         self.lung_entities = lung_entities
@@ -120,9 +147,15 @@ class StatusRules:
         self.post_scope = rules.param("scope.forward", "max_tokens")
         self.predicate_scope = rules.param("scope.forward", "predicate_tokens")
         known: dict[str, Step] = {
-            "negation.removal": self.removal, "negation.prefix": self.prefix, "negation.copula": self.copula,
-            "negation.adjacent": self.adjacent, "scope.backward": self.backward, "label.value": self.label,
-            "scope.forward": self.forward, "alternative.versus": self.versus, "alternative.or": self.alternative,
+            "negation.removal": self.removal,
+            "negation.prefix": self.prefix,
+            "negation.copula": self.copula,
+            "negation.adjacent": self.adjacent,
+            "scope.backward": self.backward,
+            "label.value": self.label,
+            "scope.forward": self.forward,
+            "alternative.versus": self.versus,
+            "alternative.or": self.alternative,
         }
         #: Whether ``alternative.or`` runs: ``versus`` then leaves it the words it reads first.
         self._or_runs = "alternative.or" in rules.steps
@@ -154,7 +187,7 @@ class StatusRules:
 
     # -- steps that read the words right beside the name ------------------------------------------
     def removal(self, s: Sentence, k: int) -> Decision | None:
-        """"status post chest tube removal": a removal noun right after the name denies it."""
+        """ "status post chest tube removal": a removal noun right after the name denies it."""
         m = s.matches[k]
         kinds = s.cue_at[m.end] if m.end < s.n else None
         if kinds and "removal_post" in kinds:
@@ -162,12 +195,15 @@ class StatusRules:
         return None
 
     def prefix(self, s: Sentence, k: int) -> Decision | None:
-        """"non-enlarged cardiac silhouette": a negating prefix right before the word naming the
+        """ "non-enlarged cardiac silhouette": a negating prefix right before the word naming the
         finding; not before a word that only describes it, where the rest of the name names a
         finding ("non-loculated effusion", "non-tension pneumothorax") or the word is a descriptor."""
         m = s.matches[k]
-        if (sc.after_prefix(s.cue_at, m) and s.words[m.start] not in self.lex.prefix_descriptors
-                and self.rest_names(s.words, m) is None):
+        if (
+            sc.after_prefix(s.cue_at, m)
+            and s.words[m.start] not in self.lex.prefix_descriptors
+            and self.rest_names(s.words, m) is None
+        ):
             return "absent", s.phrase(m.start - 1), False, "negated", "negation.prefix"
         return None
 
@@ -182,8 +218,7 @@ class StatusRules:
         phrase = s.phrase(c - 1)
         if phrase not in self.lex.bare_copula:
             return None
-        if c < m.start and (words[m.start] in self.lex.adjectives_only
-                            or sc.in_condition(self.lex, words, s.cue_start[c - 1])):
+        if c < m.start and (words[m.start] in self.lex.adjectives_only or sc.in_condition(self.lex, words, s.cue_start[c - 1])):
             return None
         return "absent", phrase, False, "negated", "negation.copula"
 
@@ -198,9 +233,13 @@ class StatusRules:
             return None
         opener = s.cue_start[m.start - 1]
         lex = self.lex
-        if (words[opener - 1] in lex.adjacent_after and lex.lungs.intersection(words[max(0, opener - 4) : opener])
-                and m.value in self.lung_entities and not words[m.start].endswith("ed")
-                and not sc.stated_later(lex, words, m.end)):
+        if (
+            words[opener - 1] in lex.adjacent_after
+            and lex.lungs.intersection(words[max(0, opener - 4) : opener])
+            and m.value in self.lung_entities
+            and not words[m.start].endswith("ed")
+            and not sc.stated_later(lex, words, m.end)
+        ):
             return "absent", s.phrase(m.start - 1), False, "negated", "negation.adjacent"
         return None
 
@@ -335,7 +374,7 @@ class StatusRules:
 
     # -- a labelled value, as structured reports write findings -----------------------------------
     def label(self, s: Sentence, k: int) -> Decision | None:
-        """"Pneumothorax: none", "Effusion: not seen", "Pneumonia: possible"."""
+        """ "Pneumothorax: none", "Effusion: not seen", "Pneumonia: possible"."""
         m = s.matches[k]
         if not (m.end + 1 < s.n and s.words[m.end] == ":"):
             return None
@@ -390,7 +429,7 @@ class StatusRules:
         return None
 
     def _forward_comma(self, s: Sentence, m: GappedMatch, i: int, st: Sentence) -> int:
-        """"Consolidation, atelectasis, and effusion have resolved": a comma right after a name goes
+        """ "Consolidation, atelectasis, and effusion have resolved": a comma right after a name goes
         on to another finding of the same list, which a plural predicate then denies as a whole
         ("Mild cardiomegaly, effusion has resolved" stays two statements)."""
         words, n = s.words, s.n
@@ -398,8 +437,13 @@ class StatusRules:
         if j < n and words[j] in self.lex.conjunctions:
             j += 1
             st.joined = True
-        if (i == st.name_end and j < n and s.entity_at[j] >= 0 and s.matches[s.entity_at[j]].start == j
-                and not _item_has_attributes(self.lex, words, s.cue_at, m)):
+        if (
+            i == st.name_end
+            and j < n
+            and s.entity_at[j] >= 0
+            and s.matches[s.entity_at[j]].start == j
+            and not _item_has_attributes(self.lex, words, s.cue_at, m)
+        ):
             st.listed = True
             return j
         if i == m.end and not st.listed:
@@ -421,7 +465,13 @@ class StatusRules:
                 return _STOP  # "the nodule is not calcified", "the ET tube is not in the right mainstem"
             return "absent", phrase, False, "negated", self.cue_ids.get(("negation_post", phrase), "negation_post")
         if "uncertain_post" in kinds and near:
-            return "uncertain", phrase, False, kinds["uncertain_post"], self.cue_ids.get(("uncertain_post", phrase), "uncertain_post")
+            return (
+                "uncertain",
+                phrase,
+                False,
+                kinds["uncertain_post"],
+                self.cue_ids.get(("uncertain_post", phrase), "uncertain_post"),
+            )
         if "terminators" in kinds or "pseudo_negation" in kinds:
             return _STOP
         return s.cue_end[i]
@@ -431,16 +481,22 @@ class StatusRules:
         ("pneumonia seen on the prior CT is not seen on this study"), plural after a joined list."""
         verb = s.words[s.cue_start[i]]
         lex = self.lex
-        return verb in lex.predicate_verbs and phrase not in lex.bare_copula and (
-            not st.listed or (st.joined and verb in lex.plural_verbs))
+        return (
+            verb in lex.predicate_verbs
+            and phrase not in lex.bare_copula
+            and (not st.listed or (st.joined and verb in lex.plural_verbs))
+        )
 
     # -- alternatives ------------------------------------------------------------------------------
     def _beside(self, s: Sentence, m: GappedMatch) -> tuple[int, ...]:
         """Where an alternatives word may stand: before the name (past an article or its own
         attribute words: "atelectasis or a small effusion") and right after it."""
         before = m.start - 1
-        while before >= 0 and m.start - before <= 2 and (sc.attribute_only(s.cue_at[before])
-                                                          or s.words[before] in self.lex.articles):
+        while (
+            before >= 0
+            and m.start - before <= 2
+            and (sc.attribute_only(s.cue_at[before]) or s.words[before] in self.lex.articles)
+        ):
             before -= 1
         return before, m.end
 
@@ -454,16 +510,20 @@ class StatusRules:
                 continue
             phrase = s.phrase(j)
             other = s.cue_start[j] - 1 if j < m.start else s.cue_end[j]
-            if (phrase in self.lex.versus and j in (m.start - 1, m.end) and 0 <= other < s.n
-                    and not sc.attribute_only(s.cue_at[other])
-                    and not (j >= m.end and sc.earlier_exam(self.lex, s.words, other))):
+            if (
+                phrase in self.lex.versus
+                and j in (m.start - 1, m.end)
+                and 0 <= other < s.n
+                and not sc.attribute_only(s.cue_at[other])
+                and not (j >= m.end and sc.earlier_exam(self.lex, s.words, other))
+            ):
                 return "uncertain", phrase, False, ALTERNATIVE, "alternative.versus"
             if self._or_runs and self._other_finding(s, m, j, other):
                 return None  # an alternative nearer the name's start: "A or B vs C" is alternative.or's
         return None
 
     def alternative(self, s: Sentence, k: int) -> Decision | None:
-        """"atelectasis or pneumonia", "atelectasis or small effusion": another finding on the other
+        """ "atelectasis or pneumonia", "atelectasis or small effusion": another finding on the other
         side of the word (its own size or side words may stand between)."""
         m = s.matches[k]
         for j in self._beside(s, m):
@@ -478,8 +538,11 @@ class StatusRules:
         (``other``: the first token there), past up to two size, side or article words."""
         step = -1 if j < m.start else 1
         for _ in range(2):
-            if 0 <= other < s.n and s.entity_at[other] < 0 and (sc.attribute_only(s.cue_at[other])
-                                                                or s.words[other] in self.lex.articles):
+            if (
+                0 <= other < s.n
+                and s.entity_at[other] < 0
+                and (sc.attribute_only(s.cue_at[other]) or s.words[other] in self.lex.articles)
+            ):
                 other += step
         return 0 <= other < s.n and s.entity_at[other] >= 0
 

@@ -61,17 +61,22 @@ def _item_local(op: Any, av: Any) -> bool:
     return False if check is None else check(av)  # ANY, lookaround, back-reference, conditional: may reach a "."
 
 
-_SAFE_CATEGORIES = frozenset() if _c is None else frozenset(
-    {_c.CATEGORY_DIGIT, _c.CATEGORY_SPACE, _c.CATEGORY_WORD, _c.CATEGORY_LINEBREAK})
-_CHECKS: dict[Any, Any] = {} if _c is None else {
-    _c.LITERAL: lambda av: av != _DOT,
-    _c.NOT_LITERAL: lambda av: av == _DOT,
-    _c.IN: lambda av: not _class_has_dot(av),
-    _c.AT: lambda av: av in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY),
-    _c.BRANCH: lambda av: all(_local(alt) for alt in av[1]),
-    _c.SUBPATTERN: lambda av: _local(av[3]),
-    _c.MAX_REPEAT: lambda av: _local(av[2]),
-    _c.MIN_REPEAT: lambda av: _local(av[2]),
-    _c.POSSESSIVE_REPEAT: lambda av: _local(av[2]),
-    _c.ATOMIC_GROUP: lambda av: _local(av),
-}
+_SAFE_CATEGORIES = (
+    frozenset() if _c is None else frozenset({_c.CATEGORY_DIGIT, _c.CATEGORY_SPACE, _c.CATEGORY_WORD, _c.CATEGORY_LINEBREAK})
+)
+_CHECKS: dict[Any, Any] = (
+    {}
+    if _c is None
+    else {
+        _c.LITERAL: lambda av: av != _DOT,
+        _c.NOT_LITERAL: lambda av: av == _DOT,
+        _c.IN: lambda av: not _class_has_dot(av),
+        _c.AT: lambda av: av in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY),
+        _c.BRANCH: lambda av: all(_local(alt) for alt in av[1]),
+        _c.SUBPATTERN: lambda av: _local(av[3]),
+        _c.MAX_REPEAT: lambda av: _local(av[2]),
+        _c.MIN_REPEAT: lambda av: _local(av[2]),
+        _c.POSSESSIVE_REPEAT: lambda av: _local(av[2]),
+        _c.ATOMIC_GROUP: lambda av: _local(av),
+    }
+)

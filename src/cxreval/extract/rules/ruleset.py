@@ -37,17 +37,39 @@ from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.yaml_files import YAMLError, parse, safe_load
 
 #: Cue categories: what the engine does with a phrase (docs/engine.md, "Rule kinds").
-CueCategory = Literal["negation_pre", "negation_post", "pseudo_negation", "uncertain_pre", "uncertain_post",
-                      "historical_pre", "terminators", "alternatives", "hypothetical_pre", "removal_post",
-                      "not_cues", "negation_adjacent", "negation_prefix"]
+CueCategory = Literal[
+    "negation_pre",
+    "negation_post",
+    "pseudo_negation",
+    "uncertain_pre",
+    "uncertain_post",
+    "historical_pre",
+    "terminators",
+    "alternatives",
+    "hypothetical_pre",
+    "removal_post",
+    "not_cues",
+    "negation_adjacent",
+    "negation_prefix",
+]
 CUE_CATEGORIES: tuple[str, ...] = CueCategory.__args__  # type: ignore[attr-defined]
 #: Attribute vocabularies (``ontology/attributes.yaml``), scanned with the cues.
 VOCAB_KINDS = ("sides", "zones", "severity", "comparison", "landmarks", "units")
 #: Cue categories whose phrases carry a certainty grade.
 GRADED = ("uncertain_pre", "uncertain_post")
 #: The status steps the interpreter knows, by id (their order is data: ``steps.yaml``).
-STEP_IDS = ("negation.removal", "negation.prefix", "negation.copula", "negation.adjacent", "scope.backward",
-            "label.value", "scope.forward", "alternative.versus", "alternative.or", "finding.stated")
+STEP_IDS = (
+    "negation.removal",
+    "negation.prefix",
+    "negation.copula",
+    "negation.adjacent",
+    "scope.backward",
+    "label.value",
+    "scope.forward",
+    "alternative.versus",
+    "alternative.or",
+    "finding.stated",
+)
 #: The rule ids that name a reading without a record of their own kind.
 NAME_SCAN, PREFIX_REST = "finding.name", "finding.prefix_rest"
 
@@ -195,9 +217,18 @@ class DerivedRecord(Record):
 
 
 RECORD_KINDS: dict[str, type[Record]] = {
-    "cue": CueRecord, "name": NameRecord, "name_scan": NameScanRecord, "name_rest": NameRestRecord,
-    "modifiers": PhraseListRecord, "not_findings": PhraseListRecord, "site": SiteRecord, "normal": NormalRecord,
-    "step": StepRecord, "window": WindowRecord, "spelling": SpellingRecord, "derived": DerivedRecord,
+    "cue": CueRecord,
+    "name": NameRecord,
+    "name_scan": NameScanRecord,
+    "name_rest": NameRestRecord,
+    "modifiers": PhraseListRecord,
+    "not_findings": PhraseListRecord,
+    "site": SiteRecord,
+    "normal": NormalRecord,
+    "step": StepRecord,
+    "window": WindowRecord,
+    "spelling": SpellingRecord,
+    "derived": DerivedRecord,
 }
 #: The numbers each step or window reads (any other record of those kinds takes none): a number
 #: given where nothing reads it is an error, not a silent no-op.
@@ -213,8 +244,7 @@ NUMBERS: dict[str, frozenset[str]] = {
 #: The step that is what no step deciding means: it has no place to move to and cannot be off.
 STATED = "finding.stated"
 #: Records a user file may turn off (``enabled: false``); windows and name rules only change numbers.
-_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord, SpellingRecord,
-               DerivedRecord)
+_SWITCHABLE = (CueRecord, NameRecord, PhraseListRecord, SiteRecord, NormalRecord, StepRecord, SpellingRecord, DerivedRecord)
 #: Kinds a user file may add (the others need code: only packaged ones can be changed).
 USER_KINDS = ("name", "cue", "site", "normal")
 
@@ -311,6 +341,7 @@ class RuleSet:
 
 # -- the files -----------------------------------------------------------------------------------
 
+
 @dataclass
 class _Source:
     """Records as read from one file: raw mappings, each with the line it starts on."""
@@ -341,13 +372,15 @@ def _unique_keys(root: yaml.Node | None, source: str) -> None:
     for k, _ in root.value if isinstance(root, yaml.MappingNode) else ():
         line = k.start_mark.line + 1
         if k.value in seen:
-            raise RulesError(f"{source}:{line}: `{k.value}` is given twice (first on line {seen[k.value]}); "
-                             "YAML would keep only the last")
+            raise RulesError(
+                f"{source}:{line}: `{k.value}` is given twice (first on line {seen[k.value]}); YAML would keep only the last"
+            )
         seen[k.value] = line
 
 
-def _items(data: dict[str, Any], root: yaml.Node | None, key: str, source: str,
-           kind: str | None) -> list[tuple[dict[str, Any], int]]:
+def _items(
+    data: dict[str, Any], root: yaml.Node | None, key: str, source: str, kind: str | None
+) -> list[tuple[dict[str, Any], int]]:
     """The records of the top-level list ``key``, each with its line (``kind`` given where unset)."""
     items = data.get(key) or []
     if not isinstance(items, list):
@@ -367,26 +400,41 @@ def _items(data: dict[str, Any], root: yaml.Node | None, key: str, source: str,
 def _packaged() -> tuple[list[_Source], dict[str, Any], dict[str, str]]:
     """The packaged records, word lists and data versions."""
     (cues, cues_node), (names, names_node) = parse(_packaged_text("cues.yaml")), parse(_packaged_text("names.yaml"))
-    (steps, steps_node), (normals, normals_node) = (parse(_packaged_text("steps.yaml")),
-                                                    parse(_packaged_text("normal_statements.yaml")))
+    (steps, steps_node), (normals, normals_node) = (
+        parse(_packaged_text("steps.yaml")),
+        parse(_packaged_text("normal_statements.yaml")),
+    )
     sources = [
         _Source("cxreval:cues.yaml", _items(cues, cues_node, "cues", "cxreval:cues.yaml", "cue")),
-        _Source("cxreval:names.yaml", _items(names, names_node, "names", "cxreval:names.yaml", None)
-                + _items(names, names_node, "sites", "cxreval:names.yaml", "site")),
-        _Source("cxreval:steps.yaml", _items(steps, steps_node, "steps", "cxreval:steps.yaml", "step")
-                + _items(steps, steps_node, "attributes", "cxreval:steps.yaml", "window")),
-        _Source("cxreval:normal_statements.yaml",
-                _items(normals, normals_node, "statements", "cxreval:normal_statements.yaml", "normal")),
+        _Source(
+            "cxreval:names.yaml",
+            _items(names, names_node, "names", "cxreval:names.yaml", None)
+            + _items(names, names_node, "sites", "cxreval:names.yaml", "site"),
+        ),
+        _Source(
+            "cxreval:steps.yaml",
+            _items(steps, steps_node, "steps", "cxreval:steps.yaml", "step")
+            + _items(steps, steps_node, "attributes", "cxreval:steps.yaml", "window"),
+        ),
+        _Source(
+            "cxreval:normal_statements.yaml",
+            _items(normals, normals_node, "statements", "cxreval:normal_statements.yaml", "normal"),
+        ),
     ]
     lexicon_data = safe_load(_packaged_text("lexicon.yaml"))
     # One version for the rule data (the signature's `c`): every file but the normal statements
     # (`n`) carries it, so an edit to any of them is a new `cN` (tests/test_rule_records.py pins it).
-    data_versions = {name: str(d.get("version")) for name, d in
-                     (("cues.yaml", cues), ("names.yaml", names), ("steps.yaml", steps), ("lexicon.yaml", lexicon_data))}
+    data_versions = {
+        name: str(d.get("version"))
+        for name, d in (("cues.yaml", cues), ("names.yaml", names), ("steps.yaml", steps), ("lexicon.yaml", lexicon_data))
+    }
     if len(set(data_versions.values())) != 1:
         raise RulesError(f"cxreval's rule data disagree on their version: {data_versions}")
-    versions = {"c": data_versions["cues.yaml"], "n": str(normals.get("version", "0")),
-                "ontology": str(normals.get("ontology") or "")}
+    versions = {
+        "c": data_versions["cues.yaml"],
+        "n": str(normals.get("version", "0")),
+        "ontology": str(normals.get("ontology") or ""),
+    }
     return sources, lexicon_data["words"], versions
 
 
@@ -395,26 +443,36 @@ def _validate(raw: dict[str, Any], where: str) -> Record:
     kind = raw.get("kind")
     model = RECORD_KINDS.get(str(kind))
     if model is None:
-        raise RulesError(f"{where}: record {raw.get('id')!r} has kind {kind!r}; a new record needs one of "
-                         f"{', '.join(USER_KINDS)}")
+        raise RulesError(
+            f"{where}: record {raw.get('id')!r} has kind {kind!r}; a new record needs one of {', '.join(USER_KINDS)}"
+        )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}"
-                             + (" (quote it in YAML: a bare no, yes, on or off is read as true or false)"
-                                if isinstance(e.get("input"), bool) else "")
-                             for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}"
+            + (
+                " (quote it in YAML: a bare no, yes, on or off is read as true or false)"
+                if isinstance(e.get("input"), bool)
+                else ""
+            )
+            for e in exc.errors()
+        )
         raise RulesError(f"{where}: record {raw.get('id')!r}: {problems}") from exc
 
 
 def _check_switch_and_numbers(record: Record, where: str) -> None:
     """A record turned off must be one that can be, and a number must be one the record reads."""
     if not record.enabled and (not isinstance(record, _SWITCHABLE) or record.id == STATED):
-        raise RulesError(f"{where}: rule {record.id!r} cannot be turned off" + (
-            "" if record.id == STATED else "; change its numbers instead"))
+        raise RulesError(
+            f"{where}: rule {record.id!r} cannot be turned off" + ("" if record.id == STATED else "; change its numbers instead")
+        )
     if isinstance(record, (StepRecord, WindowRecord)):
-        given = {name for name in ("max_tokens", "max_entity_hops", "predicate_tokens", "back", "forward")
-                 if getattr(record, name, None) is not None}
+        given = {
+            name
+            for name in ("max_tokens", "max_entity_hops", "predicate_tokens", "back", "forward")
+            if getattr(record, name, None) is not None
+        }
         unread = sorted(given - NUMBERS.get(record.id, frozenset()))
         if unread:
             takes = ", ".join(sorted(NUMBERS.get(record.id, ()))) or "no numbers"
@@ -434,14 +492,18 @@ def _merge_user(records: dict[str, tuple[dict[str, Any], str]], user: _Source) -
             raise RulesError(f"{where}: rule id {rid!r} is given twice in this file (first at {seen[rid]})")
         seen[rid] = where
         if rid in records and "kind" in raw:
-            raise RulesError(f"{where}: {rid!r} is a packaged rule: to change it leave out `kind` (e.g. "
-                             f"`add_phrases: [...]`); to add a rule of your own give it a new id")
+            raise RulesError(
+                f"{where}: {rid!r} is a packaged rule: to change it leave out `kind` (e.g. "
+                f"`add_phrases: [...]`); to add a rule of your own give it a new id"
+            )
         if rid in records:
             records[rid] = (_override(records[rid][0], raw, where), where)
             continue
         if raw.get("kind") not in USER_KINDS:
-            raise RulesError(f"{where}: unknown rule id {rid!r}; to add a rule give `kind:` "
-                             f"({', '.join(USER_KINDS)}); to change one, use an id from `cxreval rules list`")
+            raise RulesError(
+                f"{where}: unknown rule id {rid!r}; to add a rule give `kind:` "
+                f"({', '.join(USER_KINDS)}); to change one, use an id from `cxreval rules list`"
+            )
         records[rid] = (raw, where)
 
 
@@ -485,8 +547,10 @@ def _user_source(path: Path) -> tuple[_Source, dict[str, tuple[Any, str]], str]:
     _unique_keys(root, str(path))
     old = sorted(set(data) & {*CUE_CATEGORIES, "site_entities", "modifiers", "not_findings"})
     if old:
-        raise RulesError(f"{path}: this is a cue file of cxreval < 0.3 (top-level {', '.join(old)}); since 0.3 a "
-                         "rule file lists records under `rules:` (docs/engine.md, 'Adding a rule')")
+        raise RulesError(
+            f"{path}: this is a cue file of cxreval < 0.3 (top-level {', '.join(old)}); since 0.3 a "
+            "rule file lists records under `rules:` (docs/engine.md, 'Adding a rule')"
+        )
     unknown = sorted(set(data) - {"rules", "lexicon", "version"})
     if unknown:
         raise RulesError(f"{path}: unknown top-level keys {unknown}; use `rules:` and `lexicon:`")
@@ -591,8 +655,9 @@ def load_rules(ontology: Ontology, user_rules: str | Path | None = None) -> Rule
 class _Builder:
     """Turns validated records into a :class:`RuleSet`, checking them against the ontology."""
 
-    def __init__(self, ontology: Ontology, records: dict[str, Record], wheres: dict[str, str], user: str | None,
-                 keep_normals: bool) -> None:
+    def __init__(
+        self, ontology: Ontology, records: dict[str, Record], wheres: dict[str, str], user: str | None, keep_normals: bool
+    ) -> None:
         self.ontology = ontology
         self.known = set(ontology.entity_ids)
         self.records = records
@@ -610,12 +675,25 @@ class _Builder:
             self._check_entities(derived, [derived.to])
         cues, cue_ids = self._cues()
         return RuleSet(
-            version=version, cues=cues, lexicon=lexicon, normal_statements=self._normals(),
-            modifiers=self._modifiers(), sites=self._sites(),
-            not_findings=tuple(_phrase(p, r.id, self.wheres[r.id]) for r in self._of(PhraseListRecord)
-                               if r.kind == "not_findings" for p in r.phrases),
-            names=self._names(), name_conditions=self._name_conditions(), cue_ids=cue_ids, steps=self._steps(),
-            records=self.records, spelling=self._spelling())
+            version=version,
+            cues=cues,
+            lexicon=lexicon,
+            normal_statements=self._normals(),
+            modifiers=self._modifiers(),
+            sites=self._sites(),
+            not_findings=tuple(
+                _phrase(p, r.id, self.wheres[r.id])
+                for r in self._of(PhraseListRecord)
+                if r.kind == "not_findings"
+                for p in r.phrases
+            ),
+            names=self._names(),
+            name_conditions=self._name_conditions(),
+            cue_ids=cue_ids,
+            steps=self._steps(),
+            records=self.records,
+            spelling=self._spelling(),
+        )
 
     def _spelling(self) -> tuple[int, frozenset[str]] | None:
         """The spelling rule's length and its words that are no slip (None: the rule is off)."""
@@ -639,8 +717,10 @@ class _Builder:
             if record.category in GRADED:
                 value = record.grade or "possible"
             elif record.grade is not None:
-                raise RulesError(f"{self.wheres[record.id]}: rule {record.id!r}: only hedges "
-                                 f"({', '.join(GRADED)}) have a grade, one of {', '.join(HEDGE_GRADES)}")
+                raise RulesError(
+                    f"{self.wheres[record.id]}: rule {record.id!r}: only hedges "
+                    f"({', '.join(GRADED)}) have a grade, one of {', '.join(HEDGE_GRADES)}"
+                )
             for phrase in record.phrases:
                 toks = _phrase(phrase, record.id, self.wheres[record.id])
                 merged.setdefault(toks, {})[record.category] = value
@@ -658,8 +738,13 @@ class _Builder:
     def _modifiers(self) -> frozenset[str]:
         """Words that may stand inside a name: the modifier records' plus every one-word side,
         zone and severity term ("calcified right hilar lymph nodes")."""
-        words = {t for r in self._of(PhraseListRecord) if r.kind == "modifiers"
-                 for p in r.phrases for t in _phrase(p, r.id, self.wheres[r.id])}
+        words = {
+            t
+            for r in self._of(PhraseListRecord)
+            if r.kind == "modifiers"
+            for p in r.phrases
+            for t in _phrase(p, r.id, self.wheres[r.id])
+        }
         vocab = attribute_vocabulary()
         for kind in ("sides", "zones", "severity"):
             words.update(t for phrase in getattr(vocab, kind) for t in term_tokens(phrase))
@@ -669,8 +754,10 @@ class _Builder:
         """Whether every entity is known; an unknown one raises for a strict record."""
         missing = [e for e in entities if e not in self.known]
         if missing and self._strict(record.id):
-            raise RulesError(f"{self.wheres[record.id]}: rule {record.id!r} names entities not in ontology "
-                             f"{self.ontology.signature}: {missing}")
+            raise RulesError(
+                f"{self.wheres[record.id]}: rule {record.id!r} names entities not in ontology "
+                f"{self.ontology.signature}: {missing}"
+            )
         return not missing
 
     def _sites(self) -> dict[str, tuple[SiteRule, ...]]:
@@ -679,9 +766,15 @@ class _Builder:
             if not self._check_entities(r, [r.entity, r.to]):
                 continue
             where = self.wheres[r.id]
-            out.setdefault(r.entity, []).append(SiteRule(
-                r.to, frozenset(_site_word(w, r.id, where) for w in r.words),
-                frozenset(_site_word(w, r.id, where) for w in r.unless), r.reach, r.id))
+            out.setdefault(r.entity, []).append(
+                SiteRule(
+                    r.to,
+                    frozenset(_site_word(w, r.id, where) for w in r.words),
+                    frozenset(_site_word(w, r.id, where) for w in r.unless),
+                    r.reach,
+                    r.id,
+                )
+            )
         return {e: tuple(rules) for e, rules in out.items()}
 
     def _names(self) -> dict[tuple[str, ...], tuple[str, str]]:
@@ -697,8 +790,13 @@ class _Builder:
         for r in self._of(NameRecord):
             if r.near:
                 where = self.wheres[r.id]
-                out[r.id] = SiteRule(r.entity, frozenset(_site_word(w, r.id, where) for w in r.near),
-                                     frozenset(_site_word(w, r.id, where) for w in r.unless), r.reach, r.id)
+                out[r.id] = SiteRule(
+                    r.entity,
+                    frozenset(_site_word(w, r.id, where) for w in r.near),
+                    frozenset(_site_word(w, r.id, where) for w in r.unless),
+                    r.reach,
+                    r.id,
+                )
         return out
 
     def _normals(self) -> list[NormalStatement]:
@@ -723,13 +821,16 @@ class _Builder:
         steps = sorted((r for r in self._of(StepRecord) if r.enabled), key=lambda r: r.order)
         if steps and steps[-1].id != STATED:
             stated: StepRecord = self.records[STATED]  # type: ignore[assignment]
-            raise RulesError(f"{self.wheres[steps[-1].id]}: step {steps[-1].id!r} (order {steps[-1].order}) would "
-                             f"come after {STATED!r} (order {stated.order}), which is what no step deciding means")
+            raise RulesError(
+                f"{self.wheres[steps[-1].id]}: step {steps[-1].id!r} (order {steps[-1].order}) would "
+                f"come after {STATED!r} (order {stated.order}), which is what no step deciding means"
+            )
         for a, b in itertools.pairwise(steps):
             if a.order == b.order:
                 late = b if self.user and self.wheres[b.id].startswith(self.user) else a
-                raise RulesError(f"{self.wheres[late.id]}: conflicting order: steps {a.id!r} and {b.id!r} both "
-                                 f"have order {a.order}")
+                raise RulesError(
+                    f"{self.wheres[late.id]}: conflicting order: steps {a.id!r} and {b.id!r} both have order {a.order}"
+                )
         unknown = [r.id for r in self._of(StepRecord) if r.id not in STEP_IDS]
         if unknown:
             raise RulesError(f"{self.wheres[unknown[0]]}: unknown step {unknown[0]!r}: a step needs code of its own")

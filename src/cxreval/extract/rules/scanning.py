@@ -145,8 +145,15 @@ def scan_gapped(trie: PhraseTrie[V], tokens: Sequence[str], grammar: NameGrammar
     return _longest_kept(found)
 
 
-def _push_shared_copula(stack: list[tuple[dict[str, Any], int, int, tuple[int, ...]]], node: dict[str, Any],
-                        tokens: Sequence[str], j: int, skips: int, used: tuple[int, ...], grammar: NameGrammar) -> None:
+def _push_shared_copula(
+    stack: list[tuple[dict[str, Any], int, int, tuple[int, ...]]],
+    node: dict[str, Any],
+    tokens: Sequence[str],
+    j: int,
+    skips: int,
+    used: tuple[int, ...],
+    grammar: NameGrammar,
+) -> None:
     """Go on at the copula a second, coordinated subject shares ("the cardiac silhouette [and
     vascularity] are enlarged"), when ``tokens[j]`` (a joiner) starts one."""
     shared = _shared_copula(node, tokens, j, grammar)
@@ -188,8 +195,9 @@ def _longest_first(m: GappedMatch) -> tuple[int, int]:
 _new_match = tuple.__new__  # a NamedTuple's own constructor is a Python function, called per match
 
 
-def _shared_copula(node: dict[str, Any], tokens: Sequence[str], j: int,
-                   grammar: NameGrammar) -> tuple[dict[str, Any], int] | None:
+def _shared_copula(
+    node: dict[str, Any], tokens: Sequence[str], j: int, grammar: NameGrammar
+) -> tuple[dict[str, Any], int] | None:
     """(trie node after the copula, index of the copula) when ``tokens[j]`` ("and") starts a second
     subject that shares the copula the phrase continues with; None otherwise."""
     copulas = grammar.copulas
@@ -226,8 +234,22 @@ def plural_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 #: Prefixes a report may write apart or hyphenated ("hyper-expanded", "sub segmental", "non
 #: calcified"); hyphens are spaces to the tokenizer, so "hyperexpanded" needs a two-word form too.
-SPLIT_PREFIXES = ("hyper", "hypo", "over", "under", "peri", "para", "retro", "sub", "supra", "infra",
-                  "intra", "non", "pseudo", "multi")  # not "post": "status post surgical removal of ..."
+SPLIT_PREFIXES = (
+    "hyper",
+    "hypo",
+    "over",
+    "under",
+    "peri",
+    "para",
+    "retro",
+    "sub",
+    "supra",
+    "infra",
+    "intra",
+    "non",
+    "pseudo",
+    "multi",
+)  # not "post": "status post surgical removal of ..."
 
 
 def prefix_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -236,7 +258,7 @@ def prefix_variants(tokens: tuple[str, ...]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for i, tok in enumerate(tokens):
         for prefix in SPLIT_PREFIXES:
-            rest = tok[len(prefix):]
+            rest = tok[len(prefix) :]
             if tok.startswith(prefix) and len(rest) >= 4 and rest.isalpha():
-                out.append((*tokens[:i], prefix, rest, *tokens[i + 1:]))
+                out.append((*tokens[:i], prefix, rest, *tokens[i + 1 :]))
     return out

@@ -22,8 +22,9 @@ Cues = list[dict[str, Any] | None]
 ATTRIBUTE_KINDS = frozenset(VOCAB_KINDS) - {"comparison"}
 #: Cue categories that open a statement of its own (a hedge, a denial, a verb ending a clause): an
 #: "or" after one joins that statement's alternatives, not a list of what an earlier denial names.
-STATEMENT_KINDS = frozenset({"negation_pre", "negation_post", "uncertain_pre", "uncertain_post", "terminators",
-                             "hypothetical_pre", "historical_pre"})
+STATEMENT_KINDS = frozenset(
+    {"negation_pre", "negation_post", "uncertain_pre", "uncertain_post", "terminators", "hypothetical_pre", "historical_pre"}
+)
 #: Cue kinds an aside may hold: attribute words, and phrases that are no cue ("as previously noted").
 _ASIDE_KINDS = frozenset({*VOCAB_KINDS, "not_cues"})
 #: The most words an aside between commas may hold ("pneumothorax, previously seen on the left, is ...").
@@ -79,8 +80,7 @@ def copula_keeps(lex: Lexicon, words: list[str], cue_at: Cues, entity_at: list[i
 def earlier_exam(lex: Lexicon, words: list[str], j: int) -> bool:
     """Whether the words from ``j``, right after "vs", compare with an earlier exam ("vs prior",
     "vs 1/2/2020", "vs. outside films", "vs. two days ago") rather than name another diagnosis."""
-    return (words[j] in lex.earlier_exam or words[j][:1].isdigit()
-            or not lex.exam_words.isdisjoint(words[j : j + 3]))
+    return words[j] in lex.earlier_exam or words[j][:1].isdigit() or not lex.exam_words.isdisjoint(words[j : j + 3])
 
 
 def in_condition(lex: Lexicon, words: list[str], i: int) -> bool:
@@ -143,8 +143,12 @@ def closed_clause(lex: Lexicon, words: list[str], cue_at: Cues, entity_at: list[
     list of what is denied goes on ("no effusion present, pneumothorax, consolidation, or edema",
     "no acute abnormality identified, such as consolidation", "no acute process identified
     (pneumonia, edema, or effusion)")."""
-    return (i > 1 and words[i - 1] in lex.closing_verbs and words[i - 2] not in lex.aside_openers
-            and not list_goes_on(lex, words, cue_at, entity_at, i + 1))
+    return (
+        i > 1
+        and words[i - 1] in lex.closing_verbs
+        and words[i - 2] not in lex.aside_openers
+        and not list_goes_on(lex, words, cue_at, entity_at, i + 1)
+    )
 
 
 def list_goes_on(lex: Lexicon, words: list[str], cue_at: Cues, entity_at: list[int], start: int) -> bool:

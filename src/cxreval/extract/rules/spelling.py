@@ -23,9 +23,10 @@ def one_edit(word: str, other: str) -> bool:
     while i < min(la, lb) and word[i] == other[i]:
         i += 1
     if la == lb:
-        return word[i + 1:] == other[i + 1:] or (
-            word[i + 2:] == other[i + 2:] and word[i] == other[i + 1] and word[i + 1] == other[i])
-    return word[i + 1:] == other[i:] if la > lb else word[i:] == other[i + 1:]
+        return word[i + 1 :] == other[i + 1 :] or (
+            word[i + 2 :] == other[i + 2 :] and word[i] == other[i + 1] and word[i + 1] == other[i]
+        )
+    return word[i + 1 :] == other[i:] if la > lb else word[i:] == other[i + 1 :]
 
 
 class Speller:
@@ -49,8 +50,7 @@ class Speller:
         hit = self._seen.get(word, "")
         if hit != "":
             return hit
-        found = {t for n in (len(word) - 1, len(word), len(word) + 1)
-                 for t in self._by_length.get(n, ()) if one_edit(word, t)}
+        found = {t for n in (len(word) - 1, len(word), len(word) + 1) for t in self._by_length.get(n, ()) if one_edit(word, t)}
         reading = found.pop() if len(found) == 1 else None
         if len(self._seen) > 65536:
             self._seen.clear()
