@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from cxreval.judge import EntityJudgement
 from cxreval.judge.models import row_errors
 from cxreval.judge.table import CompactRow
+from cxreval.sqlite_store import connect
 
 _CHUNK = 900  # SQLite's default host-parameter limit is 999
 #: Added to the rule engine's signature in its judgements' keys: its rows carry the rule ids
@@ -80,9 +80,7 @@ class BenchCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path))
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect(self.path, durability="normal", autocommit=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, rows TEXT NOT NULL)")
         self._db.execute("CREATE TABLE IF NOT EXISTS metric_values (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self._db.execute("CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, choice TEXT NOT NULL)")

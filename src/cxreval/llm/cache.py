@@ -51,6 +51,8 @@ from typing import Any, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict
 
+from cxreval.sqlite_store import connect, sqlite_uri, transaction
+
 log = logging.getLogger("cxreval.llm")
 
 #: 1: answers, leases, ledger. 2: + reservations (the budget of requests in flight, per store).
@@ -199,7 +201,7 @@ def check_answer_store(path: str | Path) -> None:
         if fh.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
             raise NotAnAnswerStore(f"{p}: not an SQLite file, so not a cxreval LLM answer store")
     try:
-        db = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        db = sqlite3.connect(sqlite_uri(p.resolve(), mode="ro"), uri=True)
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             version = db.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() if "meta" in tables else None
@@ -234,9 +236,7 @@ class AnswerCache:
         self.path = Path(path)
         check_answer_store(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect(self.path, durability="normal")
         try:
             self._create_or_migrate()
         except NotAnAnswerStore:
@@ -249,13 +249,8 @@ class AnswerCache:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (taken at once, so a read-check-write cannot race another process)."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self._db):
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def _create_or_migrate(self) -> None:
         """Create a new store's tables, or bring an older store up to :data:`SCHEMA_VERSION`

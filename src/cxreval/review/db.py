@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +24,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import urlencode
 
 from pydantic import BaseModel, field_validator
 
@@ -36,6 +34,8 @@ from cxreval.judge.models import (
     Presence,
 )
 from cxreval.ontology import Ontology
+from cxreval.sqlite_store import LOCK_TIMEOUT, describe_error, sqlite_uri, transaction
+from cxreval.sqlite_store import connect as connect_store
 
 #: "CXRv" in ASCII: what ``PRAGMA application_id`` holds in a cxreval review database.
 APPLICATION_ID = 0x43585276
@@ -44,8 +44,6 @@ SCHEMA_VERSION = 1
 REVIEWER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 #: The id the page gives each write it sends, so that a write sent twice is applied once.
 OP_ID_RE = re.compile(r"[A-Za-z0-9_-]{8,64}")
-#: Seconds a connection waits for another program's write lock before giving up.
-LOCK_TIMEOUT = 30.0
 FIELDS = ("presence", "location", "severity", "comparison")
 #: What the engine said about an entity it gave no row for: mentioned in neither report.
 IMPLICIT = {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
@@ -179,55 +177,12 @@ def check_op_id(op_id: object) -> str | None:
     return op_id
 
 
-def sqlite_uri(path: str | Path, **params: str) -> str:
-    """An SQLite ``file:`` URI naming ``path`` exactly: ``?``, ``#``, ``%`` and the like are
-    percent-encoded (pasted into the URI they would end the path and open another file)."""
-    uri = Path(os.path.abspath(path)).as_uri()
-    return uri + ("?" + urlencode(params) if params else "")
-
-
 def connect(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), waiting up to ``timeout``
-    seconds for another connection's write lock; every commit is synced (``synchronous=FULL``)."""
-    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    conn.execute("PRAGMA synchronous = FULL")
-    return conn
-
-
-_PLAIN_PROBLEMS = {
-    sqlite3.SQLITE_FULL: "the disk holding it is full",
-    sqlite3.SQLITE_IOERR: "disk I/O error",
-    sqlite3.SQLITE_CORRUPT: "the file is damaged (database disk image is malformed)",
-    sqlite3.SQLITE_NOTADB: "not an SQLite database",
-}
-
-
-def describe_error(path: Path, exc: sqlite3.Error, timeout: float = LOCK_TIMEOUT) -> str:
-    """What an SQLite error on the review database means, naming the file (and the folder,
-    when that is what is wrong): a read-only file or folder, a lock held too long, a full disk."""
-    code = getattr(exc, "sqlite_errorcode", None) or 0
-    primary = code & 0xFF
-    folder = Path(os.path.abspath(path)).parent
-    if code == sqlite3.SQLITE_READONLY_DIRECTORY or (
-        primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) and not os.access(folder, os.W_OK)
-    ):
-        return (
-            f"{path}: its folder {folder} is read-only, and SQLite must create {path.name}-wal and "
-            f"{path.name}-shm beside a database in WAL mode: make the folder writable, or put the database in "
-            f"a writable one ({exc})"
-        )
-    if primary == sqlite3.SQLITE_READONLY:
-        return f"{path}: read-only (the file, its file system, or this connection): answers cannot be saved ({exc})"
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return (
-            f"{path}: locked by another program for more than {timeout:g} s (a write in progress, a backup, an "
-            f"open transaction in a database browser) ({exc})"
-        )
-    if primary == sqlite3.SQLITE_CANTOPEN:
-        return f"{path}: cannot open it or the files SQLite keeps beside it ({exc})"
-    return f"{path}: {_PLAIN_PROBLEMS.get(primary, 'SQLite error')} ({exc})"
+    seconds for another connection's write lock; every commit is synced (durability ``full``:
+    :mod:`cxreval.sqlite_store`). WAL mode is set by :meth:`ReviewDB.create` and :meth:`ReviewDB.open`,
+    which name a read-only folder in their error."""
+    return connect_store(path, durability="full", timeout=timeout, row_factory=sqlite3.Row, wal=False)
 
 
 def _identify(path: Path) -> tuple[int, int, list[str]]:
@@ -338,13 +293,8 @@ class ReviewDB:
         if self.conn.in_transaction:
             yield self.conn
             return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.conn):
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
     # -- the sample ----------------------------------------------------------------------------
 

@@ -40,15 +40,14 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from cxreval.review.db import (
     IMPLICIT,
-    LOCK_TIMEOUT,
     Answer,
     ReviewDB,
     ReviewDBError,
     check_op_id,
     check_reviewer,
     connect,
-    describe_error,
 )
+from cxreval.sqlite_store import LOCK_TIMEOUT, describe_error
 
 EXTRA_MESSAGE = "optional extra 'review': pip install 'cxreval[review]'"
 CSP = (
