@@ -259,9 +259,13 @@ def test_exceptions_still_fail(rows):
 
 
 def test_report(rows, capsys):
-    """Print the figures and the exceptions (``pytest -s``)."""
+    """Print the figures and the exceptions (``pytest -s``): one line per phrase group, each a share."""
+    report = coverage_report(rows)
+    lines = report.splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == list(_groups(rows))
+    assert all(" = " in line and "%" in line for line in lines)
     with capsys.disabled():
         print("\nCheXpert labeler phrase coverage (chexpert14 projection of the rule engine)")
-        print(coverage_report(rows))
+        print(report)
         for phrase, why in EXCEPTIONS.items():
             print(f"  exception {phrase!r}: {why}")

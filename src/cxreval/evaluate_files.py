@@ -166,7 +166,7 @@ def evaluate_files(
     from cxreval.outputs import OutputRun, check_out_dir
 
     out = Path(out)
-    on_ray = _check_executor(evaluator, executor, ray_address, runs)
+    on_ray = check_executor(evaluator.engine, executor, ray_address, runs)
     check_out_dir(out)
     rows = rows or RowsFormat.choose()
     streams = evaluator.engine == "rules" and runs == 1
@@ -196,14 +196,14 @@ def evaluate_files(
     return _write(job, out, evaluator, source, runs, rows, progress, on_ray, ray_address, outputs or OutputRun())
 
 
-def _check_executor(evaluator: Evaluator, executor: str, ray_address: str | None, runs: int) -> bool:
-    """Whether the run judges on Ray; ValueError for settings that do not go together, and
-    :class:`~cxreval.ray_executor.RayUnavailable` when Ray is asked for and not installed."""
+def check_executor(engine: str, executor: str, ray_address: str | None, runs: int) -> bool:
+    """Whether a run of ``engine`` judges on Ray; ValueError for settings that do not go together,
+    and :class:`~cxreval.ray_executor.RayUnavailable` when Ray is asked for and not installed."""
     if ray_address is not None and executor == "local":
         raise ValueError("--ray-address applies to --executor ray")
     on_ray = executor == "ray" or ray_address is not None
-    if on_ray and evaluator.engine != "rules":
-        raise ValueError(f"--executor ray applies to the rule engine; --engine {evaluator.engine} judges in this process")
+    if on_ray and engine != "rules":
+        raise ValueError(f"--executor ray applies to the rule engine; --engine {engine} judges in this process")
     if on_ray and runs != 1:
         raise ValueError("--executor ray applies to one run (--runs 1); the rule engine gives the same judgements every run")
     if on_ray:

@@ -383,9 +383,10 @@ def evaluate(
     """
     from pydantic import ValidationError
 
-    from cxreval.evaluate_files import FilesInput
+    from cxreval.evaluate_files import FilesInput, check_executor
     from cxreval.judge.files import RowsFormat
     from cxreval.outputs import OutputError, check_out_dir
+    from cxreval.ray_executor import RayUnavailable
 
     try:
         source = FilesInput(
@@ -403,9 +404,11 @@ def evaluate(
             meta_cols=meta_col or [],
             section=section.value if section else None,
         )
+        where = executor.value if executor else ("ray" if ray_address else "local")
+        check_executor(engine.value, where, ray_address, runs)
         check_out_dir(out)
         rows_format = RowsFormat.choose(rows.value, parquet)  # ValueError: --parquet without pyarrow
-    except (ValidationError, OutputError, ValueError) as exc:
+    except (ValidationError, OutputError, ValueError, RayUnavailable) as exc:
         _fail(_first_error(exc))
         return
     llm_options = dict(
@@ -446,7 +449,7 @@ def evaluate(
         runs=runs,
         rows=rows_format,
         progress=progress,
-        executor=executor.value if executor else ("ray" if ray_address else "local"),
+        executor=where,
         ray_address=ray_address,
     )
     if system_col:
