@@ -77,3 +77,15 @@ def test_a_given_format_applies_to_the_files_whose_suffix_does_not_tell() -> Non
     assert formats_of(None, Path("a.csv"), Path("-")) == [None, None]
     assert formats_of("jsonl", Path("a.csv"), Path("-")) == [None, "jsonl"]
     assert formats_of("tsv", Path("a.csv"), Path("b.jsonl")) == ["tsv", "tsv"]
+
+
+def test_the_fingerprint_moved_beside_the_signature_and_the_old_path_warns() -> None:
+    import cxreval.io
+    from cxreval.io import ReportPair
+    from cxreval.scores import fingerprint
+
+    pairs = [ReportPair(pair_id="a", reference="R.", candidate="C.")]
+    with pytest.warns(DeprecationWarning, match="cxreval.scores.fingerprint"):
+        old = cxreval.io.references_fingerprint
+    assert old(pairs) == fingerprint.references_fingerprint(pairs)
+    assert fingerprint.references_fingerprint(pairs) != fingerprint.candidates_fingerprint(pairs)

@@ -39,7 +39,7 @@ from cxreval.engines import (
 from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor, RuleSet
 from cxreval.extract.text import lookalike_count
-from cxreval.io import ReportPair, candidates_fingerprint, fingerprints_comparable, references_fingerprint
+from cxreval.io import ReportPair
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.crosscheck import InjectionFlag, injection_summary
 from cxreval.judge.files import (
@@ -66,6 +66,7 @@ from cxreval.scores import (
     Signature,
     spec_scores,
 )
+from cxreval.scores.fingerprint import candidates_fingerprint, fingerprints_comparable, references_fingerprint
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -108,7 +109,7 @@ class EvaluationScores:
     """Fingerprint of the input's (pair id, reference text) pairs (:func:`references_fingerprint`):
     two results compare only if equal."""
     candidates_sha256: str | None = None
-    """The same of the (pair id, candidate text) pairs (:func:`~cxreval.io.candidates_fingerprint`):
+    """The same of the (pair id, candidate text) pairs (:func:`~cxreval.scores.fingerprint.candidates_fingerprint`):
     with the references', what evidence offsets in ``judgements.jsonl.gz`` are checked against."""
     judgement_rows: RowStyle | None = None
     """The style of ``judgements.jsonl.gz`` written beside ``scores.json`` (:data:`~cxreval.judge.files.ROW_STYLES`)."""

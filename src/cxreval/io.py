@@ -69,11 +69,9 @@ __all__ = [
     "InputProblem",
     "PairStream",
     "ReportPair",
-    "fingerprints_comparable",
     "read_pair_files",
     "read_pairs",
     "read_reports",
-    "references_fingerprint",
     "warn_if_copied",
     "Record",
     "Uniqueness",
@@ -202,6 +200,33 @@ class CopiedCandidatesWarning(UserWarning):
     """Most candidates are identical to their reference: probably the wrong column was read."""
 
 
+#: Names that moved to :mod:`cxreval.scores.fingerprint` in 0.8.1; read here with a
+#: DeprecationWarning until 0.9.
+_MOVED = frozenset(
+    {
+        "references_fingerprint",
+        "candidates_fingerprint",
+        "reference_digest",
+        "fingerprint_hex",
+        "fingerprints_comparable",
+        "FINGERPRINT_PREFIX",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import importlib
+
+        warnings.warn(
+            f"cxreval.io.{name} moved to cxreval.scores.fingerprint.{name} (0.8.1); the old path goes in 0.9",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("cxreval.scores.fingerprint"), name)
+    raise AttributeError(f"module 'cxreval.io' has no attribute {name!r}")
+
+
 def warn_if_copied(references: Sequence[str], candidates: Sequence[str], *, source: str) -> float:
     """Share of candidates identical to their reference; warns above :data:`COPIED_WARN_SHARE`.
 
@@ -225,46 +250,6 @@ def warn_copied_counts(same: int, n: int, source: str) -> float:
             stacklevel=3,
         )
     return share
-
-
-def references_fingerprint(pairs: Iterable[ReportPair]) -> str:
-    """The fingerprint of the (pair id, reference text) pairs a result was scored against.
-
-    The sum, modulo 2**256, of each pair's SHA-256 (:func:`reference_digest`): it does not
-    depend on pair order, and chunks of a stream add up to the whole.
-    """
-    return fingerprint_hex(sum(reference_digest(p.pair_id, p.reference) for p in pairs))
-
-
-def candidates_fingerprint(pairs: Iterable[ReportPair]) -> str:
-    """:func:`references_fingerprint` of the (pair id, candidate text) pairs: with it, a results
-    folder knows the texts its evidence offsets point into (``candidates_sha256``)."""
-    return fingerprint_hex(sum(reference_digest(p.pair_id, p.candidate) for p in pairs))
-
-
-def reference_digest(pair_id: str, reference: str) -> int:
-    """SHA-256 of one pair's length-prefixed id and reference, as an integer."""
-    h = hashlib.sha256()
-    for part in (pair_id, reference):
-        data = part.encode("utf-8")
-        h.update(len(data).to_bytes(8, "little") + data)
-    return int.from_bytes(h.digest(), "big")
-
-
-#: The prefix of a fingerprint made by :func:`references_fingerprint` (releases before it wrote the
-#: SHA-256 of the sorted list, 64 bare hex digits: :func:`fingerprints_comparable` tells them apart).
-FINGERPRINT_PREFIX = "sum256:"
-
-
-def fingerprint_hex(digest_sum: int) -> str:
-    """A sum of :func:`reference_digest` values as ``references_sha256`` writes it."""
-    return FINGERPRINT_PREFIX + format(digest_sum % 2**256, "064x")
-
-
-def fingerprints_comparable(a: str | None, b: str | None) -> bool:
-    """Whether two ``references_sha256`` values were made the same way (so unequal means
-    different references); a folder written by an older release has the other kind."""
-    return a is not None and b is not None and a.startswith(FINGERPRINT_PREFIX) == b.startswith(FINGERPRINT_PREFIX)
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,8 +46,6 @@ from cxreval.io import (
     PairChunk,
     PairStream,
     ReportPair,
-    fingerprint_hex,
-    reference_digest,
     warn_copied_counts,
 )
 from cxreval.judge.files import (
@@ -69,6 +67,7 @@ from cxreval.outputs import (
     process_alive,
     sigterm_raises,
 )
+from cxreval.scores.fingerprint import fingerprint_hex, reference_digest
 from cxreval.scores.spec import SpecTotals
 from cxreval.scores.statistics import TableStatistics
 
@@ -99,7 +98,7 @@ class JudgedChunk:
     """The chunk's rows of ``errors.csv``."""
     totals: SpecTotals
     reference_digests: int
-    """Sum of the chunk's :func:`~cxreval.io.reference_digest` values."""
+    """Sum of the chunk's :func:`~cxreval.scores.fingerprint.reference_digest` values."""
     candidate_digests: int = 0
     """The same of its (pair id, candidate) pairs (``candidates_sha256``)."""
     lookalike_pairs: int = 0

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cxreval.io import fingerprints_comparable
 from cxreval.metrics.table import block_layout, table_metric, table_metric_names
 from cxreval.ontology import Ontology
+from cxreval.scores.fingerprint import fingerprints_comparable
 from cxreval.scores.ratios import presence_prf
 from cxreval.scores.signature import Signature, check_comparable
 from cxreval.scores.statistics import TableStatistics

@@ -94,8 +94,9 @@ def export_gold(
 ) -> EvaluationResult:
     """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``."""
     from cxreval.evaluate import score_judgements
-    from cxreval.io import ReportPair, candidates_fingerprint, references_fingerprint
+    from cxreval.io import ReportPair
     from cxreval.ontology import load_ontology
+    from cxreval.scores.fingerprint import candidates_fingerprint, references_fingerprint
 
     meta = db.meta()
     onto = load_ontology(ontology_path or meta.get("ontology_path") or None)
