@@ -15,14 +15,12 @@ from cxreval.cli import (
     Engine,
     Executor,
     InputFormat,
-    Provider,
-    ResponseFormat,
-    SchemaStyle,
     Section,
     Uncertain,
 )
 from cxreval.cli.agree import TieChoice, UncertainChoice
 from cxreval.cli.extract import TableFormat
+from cxreval.cli.llm_options import option_type
 from cxreval.engines import ENGINES, engine_names
 from cxreval.extract.models import CERTAINTY_POLICIES
 from cxreval.llm.config import LLMConfig
@@ -54,9 +52,11 @@ def test_cli_choices_are_built_from_the_shared_names() -> None:
     assert _values(Section) == literals.REPORT_SECTIONS
     assert _values(InputFormat) == _values(TableFormat) == literals.INPUT_FORMATS
     assert _values(Executor) == literals.EXECUTORS
-    assert _values(Provider) == literals.PROVIDERS
-    assert _values(ResponseFormat) == literals.RESPONSE_FORMATS
-    assert set(_values(SchemaStyle)) == set(literals.SCHEMA_STYLES)
+    # the LLM options' choices come from LLMConfig's fields (cxreval.cli.llm_options)
+    assert set(_values(option_type("provider"))) == set(literals.PROVIDERS)
+    assert set(_values(option_type("response_format"))) == set(literals.RESPONSE_FORMATS)
+    assert _values(option_type("schema_style"))[0] == "sparse"  # the default first, as --help always listed them
+    assert set(_values(option_type("schema_style"))) == set(literals.SCHEMA_STYLES)
     assert _values(UncertainChoice) == literals.UNCERTAIN_LABELS
     assert _values(TieChoice) == literals.TIES
 

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
 from rich.console import Console
@@ -31,15 +31,10 @@ from cxreval.cli.common import (
     EXIT_UNSCORED,
     EXIT_WRITE,
     LLM_PANEL,
-    BaseURLOption,
-    CacheOption,
     FlatOption,
     LLMConfigOption,
-    LocalOnlyOption,
-    ModelOption,
     RulesOption,
     SpecCompatOption,
-    TemperatureOption,
     choice_members,
     err_console,
     fail,
@@ -49,6 +44,7 @@ from cxreval.cli.common import (
     user_rules,
 )
 from cxreval.cli.extract import extract
+from cxreval.cli.llm_options import with_llm_options
 from cxreval.cli.meta import meta_app
 from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
@@ -59,11 +55,8 @@ from cxreval.literals import (
     ENGINES,
     EXECUTORS,
     INPUT_FORMATS,
-    PROVIDERS,
     REPORT_SECTIONS,
-    RESPONSE_FORMATS,
     ROW_STYLES,
-    SCHEMA_STYLES,
     UNCERTAIN_POLICIES,
 )
 from cxreval.ontology import OntologyError, load_ontology
@@ -96,10 +89,6 @@ InputFormat = Enum("InputFormat", choice_members(INPUT_FORMATS), type=str)  # ty
 Engine = Enum("Engine", choice_members(ENGINES), type=str)  # type: ignore[misc]
 Executor = Enum("Executor", choice_members(EXECUTORS), type=str)  # type: ignore[misc]
 Rows = Enum("Rows", choice_members(ROW_STYLES), type=str)  # type: ignore[misc]
-Provider = Enum("Provider", choice_members(PROVIDERS), type=str)  # type: ignore[misc]
-ResponseFormat = Enum("ResponseFormat", choice_members(RESPONSE_FORMATS), type=str)  # type: ignore[misc]
-# sparse (LLMConfig's default) first, as --help has always listed them
-SchemaStyle = Enum("SchemaStyle", choice_members(reversed(SCHEMA_STYLES)), type=str)  # type: ignore[misc]
 
 
 LLM = LLM_PANEL
@@ -156,6 +145,7 @@ def _interruptible(command: Callable[P, None]) -> Callable[P, None]:
 
 @app.command()
 @_interruptible
+@with_llm_options
 def evaluate(
     out: Annotated[
         Path,
@@ -301,79 +291,13 @@ def evaluate(
         ),
     ] = Engine["rules"],
     llm_config: LLMConfigOption = None,
-    provider: Annotated[
-        Provider | None,
-        typer.Option("--provider", help="openai (any OpenAI-compatible server) or anthropic.", rich_help_panel=LLM),
-    ] = None,
-    base_url: BaseURLOption = None,
-    model: ModelOption = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env",
-            help="Name of the environment variable holding the key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
-            rich_help_panel=LLM,
-        ),
-    ] = None,
-    temperature: TemperatureOption = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens",
-            help="Max output tokens per call [default: sized from the answer schema, so the longest answer it allows fits].",
-            rich_help_panel=LLM,
-        ),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout", help="Seconds per request: a deadline for connecting and reading the whole answer.", rich_help_panel=LLM
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", help="Calls in flight at once.", rich_help_panel=LLM)
-    ] = None,
-    retries: Annotated[
-        int | None,
-        typer.Option(
-            "--retries", help="Retries per call on 429 / 5xx / timeouts (Retry-After is honoured).", rich_help_panel=LLM
-        ),
-    ] = None,
-    rate_limit: Annotated[
-        float | None, typer.Option("--rate-limit", help="Max requests per second.", rich_help_panel=LLM)
-    ] = None,
-    response_format: Annotated[
-        ResponseFormat | None,
-        typer.Option(
-            "--response-format",
-            help="Structured-output variant; auto tries json_schema, then json_object, then none.",
-            rich_help_panel=LLM,
-        ),
-    ] = None,
-    schema: Annotated[
-        SchemaStyle | None,
-        typer.Option(
-            "--schema", help="sparse: list of mentioned entities; dense: one field per entity (SPEC-CXR).", rich_help_panel=LLM
-        ),
-    ] = None,
-    price_input: Annotated[
-        float | None, typer.Option("--price-input", help="USD per million input tokens.", rich_help_panel=LLM)
-    ] = None,
-    price_output: Annotated[
-        float | None, typer.Option("--price-output", help="USD per million output tokens.", rich_help_panel=LLM)
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option("--max-cost", help="USD; start no call once this much is spent (needs prices).", rich_help_panel=LLM),
-    ] = None,
     runs: Annotated[
         int, typer.Option("--runs", min=1, metavar="N", help="Independent runs; scores as mean +- sd.", rich_help_panel=LLM)
     ] = 1,
-    local_only: LocalOnlyOption = None,
-    cache: CacheOption = None,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Ask again where a stored answer was invalid.", rich_help_panel=LLM)
     ] = False,
+    llm_options: dict[str, Any] | None = None,
 ) -> None:
     """Score candidate reports against references, entity by entity (SPEC-CXR).
 
@@ -411,25 +335,6 @@ def evaluate(
     except (ValidationError, OutputError, ValueError, RayUnavailable) as exc:
         _fail(_first_error(exc))
         return
-    llm_options = dict(
-        provider=provider.value if provider else None,
-        base_url=base_url,
-        model=model,
-        api_key_env=api_key_env,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        timeout=timeout,
-        concurrency=concurrency,
-        retries=retries,
-        rate_limit=rate_limit,
-        response_format=response_format.value if response_format else None,
-        schema_style=schema.value if schema else None,
-        price_input=price_input,
-        price_output=price_output,
-        max_cost=max_cost,
-        local_only=local_only,
-        cache_path=cache,
-    )
     evaluator = _evaluator(
         engine.value,
         ontology,
