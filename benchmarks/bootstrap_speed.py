@@ -27,8 +27,8 @@ from cxreval.judge.table import JudgementTable
 from cxreval.metrics.intervals import table_cache
 from cxreval.ontology import load_ontology
 from cxreval.scores import averages, entity_scores
+from cxreval.scores.resampling import DEFAULT_CHUNK, bootstrap, weights_from_indices
 from cxreval.scores.signature import Signature
-from cxreval.scores.stats import DEFAULT_CHUNK, bootstrap, weights_from_indices
 
 PRESENCE = np.array(["TP", "FP", "FN", "TN"])
 ATTR = np.array(["aligned", "not-aligned", "not-available"])

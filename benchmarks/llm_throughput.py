@@ -30,7 +30,7 @@ from pathlib import Path
 from _data import data_dir
 
 from cxreval import Evaluator, ReportPair
-from cxreval.judge.llm_answers import format_instructions
+from cxreval.judge.llm_verdicts import format_instructions
 from cxreval.llm import LLMConfig
 from cxreval.llm.prompts import entity_list, load_prompt, uncertain_rule
 from cxreval.ontology import load_ontology

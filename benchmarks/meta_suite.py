@@ -23,8 +23,8 @@ from pathlib import Path
 from _data import data_dir
 
 from cxreval.datasets.iu_xray import load_iu_gold
+from cxreval.meta.page_section import write_page
 from cxreval.meta.perturb import PerturbationSuite, gold_references, suite_summary_by_targets, write_suite
-from cxreval.meta.report import write_page
 from cxreval.meta.robustness import EvaluatorMetric, failures, format_table, score_suite
 from cxreval.metrics import MetricUnavailable, available_metrics, get_metric
 

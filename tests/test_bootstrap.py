@@ -15,9 +15,9 @@ from cxreval.metrics.intervals import (
     table_cache,
 )
 from cxreval.scores import averages, entity_scores, judgement_frame, pair_errors
+from cxreval.scores.resampling import weights_from_indices
 from cxreval.scores.signature import SignatureMismatch
 from cxreval.scores.statistics import TableStatistics
-from cxreval.scores.stats import weights_from_indices
 from tests.test_scores import J
 
 

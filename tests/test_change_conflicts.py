@@ -15,7 +15,7 @@ from cxreval.cli import app
 from cxreval.extract.models import ComparisonChange
 from cxreval.judge.compare import CHANGE_DIRECTION
 from cxreval.judge.models import COMPARISON_VALUES, ERROR_KINDS, SPEC_COMPARISON_VALUES
-from cxreval.scores.report import ERROR_COLUMNS
+from cxreval.scores.report_errors import ERROR_COLUMNS
 
 
 def _pair(reference: str, candidate: str, pair_id: str = "p"):

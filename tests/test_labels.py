@@ -25,7 +25,7 @@ from cxreval.scores.labels import (
     project_states,
     ran_score,
 )
-from cxreval.scores.stats import bootstrap
+from cxreval.scores.resampling import bootstrap
 from tests.conftest import TINY
 
 NAN = float("nan")

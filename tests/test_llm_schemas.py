@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cxreval.judge.llm_answers import build_schema, parse_answer
+from cxreval.judge.llm_verdicts import build_schema, parse_answer
 from cxreval.llm.prompts import entity_list, load_prompt
 from cxreval.llm.schemas import AnswerError
 from cxreval.ontology import load_ontology

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cxreval import Evaluator, ReportPair
-from cxreval.judge.llm_answers import parse_answer
+from cxreval.judge.llm_verdicts import parse_answer
 from cxreval.llm import AnswerCache, LLMConfig
 
 pytest.importorskip("llama_cpp")

@@ -226,7 +226,7 @@ def test_answers_are_validated_naming_the_field(tmp_path: Path) -> None:
 
 
 def test_weighted_estimate_with_equal_weights_is_the_plain_one() -> None:
-    from cxreval.review.stats import Observation, weighted_accuracy
+    from cxreval.review.accuracy import Observation, weighted_accuracy
 
     obs = [Observation(f"p{i}", "ann", "e", "presence", "TP", "TP" if i % 3 else "FN", 2.5, "s") for i in range(12)]
     est, low, high = weighted_accuracy(obs, resamples=500, seed=1)

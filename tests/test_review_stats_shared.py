@@ -1,6 +1,6 @@
-"""Review statistics come from :mod:`cxreval.scores.stats` (issue 30: statistics twice).
+"""Review statistics come from :mod:`cxreval.scores.resampling` (issue 30: statistics twice).
 
-The kappas must equal, bit for bit, the formulas ``review/stats.py`` used to define (kept here as
+The kappas must equal, bit for bit, the formulas ``review/accuracy.py`` used to define (kept here as
 the reference for byte-identical ``cxreval review stats`` output) and statsmodels' within
 rounding; the Clopper-Pearson interval must equal scipy's beta quantiles and statsmodels'
 ``method="beta"``, and the root-finding ``binomtest`` interval the review module used before
@@ -22,9 +22,9 @@ from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from cxreval.review import stats as review
-from cxreval.scores import stats
-from cxreval.scores.stats import clopper_pearson, cohens_kappa, fleiss_kappa
+from cxreval.review import accuracy as review
+from cxreval.scores import resampling as stats
+from cxreval.scores.resampling import clopper_pearson, cohens_kappa, fleiss_kappa
 
 LABELS = (
     ["TP", "FP", "FN", "TN"],
@@ -33,7 +33,7 @@ LABELS = (
 )
 
 
-# -- the formulas review/stats.py defined before, verbatim in substance -------------------------
+# -- the formulas review/accuracy.py defined before, verbatim in substance -------------------------
 
 
 def former_cohen(a: Sequence[str], b: Sequence[str]) -> float | None:

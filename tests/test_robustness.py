@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from cxreval.cli.meta import meta_app
 from cxreval.evaluate import Evaluator
 from cxreval.llm import LLMConfig
+from cxreval.meta.judge_passes import LLMJudgeMetric
+from cxreval.meta.page_section import bar_chart_svg, render_page
 from cxreval.meta.perturb import PerturbationSuite, PerturbedPair, read_suite
-from cxreval.meta.report import bar_chart_svg, render_page
 from cxreval.meta.robustness import (
     EvaluatorMetric,
     Share,
@@ -24,10 +25,9 @@ from cxreval.meta.robustness import (
     penalised,
     score_suite,
 )
-from cxreval.meta.twopass import LLMJudgeMetric
 from cxreval.metrics import available_metrics, get_metric
+from cxreval.scores.resampling import clopper_pearson
 from cxreval.scores.signature import Signature
-from cxreval.scores.stats import clopper_pearson
 from cxreval.testing.loopback import LoopbackServer
 
 REPORTS = [

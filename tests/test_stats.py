@@ -14,7 +14,7 @@ from statsmodels.stats.inter_rater import cohens_kappa as sm_cohens_kappa
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from cxreval.scores.stats import (
+from cxreval.scores.resampling import (
     PairCache,
     bca_interval,
     bootstrap,

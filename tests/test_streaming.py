@@ -24,7 +24,7 @@ import pytest
 from cxreval import Evaluator
 from cxreval.cli import example_path
 from cxreval.io import CopiedCandidatesWarning, InputError, PairStream, ReportPair, read_pairs
-from cxreval.scores.report import distribution_of
+from cxreval.scores.report_errors import distribution_of
 from cxreval.streaming import FILES, evaluate_systems_to, evaluate_to
 from cxreval.testing.results import RESULT_FILES, differing
 

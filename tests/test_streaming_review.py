@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from cxreval import Evaluator, ReportPair
 from cxreval.io import InputError, PairStream, read_pairs
-from cxreval.scores.report import distribution_of
+from cxreval.scores.report_errors import distribution_of
 from cxreval.streaming import evaluate_stream, evaluate_to
 from cxreval.testing.results import RESULT_FILES, differing
 

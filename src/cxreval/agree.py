@@ -53,12 +53,12 @@ from cxreval.render import latex_escape as _tex
 from cxreval.render import number as _f
 from cxreval.scores.labels import binarize
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
-from cxreval.scores.signature import Signature
-from cxreval.scores.stats import (
+from cxreval.scores.resampling import (
     clopper_pearson,
     cohens_kappa_table,
     fleiss_kappa_counts,
 )
+from cxreval.scores.signature import Signature
 
 _WORDS: dict[str, float] = {
     **dict.fromkeys(["1", "positive", "pos", "present", "yes", "true"], 1.0),

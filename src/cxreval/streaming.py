@@ -4,7 +4,7 @@
 executor (:mod:`cxreval.executors`: this process, local processes or Ray actors, whose workers
 also render their chunk's rows), its judgement rows and error counts are appended to
 ``judgements.jsonl.gz`` and ``errors.csv`` as they come, and only the additive
-:class:`~cxreval.scores.spec.SpecTotals` and the texts' fingerprints are kept. So memory does not
+:class:`~cxreval.scores.spec_tables.SpecTotals` and the texts' fingerprints are kept. So memory does not
 grow with the number of pairs, and the files and scores hold what
 :meth:`cxreval.evaluate.EvaluationResult.save` writes for the whole input
 (``tests/test_streaming.py`` compares them).
@@ -68,7 +68,7 @@ from cxreval.outputs import (
     sigterm_raises,
 )
 from cxreval.scores.fingerprint import fingerprint_hex, reference_digest
-from cxreval.scores.spec import SpecTotals
+from cxreval.scores.spec_tables import SpecTotals
 from cxreval.scores.statistics import TableStatistics
 
 if TYPE_CHECKING:

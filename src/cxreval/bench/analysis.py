@@ -39,9 +39,9 @@ from cxreval.metrics.base import mean_stats
 from cxreval.metrics.table import headline_metrics, headline_values, table_metric_names
 from cxreval.ontology import Ontology
 from cxreval.scores.ratios import finite_or_none
-from cxreval.scores.spec import SpecScores, spec_scores
+from cxreval.scores.resampling import bootstrap_weights
+from cxreval.scores.spec_tables import SpecScores, spec_scores
 from cxreval.scores.statistics import TableStatistics
-from cxreval.scores.stats import bootstrap_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.bench.runner import DatasetRun, Runner, SystemRun

@@ -56,7 +56,7 @@ def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
         if name in LLM_PAIRWISE_ENGINES:
             if llm is None:
                 raise typer.BadParameter(f"{name} needs --llm-config or --base-url and --model")
-            from cxreval.meta.twopass import LLMJudgeMetric
+            from cxreval.meta.judge_passes import LLMJudgeMetric
 
             out.append(LLMJudgeMetric(llm, passes=2 if name.endswith("2pass") else 1))
         else:
@@ -201,8 +201,8 @@ def score(
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
     from cxreval.io import InputError
+    from cxreval.meta.page_section import write_page
     from cxreval.meta.perturb import read_suite
-    from cxreval.meta.report import write_page
     from cxreval.meta.robustness import failures, format_table, score_suite
 
     try:

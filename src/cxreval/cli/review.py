@@ -175,8 +175,8 @@ def stats(
     from rich.table import Table
 
     from cxreval.outputs import atomic_write_text
+    from cxreval.review.accuracy import review_stats, to_csv, to_html, to_latex
     from cxreval.review.db import ReviewDB, ReviewDBError
-    from cxreval.review.stats import review_stats, to_csv, to_html, to_latex
 
     try:
         with ReviewDB.open(db) as opened:

@@ -5,7 +5,7 @@ candidate models is read once (and, through the answer cache, once ever).
 
 The report stands in a fence the text cannot close (:func:`cxreval.llm.prompts.fence_code`). An
 answer with no mention for a report in which the rule engine reads a finding is invalid
-(:class:`cxreval.extract.llm_answers.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
+(:class:`cxreval.extract.llm_mentions.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import hashlib
 from functools import partial
 from typing import Any
 
-from cxreval.extract.llm_answers import (
+from cxreval.extract.llm_mentions import (
     EmptyAnswerCheck,
     mention_format,
     mention_schema,

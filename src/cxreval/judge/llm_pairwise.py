@@ -9,7 +9,7 @@ entities and are left implicit, which changes no score (scores count TN as the r
 Both reports stand in fences the texts cannot close (:func:`cxreval.llm.prompts.fence_code`). An
 answer that judges no entity (sparse: no item; dense: every entity TN) scores the pair as
 perfect by omission, so it is invalid when the rule engine reads a finding in either report
-(:class:`cxreval.extract.llm_answers.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
+(:class:`cxreval.extract.llm_mentions.EmptyAnswerCheck`): re-asked once, then a failure, never a score.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from cxreval.extract.llm_answers import EmptyAnswerCheck
+from cxreval.extract.llm_mentions import EmptyAnswerCheck
 from cxreval.io import ReportPair
 from cxreval.judge.compare import UncertainPolicy
-from cxreval.judge.llm_answers import pairwise_format, pairwise_schema, parse_pairwise
+from cxreval.judge.llm_verdicts import pairwise_format, pairwise_schema, parse_pairwise
 from cxreval.judge.models import EntityJudgement
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig

@@ -5,7 +5,7 @@ Pass 2 continues the same conversation: the model sees its own table and is aske
 row against the two reports and return the corrected full table in the same schema. The verified
 table replaces the first; both are cached (the verification key includes the first answer), so
 reruns make no call. The engine that runs both passes is ``llm-pairwise-2pass``
-(:mod:`cxreval.engines`); :class:`cxreval.meta.twopass.LLMJudgeMetric` scores with it.
+(:mod:`cxreval.engines`); :class:`cxreval.meta.judge_passes.LLMJudgeMetric` scores with it.
 """
 
 from __future__ import annotations

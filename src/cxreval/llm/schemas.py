@@ -2,7 +2,7 @@
 
 An LLM engine's answer is one JSON object. Two shapes of per-entity answers are built here from
 the ontology and a verdict schema the engine gives (the engines' own answers live next to them:
-:mod:`cxreval.extract.llm_answers` for mentions, :mod:`cxreval.judge.llm_answers` for pairwise
+:mod:`cxreval.extract.llm_mentions` for mentions, :mod:`cxreval.judge.llm_verdicts` for pairwise
 verdicts):
 
 - ``dense``: SPEC-CXR's layout, one required field per ontology entity. Self-describing but

@@ -11,7 +11,7 @@ fixed "perfect" value keeps metrics honest whose identity score is not their max
   comparison error).
 - **Robustness**: share of clinically insignificant variants the metric does *not* penalise.
 
-Each share comes with a Clopper-Pearson 95 % interval (:func:`cxreval.scores.stats.clopper_pearson`),
+Each share comes with a Clopper-Pearson 95 % interval (:func:`cxreval.scores.resampling.clopper_pearson`),
 per perturbation type and overall. A pair the metric could not score (NaN) is counted in ``n_nan``
 and left out of the share.
 
@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict
 from cxreval.judge.models import EntityJudgement
 from cxreval.meta.perturb import ALL_TYPES, SHARED, SIGNIFICANT, TARGET_VARIANTS, PerturbedPair
 from cxreval.metrics.base import ReportMetric
+from cxreval.scores.resampling import clopper_pearson
 from cxreval.scores.signature import Signature
-from cxreval.scores.stats import clopper_pearson
 
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.metrics.spec import SpecErrors

@@ -11,7 +11,7 @@ In the spirit of sacreBLEU (statistics per segment, the score from their sum) an
 
 and gets from :class:`Metric`: ``score_pairs`` (the value of each pair), ``corpus_score`` (the
 value of a whole system, with an optional percentile bootstrap interval) and ``pair_cache`` (the
-:class:`~cxreval.scores.stats.PairCache` that ``cxreval.scores.stats`` resamples). Bootstrap
+:class:`~cxreval.scores.resampling.PairCache` that ``cxreval.scores.resampling`` resamples). Bootstrap
 intervals, paired tests, ``compare``, ``bench`` and ``meta`` consume metrics through these, never
 through a metric's own arithmetic.
 
@@ -89,8 +89,8 @@ class Metric(ABC):
         return np.asarray(self.compute(stats), dtype=float) if len(stats) else np.zeros(0)
 
     def pair_cache(self, references: Sequence[str], candidates: Sequence[str]) -> Any:
-        """The per-pair statistics as a :class:`~cxreval.scores.stats.PairCache` (one score: ``name``)."""
-        from cxreval.scores.stats import PairCache
+        """The per-pair statistics as a :class:`~cxreval.scores.resampling.PairCache` (one score: ``name``)."""
+        from cxreval.scores.resampling import PairCache
 
         stats = np.asarray(self.pair_stats(references, candidates), dtype=float)
         return PairCache(stats, lambda sums: np.asarray(self.compute(sums), dtype=float)[:, None], (self.name,))
@@ -110,7 +110,7 @@ class Metric(ABC):
         value = float(np.asarray(self.compute(stats.sum(axis=0, keepdims=True)))[0])
         if n_bootstrap <= 0 or len(stats) == 0:
             return CorpusScore(value, None, None, self.signature)
-        from cxreval.scores.stats import bootstrap_weights
+        from cxreval.scores.resampling import bootstrap_weights
 
         rng = np.random.default_rng(seed)
         reps = np.asarray(self.compute(bootstrap_weights(rng, len(stats), n_bootstrap) @ stats), dtype=float)

@@ -52,7 +52,7 @@ def candidate_lines(text: str) -> list[str]:
 
 @cache
 def _empty_check() -> Any:
-    from cxreval.extract.llm_answers import EmptyAnswerCheck
+    from cxreval.extract.llm_mentions import EmptyAnswerCheck
     from cxreval.ontology import load_ontology
 
     return EmptyAnswerCheck(load_ontology())

@@ -2,7 +2,7 @@
 
 The judgement table is read once into per-pair statistics
 (:class:`~cxreval.scores.statistics.TableStatistics`); confidence intervals and tests then
-resample those (:mod:`cxreval.scores.stats`) and never touch a judge or the table again. Every
+resample those (:mod:`cxreval.scores.resampling`) and never touch a judge or the table again. Every
 score is a registered table metric's ``compute`` (:mod:`cxreval.metrics.table`), named by its
 headline name (``presence_macro_f1``, ``location_accuracy``, ``errors_per_report_mean``,
 ``error_free_rate``...), plus ``<entity>/precision|recall|f1`` per entity from the same presence
@@ -21,9 +21,7 @@ from cxreval.metrics.table import block_layout, table_metric, table_metric_names
 from cxreval.ontology import Ontology
 from cxreval.scores.fingerprint import fingerprints_comparable
 from cxreval.scores.ratios import presence_prf
-from cxreval.scores.signature import Signature, check_comparable
-from cxreval.scores.statistics import TableStatistics
-from cxreval.scores.stats import (
+from cxreval.scores.resampling import (
     BootstrapResult,
     CIMethod,
     PairCache,
@@ -31,6 +29,8 @@ from cxreval.scores.stats import (
     bootstrap,
     paired_comparison,
 )
+from cxreval.scores.signature import Signature, check_comparable
+from cxreval.scores.statistics import TableStatistics
 
 if TYPE_CHECKING:  # pragma: no cover
     from cxreval.evaluate import EvaluationResult

@@ -7,7 +7,7 @@ accuracy on the user's data (issue 15).
   version so another tool's file is recognised); every answer committed when it is given.
 - :mod:`~cxreval.review.server`: the local review page (Starlette + uvicorn, extra ``review``;
   imported only by ``cxreval review serve``).
-- :mod:`~cxreval.review.stats`: the engine's accuracy per field against reviewers, re-weighted,
+- :mod:`~cxreval.review.accuracy`: the engine's accuracy per field against reviewers, re-weighted,
   with intervals; agreement between reviewers; the entities most often wrong.
 - :mod:`~cxreval.review.export`: the reviewed judgements as a gold judgement table.
 """

@@ -32,19 +32,12 @@ if TYPE_CHECKING:
         project_states,
         ran_score,
     )
-    from cxreval.scores.report import (
+    from cxreval.scores.report_errors import (
         ErrorDistribution,
         error_distribution,
         pair_errors,
     )
-    from cxreval.scores.signature import (
-        Signature,
-        SignatureMismatch,
-        check_comparable,
-    )
-    from cxreval.scores.spec import SpecScores, spec_scores
-    from cxreval.scores.statistics import TableStatistics
-    from cxreval.scores.stats import (
+    from cxreval.scores.resampling import (
         BootstrapResult,
         Estimate,
         KappaResult,
@@ -60,11 +53,18 @@ if TYPE_CHECKING:
         mcnemar_paired,
         paired_comparison,
     )
+    from cxreval.scores.signature import (
+        Signature,
+        SignatureMismatch,
+        check_comparable,
+    )
+    from cxreval.scores.spec_tables import SpecScores, spec_scores
+    from cxreval.scores.statistics import TableStatistics
 
 #: public name -> the submodule that defines it
 _LAZY: dict[str, str] = {
-    "SpecScores": "cxreval.scores.spec",
-    "spec_scores": "cxreval.scores.spec",
+    "SpecScores": "cxreval.scores.spec_tables",
+    "spec_scores": "cxreval.scores.spec_tables",
     "TableStatistics": "cxreval.scores.statistics",
     "AttributeScore": "cxreval.scores.entity",
     "Averages": "cxreval.scores.entity",
@@ -84,26 +84,26 @@ _LAZY: dict[str, str] = {
     "project_pairs": "cxreval.scores.labels",
     "project_states": "cxreval.scores.labels",
     "ran_score": "cxreval.scores.labels",
-    "ErrorDistribution": "cxreval.scores.report",
-    "error_distribution": "cxreval.scores.report",
-    "pair_errors": "cxreval.scores.report",
+    "ErrorDistribution": "cxreval.scores.report_errors",
+    "error_distribution": "cxreval.scores.report_errors",
+    "pair_errors": "cxreval.scores.report_errors",
     "Signature": "cxreval.scores.signature",
     "SignatureMismatch": "cxreval.scores.signature",
     "check_comparable": "cxreval.scores.signature",
-    "BootstrapResult": "cxreval.scores.stats",
-    "Estimate": "cxreval.scores.stats",
-    "KappaResult": "cxreval.scores.stats",
-    "McNemarResult": "cxreval.scores.stats",
-    "PairCache": "cxreval.scores.stats",
-    "PairedComparison": "cxreval.scores.stats",
-    "PairedTest": "cxreval.scores.stats",
-    "bootstrap": "cxreval.scores.stats",
-    "clopper_pearson": "cxreval.scores.stats",
-    "cohens_kappa": "cxreval.scores.stats",
-    "fleiss_kappa": "cxreval.scores.stats",
-    "mcnemar": "cxreval.scores.stats",
-    "mcnemar_paired": "cxreval.scores.stats",
-    "paired_comparison": "cxreval.scores.stats",
+    "BootstrapResult": "cxreval.scores.resampling",
+    "Estimate": "cxreval.scores.resampling",
+    "KappaResult": "cxreval.scores.resampling",
+    "McNemarResult": "cxreval.scores.resampling",
+    "PairCache": "cxreval.scores.resampling",
+    "PairedComparison": "cxreval.scores.resampling",
+    "PairedTest": "cxreval.scores.resampling",
+    "bootstrap": "cxreval.scores.resampling",
+    "clopper_pearson": "cxreval.scores.resampling",
+    "cohens_kappa": "cxreval.scores.resampling",
+    "fleiss_kappa": "cxreval.scores.resampling",
+    "mcnemar": "cxreval.scores.resampling",
+    "mcnemar_paired": "cxreval.scores.resampling",
+    "paired_comparison": "cxreval.scores.resampling",
 }
 
 __all__ = sorted(_LAZY)

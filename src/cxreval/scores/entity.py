@@ -124,7 +124,7 @@ def count_table(frame: pd.DataFrame, ontology: Ontology) -> pd.DataFrame:
     place they are counted).
 
     Counts add: the table of a whole set of pairs is the sum of its chunks' tables, which is how
-    a streamed evaluation scores pairs it no longer holds (:class:`cxreval.scores.spec.SpecTotals`).
+    a streamed evaluation scores pairs it no longer holds (:class:`cxreval.scores.spec_tables.SpecTotals`).
     """
     from cxreval.judge.table import JudgementTable
     from cxreval.scores.statistics import TableStatistics

@@ -65,8 +65,8 @@ from cxreval.literals import UncertainLabel, UncertainPolicy
 from cxreval.ontology import Ontology
 from cxreval.scores.entity import PresenceScore
 from cxreval.scores.ratios import mean_defined, mean_defined_rows, prf, ratio, safe_div
+from cxreval.scores.resampling import PairCache, StatFn
 from cxreval.scores.signature import Signature
-from cxreval.scores.stats import PairCache, StatFn
 
 Undefined = Literal["skip", "zero"]
 #: Which hedge grades a projection affirms as ``1`` (see the module doc); the names and grade sets
