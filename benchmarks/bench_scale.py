@@ -190,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     t_tables = time.perf_counter()
     page_s: float | None = None
     try:
-        from cxreval.report import write_html
+        from cxreval.page import write_html
     except ImportError:
-        print("page: skipped (cxreval.report is not available)")
+        print("page: skipped (cxreval.page is not available)")
     else:
         tp = time.perf_counter()
         write_html(result, args.out / "report.html")

@@ -17,6 +17,9 @@ MOVED = {
     "cxreval.extract.llm_answers": ("cxreval.extract.llm_mentions", None),
     "cxreval.judge.llm_answers": ("cxreval.judge.llm_verdicts", None),
     "cxreval.meta.twopass": ("cxreval.meta.judge_passes", "LLMJudgeMetric"),
+    "cxreval.report": ("cxreval.page", "write_html"),
+    "cxreval.report.html": ("cxreval.page.html", None),
+    "cxreval.report.charts": ("cxreval.page.charts", "radar_svg"),
 }
 
 

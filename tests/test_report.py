@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cxreval.bench.models import BenchmarkResult, ExamplePair
-from cxreval.report import charts, render_html, write_html
+from cxreval.page import charts, render_html, write_html
 
 from .report_support import make_result
 

@@ -336,7 +336,7 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    from cxreval.report import write_html
+    from cxreval.page import write_html
 
     from .report_support import make_result
 

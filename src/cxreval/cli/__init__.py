@@ -700,7 +700,7 @@ def report_cmd(
     from pydantic import ValidationError
 
     from cxreval.bench.models import BenchmarkResult
-    from cxreval.report import write_html
+    from cxreval.page import write_html
 
     try:
         loaded = BenchmarkResult.model_validate_json(result.read_text(encoding="utf-8"))

@@ -217,9 +217,9 @@ def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html
         if html:
             t = time.perf_counter()
             try:
-                from cxreval.report import render_html
+                from cxreval.page import render_html
             except ImportError:
-                _err.print("report.html skipped: cxreval.report is not available")
+                _err.print("report.html skipped: cxreval.page is not available")
             else:
                 run.folder(out_dir).write_text("report.html", render_html(result))
                 page_s = time.perf_counter() - t

@@ -1,6 +1,6 @@
 """The discrimination / robustness section of an HTML page: a table and an inline SVG bar chart.
 
-Self-contained: no external resources. When :mod:`cxreval.report` (the benchmark pages) is
+Self-contained: no external resources. When :mod:`cxreval.page` (the benchmark pages) is
 installed alongside, its stylesheet and system colours are reused so the section looks like the
 rest of the page; otherwise a small stylesheet of our own is inlined.
 """
@@ -47,7 +47,7 @@ robustness (insignificant types) per metric.</figcaption></figure>
 
 def _style() -> str:
     try:
-        from cxreval.report.html import TEMPLATES
+        from cxreval.page.html import TEMPLATES
 
         path = Path(TEMPLATES) / "_style.html.j2"
         if path.is_file():
@@ -59,7 +59,7 @@ def _style() -> str:
 
 def _color(i: int) -> str:
     try:
-        from cxreval.report.charts import system_color
+        from cxreval.page.charts import system_color
 
         return system_color(i)
     except Exception:  # noqa: BLE001

@@ -1,9 +1,12 @@
-"""The benchmark report: one self-contained HTML page from a ``BenchmarkResult``.
+"""Moved to :mod:`cxreval.page` in 0.8.1 ("report" is the radiology report); this path goes in 0.9."""
 
-``write_html(result, "report.html")`` writes it; ``render_html(result)`` returns the text.
-The page opens offline (inline CSS, JavaScript and SVG; no fonts, images or CDNs).
-"""
+import importlib
+import warnings
+from typing import Any
 
-from cxreval.report.html import render_html, write_html
+_NEW = "cxreval.page"
+warnings.warn("cxreval.report moved to " + _NEW + " (0.8.1); the old path goes in 0.9", DeprecationWarning, stacklevel=2)
 
-__all__ = ["render_html", "write_html"]
+
+def __getattr__(name: str) -> Any:
+    return getattr(importlib.import_module(_NEW), name)
