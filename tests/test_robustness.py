@@ -16,7 +16,7 @@ from cxreval.evaluate import Evaluator
 from cxreval.llm import LLMConfig
 from cxreval.meta.judge_passes import LLMJudgeMetric
 from cxreval.meta.page_section import bar_chart_svg, render_page
-from cxreval.meta.perturb import PerturbationSuite, PerturbedPair, read_suite
+from cxreval.meta.perturb import PerturbationSuite, PerturbedPair, read_suite, write_suite
 from cxreval.meta.robustness import (
     EvaluatorMetric,
     Share,
@@ -162,3 +162,17 @@ def test_cli_perturb_and_score(tmp_path: Path) -> None:
     res = CliRunner().invoke(meta_app, ["score", str(suite), "-m", "spec-errors", "--html", str(html), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "| omit_finding | yes |" in res.output and html.is_file() and out.is_file()
+
+
+def test_cli_score_takes_the_generated_llm_options(tmp_path: Path) -> None:
+    """``meta score``'s LLM options come from LLMConfig's fields (cxreval.cli.llm_options) and reach the judge."""
+    suite = tmp_path / "suite.jsonl"
+    write_suite(PerturbationSuite(seed=1).build(REPORTS[:2]), suite)
+    out = tmp_path / "m.json"
+    with LoopbackServer() as srv:
+        args = ["score", str(suite), "-m", "llm-pairwise", "--base-url", srv.base_url, "--model", "loopback"]
+        args += ["--local-only", "--timeout", "10", "--concurrency", "2", "--cache", str(tmp_path / "a.sqlite")]
+        res = CliRunner().invoke(meta_app, [*args, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert srv.log and all(e["params"].get("temperature", 0) == 0 for e in srv.log)
+    assert (tmp_path / "a.sqlite").is_file() and "llm-pairwise" in out.read_text(encoding="utf-8")

@@ -138,20 +138,3 @@ LLMConfigOption = Annotated[
         rich_help_panel=LLM_PANEL,
     ),
 ]
-BaseURLOption = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url", help="Endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, llama.cpp, Ollama).", rich_help_panel=LLM_PANEL
-    ),
-]
-ModelOption = Annotated[str | None, typer.Option("--model", help="Model name as the server knows it.", rich_help_panel=LLM_PANEL)]
-TemperatureOption = Annotated[
-    float | None, typer.Option("--temperature", help="Sampling temperature [default: 0].", rich_help_panel=LLM_PANEL)
-]
-LocalOnlyOption = Annotated[
-    bool | None, typer.Option("--local-only", help="Refuse any endpoint not on loopback.", rich_help_panel=LLM_PANEL)
-]
-CacheOption = Annotated[
-    Path | None,
-    typer.Option("--cache", help="SQLite answer store (default ~/.cache/cxreval/llm-answers.sqlite).", rich_help_panel=LLM_PANEL),
-]

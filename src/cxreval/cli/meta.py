@@ -12,14 +12,10 @@ from typing import Any
 import typer
 
 from cxreval.cli.common import (
-    BaseURLOption,
-    CacheOption,
     LLMConfigOption,
-    LocalOnlyOption,
-    ModelOption,
-    TemperatureOption,
     fail,
 )
+from cxreval.cli.llm_options import with_llm_options
 from cxreval.literals import LLM_PAIRWISE_ENGINES
 
 meta_app = typer.Typer(
@@ -32,19 +28,13 @@ _METRIC_HELP = (
 )
 
 
-def _llm_config(
-    llm_config: Path | None,
-    base_url: str | None,
-    model: str | None,
-    local_only: bool | None,
-    cache: Path | None,
-    temperature: float | None,
-) -> Any:
+def _llm_config(llm_config: Path | None, llm_options: dict[str, Any]) -> Any:
+    """The LLM settings of the file and options given, or None when neither names a model."""
+    if llm_config is None and not llm_options.get("model"):
+        return None
     from cxreval.llm.config import LLMConfig
 
-    return LLMConfig.load(
-        llm_config, base_url=base_url, model=model, local_only=local_only or None, cache_path=cache, temperature=temperature
-    )
+    return LLMConfig.load(llm_config, **llm_options)
 
 
 def build_metrics(names: list[str], llm: Any = None) -> list[Any]:
@@ -68,6 +58,7 @@ _fail = fail
 
 
 @meta_app.command("human")
+@with_llm_options
 def human(
     file: Path = typer.Argument(
         ...,
@@ -88,11 +79,7 @@ def human(
     rexval_columns: str | None = typer.Option(None, help="JSON object overriding ReXVal column names"),
     out: Path | None = typer.Option(None, help="write the alignment as JSON"),
     llm_config: LLMConfigOption = None,
-    base_url: BaseURLOption = None,
-    model: ModelOption = None,
-    local_only: LocalOnlyOption = None,
-    cache: CacheOption = None,
-    temperature: TemperatureOption = None,
+    llm_options: dict[str, Any] | None = None,
 ) -> None:
     """Kendall tau-b and Spearman between each metric and the mean rater error count."""
     from cxreval.meta.human import RexvalColumns, human_alignment, read_plain_ratings, read_rexval
@@ -107,7 +94,7 @@ def human(
             )
     except (OSError, ValueError) as exc:  # InputError (every problem of the files) is a ValueError
         _fail(str(exc))
-    llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
+    llm = _llm_config(llm_config, llm_options or {})
     results = []
     cats = None if by_category else ["total"]
     for m in build_metrics(metric, llm):
@@ -186,6 +173,7 @@ def perturb(
 
 
 @meta_app.command("score")
+@with_llm_options
 def score(
     suite_file: Path = typer.Argument(..., help="suite from `cxreval meta perturb`"),
     metric: list[str] = typer.Option(["spec-errors"], "--metric", "-m", metavar="NAME", help=_METRIC_HELP),
@@ -193,11 +181,7 @@ def score(
     out: Path | None = typer.Option(None, help="write the report as JSON"),
     failures_out: Path | None = typer.Option(None, help="JSONL of the variants each metric got wrong"),
     llm_config: LLMConfigOption = None,
-    base_url: BaseURLOption = None,
-    model: ModelOption = None,
-    local_only: LocalOnlyOption = None,
-    cache: CacheOption = None,
-    temperature: TemperatureOption = None,
+    llm_options: dict[str, Any] | None = None,
 ) -> None:
     """Discrimination and robustness of each metric, per perturbation type."""
     from cxreval.io import InputError
@@ -209,7 +193,7 @@ def score(
         pairs = read_suite(suite_file)
     except InputError as exc:
         _fail(str(exc))
-    llm = _llm_config(llm_config, base_url, model, local_only, cache, temperature) if (llm_config or model) else None
+    llm = _llm_config(llm_config, llm_options or {})
     report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
     typer.echo(format_table(report))
     typer.echo(
