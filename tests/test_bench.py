@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -298,3 +299,26 @@ def test_rexrank_iu_config(tmp_path: Path) -> None:
     assert f1["retrieval-oracle"] > f1["oracle-noise-0.3"] > f1["random-train"]
     abnormal = {r.system: r.error_free.value for r in result.leaderboard("iu-xray-test", "abnormal").rows}
     assert abnormal["retrieval-oracle"] > abnormal["MoERad"] == 0.0
+
+
+def test_the_terminal_leaderboard_fits_80_columns_without_cutting_a_number(bench_dir: Path) -> None:
+    from rich.console import Console
+
+    from cxreval.cli.bench import print_leaderboard
+
+    result, _ = run_benchmark(load_config(bench_dir / "bench.yaml"))
+    board = result.leaderboards[0]
+    console = Console(width=80, record=True)
+    print_leaderboard(result, board, console)
+    screen = console.export_text()
+    assert max(len(line) for line in screen.splitlines()) <= 80
+    table_rows = [line for line in screen.splitlines() if line.startswith("│")]
+    assert len(table_rows) == len(board.rows)
+    for line in table_rows:  # only the system's name may end in an ellipsis; every number is whole
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        assert all("…" not in c for c in cells[1:])
+        assert all(re.fullmatch(r"[\d.\[\], ()-]+|n/a", c) for c in cells[2:])
+    ranked_by = next(m for m in result.metrics if m.name == board.rank_by)
+    assert ranked_by.label in screen  # the ranking metric is kept first
+    if "not shown at this width" in screen:
+        assert "leaderboards.csv" in screen

@@ -24,7 +24,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from cxreval.bench.models import BenchmarkResult, Leaderboard
 from cxreval.cli.common import (
@@ -47,15 +46,19 @@ _err = err_console
 
 
 def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console | None = None) -> None:
-    """A terminal table of one leaderboard: rank interval and each metric's value [CI]."""
+    """A terminal table of one leaderboard: rank interval and each metric's value [CI], fitted to
+    the console as evaluate's tables are (whole numbers; the metrics after the ranking one dropped
+    first, named in the caption; the system's name shortened last)."""
+    from cxreval.summary import Column, fitted_table
+
     console = console or _out
     info = {m.name: m for m in result.metrics}
     title = f"{result.name}: {lb.dataset} / {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}"
-    table = Table(title=escape(title), title_justify="left")
-    table.add_column("rank")
-    table.add_column("system")
-    for m in result.metrics:
-        table.add_column(escape(f"{m.label} {'↑' if m.higher_is_better else '↓'}"), justify="right")
+    columns = [Column("system", "left"), Column("rank", "left", keep=len(info) + 2)]
+    for k, m in enumerate(result.metrics):
+        keep = len(info) + 1 if m.name == lb.rank_by else len(info) - k
+        columns.append(Column(f"{m.label} {'↑' if m.higher_is_better else '↓'}", keep=keep))
+    rows = []
     for r in lb.rows:
         rank = f"{r.rank}" if r.rank_low == r.rank_high else f"{r.rank} ({r.rank_low}-{r.rank_high})"
         cells = []
@@ -67,8 +70,8 @@ def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console
                 cells.append(_fmt(iv.value))
             else:
                 cells.append(f"{_fmt(iv.value)} [{_fmt(iv.low)}, {_fmt(iv.high)}]")
-        table.add_row(rank, escape(r.system + (" (baseline)" if r.baseline else "")), *cells)
-    console.print(table)
+        rows.append((r.system + (" (baseline)" if r.baseline else ""), rank, *cells))
+    console.print(fitted_table(console, escape(title), columns, rows, note="all in leaderboards.csv"))
 
 
 class _Bars:
