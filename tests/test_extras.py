@@ -35,7 +35,7 @@ def test_parquet_without_pyarrow_names_the_file_and_the_extra(tmp_path: Path) ->
     assert issubclass(InputError, ValueError)
 
 
-@pytest.mark.parametrize("provider,package", [("openai", "openai"), ("anthropic", "anthropic")])
+@pytest.mark.parametrize("provider,package", [("openai", "httpx2"), ("anthropic", "httpx2")])
 def test_llm_engine_without_its_sdk_names_the_extra(provider: str, package: str) -> None:
     code = (
         "from cxreval import Evaluator\nfrom cxreval.llm import LLMConfig\n"

@@ -8,7 +8,7 @@ Quick start::
     result.averages.macro_f1, result.error_summary.mean
 
 Nothing here touches the network. Names are imported on first use (PEP 562), so ``import
-cxreval`` and ``cxreval --version`` do not pay for pandas, scipy or the LLM SDKs.
+cxreval`` and ``cxreval --version`` do not pay for pandas, scipy or the LLM backends' HTTP client.
 """
 
 from __future__ import annotations

@@ -829,7 +829,7 @@ class EngineRunner:
         if info.needs_llm and llm is not None:
             from cxreval.llm.config import require_backend
 
-            require_backend(llm.provider)  # the SDK is an optional extra: say so before any work
+            require_backend(llm.provider)  # the HTTP client is an optional extra: say so before any work
         built = get_engine(engine, ontology, uncertain, llm=llm, spec_compat=spec_compat, rules=rules, hierarchy=hierarchy)
         if workers is not None:
             if workers < 1:

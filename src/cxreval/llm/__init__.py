@@ -5,8 +5,8 @@ entity ids).
 It knows no engine: the engines' own answers live next to them (:mod:`cxreval.extract.llm`,
 :mod:`cxreval.judge.llm_pairwise`, :mod:`cxreval.judge.twopass`, the labeler in
 :mod:`cxreval.labelers`), and nothing here imports ``extract``, ``judge`` or ``scores``.
-Importing this package makes no network call and does not import the provider SDKs; a backend
-is created (and its SDK imported) only when an LLM engine actually runs.
+Importing this package makes no network call and does not import the HTTP client; a backend
+is created (and its client imported) only when an LLM engine actually runs.
 """
 
 from cxreval.llm.cache import AnswerCache, CachedAnswer, cache_key

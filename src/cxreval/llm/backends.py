@@ -1,12 +1,13 @@
-"""Chat backends: any OpenAI-compatible server (``openai`` SDK, async) and Anthropic (tool use).
+"""Chat backends: any OpenAI-compatible server and Anthropic (tool use), over httpx2 (async).
 
 A backend makes one HTTP request per :meth:`complete` and classifies what went wrong:
 :class:`TransientError` (timeouts, dropped connections, 408/409/429/5xx: the runner retries,
 honouring ``Retry-After``) or :class:`FatalError` (bad key, unknown model, refused request: the
-run stops). Retries live in the runner, so the SDKs' own retries are switched off. ``timeout``
-is a deadline for the whole request (connect, send, every byte of the answer): the SDKs' own
-timeout bounds each read only, so :func:`post_within` cancels a request at its deadline
-(:class:`DeadlineExceeded`).
+run stops). Retries live in the runner. ``timeout`` is a deadline for the whole request
+(connect, send, every byte of the answer): httpx2's own timeout bounds each read only, so
+:func:`post_within` cancels a request at its deadline (:class:`DeadlineExceeded`). Each request
+is one JSON POST with the provider's documented headers; no provider SDK is used (they would add
+nothing here: bodies are sent as built and answers read as text, see docs/dependencies.md).
 
 Structured output on OpenAI-compatible servers comes in three variants:
 ``json_schema`` (OpenAI, vLLM, SGLang, llama.cpp's C++ server, Ollama),
@@ -20,7 +21,7 @@ Error text that leaves a backend passes through :meth:`redact`, the one redactor
 JSON, URL and HTML escapes decoded, is replaced first; only then is the text cut), so the key
 never reaches logs, caches or outputs, whatever a server echoes back.
 
-Answers are read as raw text and validated here, not trusted to the SDKs' models: an HTTP 200
+Answers are read as raw text and validated here: an HTTP 200
 whose body is cut off, nested too deeply, has no message, a non-string content or nonsensical
 usage is a :class:`MalformedResponse` (a :class:`TransientError`: retried, then listed as a
 failure; it carries the body's length, so the runner charges the estimated cost of a request a
@@ -51,6 +52,8 @@ log = logging.getLogger("cxreval.llm")
 
 FORMAT_ORDER: tuple[Literal["json_schema", "json_object", "none"], ...] = ("json_schema", "json_object", "none")
 MAX_ERROR_CHARS = 500
+#: The Messages API version sent to Anthropic (its ``anthropic-version`` header).
+ANTHROPIC_VERSION = "2023-06-01"
 
 
 class ChatResponse(BaseModel):
@@ -92,17 +95,24 @@ def _loads_object(body: str, what: str) -> dict[str, Any]:
     return value
 
 
-def http_client(sdk_default: type, config: LLMConfig) -> Any:
-    """The HTTP client an SDK gets: never follows redirects; no proxies for local endpoints.
+def http_client(config: LLMConfig) -> Any:
+    """The HTTP client of a backend: never follows redirects; no proxies for local endpoints
+    (``trust_env=False``: no ``HTTP_PROXY`` / ``ALL_PROXY`` from the environment)."""
+    import httpx2  # imported here: nothing network-related happens at cxreval import
 
-    ``sdk_default`` is the SDK's ``DefaultAsyncHttpxClient``. For a loopback endpoint or
-    ``--local-only`` the plain client it derives from is used with ``trust_env=False``: the SDK
-    default reads proxies from the environment even then (seen in anthropic 2.12).
-    """
-    if config.local_only or config.is_local:
-        plain = next(c for c in sdk_default.__mro__[1:] if c.__name__ == "AsyncClient")
-        return plain(timeout=config.timeout, follow_redirects=False, trust_env=False)
-    return sdk_default(timeout=config.timeout, follow_redirects=False)
+    local = config.local_only or config.is_local
+    return httpx2.AsyncClient(timeout=config.timeout, follow_redirects=False, trust_env=not local)
+
+
+class HTTPStatusError(Exception):
+    """A response whose status is not 2xx: its status, body text (unredacted: the caller redacts)
+    and headers."""
+
+    def __init__(self, status: int, body: str, headers: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.body = body
+        self.headers = headers
 
 
 class TransientError(Exception):
@@ -132,17 +142,29 @@ class FatalError(Exception):
     """Retrying cannot help (authentication, unknown model, malformed request): stop the run."""
 
 
-async def post_within(client: Any, path: str, body: dict[str, Any], deadline: float, timeout: float) -> str:
-    """``client.post`` of ``body``, cancelled when the event loop's clock passes ``deadline``.
+async def post_within(
+    client: Any, url: str, body: dict[str, Any], headers: dict[str, str], deadline: float, timeout: float
+) -> str:
+    """POST ``body`` as JSON to ``url``; the answer's text, or :class:`HTTPStatusError` for a
+    status outside 2xx. Cancelled when the event loop's clock passes ``deadline``: httpx2's
+    ``timeout`` bounds each phase of a request (each read, for one), so a server that sends one
+    byte at a time would keep it alive for ever. Transport faults are classified here:
+    a timeout is :class:`DeadlineExceeded`, a connection or protocol fault :class:`TransientError`
+    (unredacted: the caller redacts)."""
+    import httpx2
 
-    The SDKs' ``timeout`` bounds each phase of a request (each read, for one): a server that
-    sends one byte at a time keeps a request alive for ever. This bounds the whole request.
-    """
     try:
         async with asyncio.timeout_at(deadline):
-            return await client.post(path, body=body, cast_to=str)
-    except TimeoutError:
+            response = await client.post(url, json=body, headers=headers)
+    except (TimeoutError, httpx2.TimeoutException):
         raise DeadlineExceeded(_deadline_message(timeout)) from None
+    except httpx2.TransportError as exc:
+        raise TransientError(f"connection error: {type(exc).__name__}: {exc}") from None
+    except httpx2.HTTPError as exc:
+        raise TransientError(f"bad response: {type(exc).__name__}: {exc}") from None
+    if not 200 <= response.status_code < 300:
+        raise HTTPStatusError(response.status_code, response.text, response.headers)
+    return response.text
 
 
 def _deadline_message(timeout: float) -> str:
@@ -268,16 +290,9 @@ class OpenAIBackend(_Base):
 
     def __init__(self, config: LLMConfig) -> None:
         super().__init__(config)
-        import openai  # imported here: nothing network-related happens at cxreval import
-
-        self._openai = openai
-        self.client = openai.AsyncOpenAI(
-            base_url=config.endpoint,
-            api_key=self._key,
-            timeout=config.timeout,
-            max_retries=0,
-            http_client=http_client(openai.DefaultAsyncHttpxClient, config),
-        )
+        self.client = http_client(config)
+        self.url = config.endpoint.rstrip("/") + "/chat/completions"
+        self.headers = {"Authorization": f"Bearer {self._key}"}
         self.format = "json_schema" if config.response_format == "auto" else config.response_format
         self._auto = config.response_format == "auto"
         #: Send ``max_completion_tokens`` and no ``temperature``: a reasoning model by name, or a
@@ -303,7 +318,6 @@ class OpenAIBackend(_Base):
         return status in (400, 422, 500) and ("response_format" in low or "json_schema" in low)
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str) -> ChatResponse:
-        oa = self._openai
         deadline = asyncio.get_running_loop().time() + self.config.timeout  # format step-downs included
         while True:
             used, classic = self.format, not self.reasoning
@@ -314,16 +328,13 @@ class OpenAIBackend(_Base):
             if fmt is not None:
                 kwargs["response_format"] = fmt
             try:
-                # The SDK's documented request method for bodies sent as is: ``create`` would walk
-                # the whole schema and messages on every call (about 3 ms of CPU with 170 entity
-                # ids, the bottleneck at high concurrency), and json_object + schema is not OpenAI's.
-                body_text = await post_within(self.client, "/chat/completions", kwargs, deadline, self.config.timeout)
-            except oa.APIStatusError as exc:
-                body = _body_text(exc)
+                body_text = await post_within(self.client, self.url, kwargs, self.headers, deadline, self.config.timeout)
+            except HTTPStatusError as exc:
+                body = exc.body
                 sent = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0
-                if self._step_down_tokens(exc.status_code, body, sent):
+                if self._step_down_tokens(exc.status, body, sent):
                     continue
-                if classic and _refuses_classic_params(exc.status_code, body):
+                if classic and _refuses_classic_params(exc.status, body):
                     if not self.reasoning:  # concurrent calls may have learned it already
                         self.reasoning = True
                         log.warning(
@@ -332,18 +343,16 @@ class OpenAIBackend(_Base):
                             self.config.model,
                         )
                     continue
-                if self._auto and self._mentions_format(exc.status_code, body) and used != "none":
+                if self._auto and self._mentions_format(exc.status, body) and used != "none":
                     if self.format == used:  # concurrent calls may have stepped down already
                         self.format = FORMAT_ORDER[FORMAT_ORDER.index(used) + 1]
                         log.warning("server refused response_format %s; using %s", used, self.format)
                     continue
-                raise self._status_error(exc.status_code, body, exc.response.headers) from None
-            except oa.APITimeoutError:  # one phase took the whole --timeout: the deadline has passed too
-                raise DeadlineExceeded(_deadline_message(self.config.timeout)) from None
-            except oa.APIConnectionError as exc:
-                raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
-            except oa.APIError as exc:
-                raise TransientError(self.redact(f"bad response: {exc}")) from None
+                raise self._status_error(exc.status, body, exc.headers) from None
+            except DeadlineExceeded:
+                raise
+            except TransientError as exc:  # a connection or protocol fault
+                raise TransientError(self.redact(str(exc))) from None
             return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
@@ -368,7 +377,7 @@ class OpenAIBackend(_Base):
         )
 
     async def aclose(self) -> None:
-        await self.client.close()
+        await self.client.aclose()
 
 
 class AnthropicBackend(_Base):
@@ -379,19 +388,11 @@ class AnthropicBackend(_Base):
 
     def __init__(self, config: LLMConfig) -> None:
         super().__init__(config)
-        import anthropic
-
-        self._anthropic = anthropic
-        self.client = anthropic.AsyncAnthropic(
-            base_url=config.endpoint,
-            api_key=self._key,
-            timeout=config.timeout,
-            max_retries=0,
-            http_client=http_client(anthropic.DefaultAsyncHttpxClient, config),
-        )
+        self.client = http_client(config)
+        self.url = config.endpoint.rstrip("/") + "/v1/messages"
+        self.headers = {"x-api-key": self._key, "anthropic-version": ANTHROPIC_VERSION}
 
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str) -> ChatResponse:
-        an = self._anthropic
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         convo = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
         kwargs: dict[str, Any] = {
@@ -406,20 +407,15 @@ class AnthropicBackend(_Base):
         kwargs["temperature"] = self.config.temperature
         deadline = asyncio.get_running_loop().time() + self.config.timeout
         try:
-            # the body as is, read back as text: the Messages API fields are stable, the SDK's
-            # keyword arguments are not (recent SDKs dropped ``temperature``)
-            body_text = await post_within(self.client, "/v1/messages", kwargs, deadline, self.config.timeout)
-        except an.APIStatusError as exc:
-            body = _body_text(exc)
-            if self._step_down_tokens(exc.status_code, body, kwargs["max_tokens"]):
+            body_text = await post_within(self.client, self.url, kwargs, self.headers, deadline, self.config.timeout)
+        except HTTPStatusError as exc:
+            if self._step_down_tokens(exc.status, exc.body, kwargs["max_tokens"]):
                 return await self.complete(messages, schema, name)  # once: the limit is now at its floor
-            raise self._status_error(exc.status_code, body, exc.response.headers) from None
-        except an.APITimeoutError:  # one phase took the whole --timeout: the deadline has passed too
-            raise DeadlineExceeded(_deadline_message(self.config.timeout)) from None
-        except an.APIConnectionError as exc:
-            raise TransientError(self.redact(f"connection error: {_cause(exc)}")) from None
-        except an.APIError as exc:
-            raise TransientError(self.redact(f"bad response: {exc}")) from None
+            raise self._status_error(exc.status, exc.body, exc.headers) from None
+        except DeadlineExceeded:
+            raise
+        except TransientError as exc:  # a connection or protocol fault
+            raise TransientError(self.redact(str(exc))) from None
         return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
@@ -454,7 +450,7 @@ class AnthropicBackend(_Base):
         )
 
     async def aclose(self) -> None:
-        await self.client.close()
+        await self.client.aclose()
 
 
 def _parsed(parse: Any, body_text: Any) -> ChatResponse:
@@ -470,29 +466,6 @@ def _parsed(parse: Any, body_text: Any) -> ChatResponse:
         raise MalformedResponse(str(exc), size) from None
     except (RecursionError, TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
         raise MalformedResponse(f"malformed response: {type(exc).__name__} while reading the body", size) from None
-
-
-def _body_text(exc: Any) -> str:
-    """An error response's body, whole: the caller redacts it and only then cuts it, so a key
-    straddling the cut cannot survive in part. A body the SDK parsed is written back as JSON; one
-    it could not parse is the server's text as sent."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, str):
-        return body
-    if body is not None:
-        try:
-            return json.dumps(body, ensure_ascii=False)
-        except (RecursionError, TypeError, ValueError):
-            pass
-    try:
-        return str(exc.response.text)
-    except Exception:  # noqa: BLE001 - best effort for an error message
-        return str(exc)
-
-
-def _cause(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    return f"{type(cause).__name__}: {cause}" if cause else str(exc)
 
 
 def make_backend(config: LLMConfig) -> Backend:

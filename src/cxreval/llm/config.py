@@ -57,13 +57,13 @@ class LLMConfigError(ValueError):
     """Settings that cannot be used (bad file, bad value, missing key, non-local endpoint)."""
 
 
-#: The SDK each provider's backend is built on; both are in the optional extra ``llm``.
-PROVIDER_PACKAGES = {"openai": "openai", "anthropic": "anthropic"}
+#: The package each provider's backend needs: httpx2 for both (one JSON POST per call).
+PROVIDER_PACKAGES = {"openai": "httpx2", "anthropic": "httpx2"}
 LLM_EXTRA = "pip install 'cxreval[llm]'"
 
 
 def require_backend(provider: str) -> None:
-    """Raise :class:`LLMConfigError` naming the extra when ``provider``'s SDK is not installed
+    """Raise :class:`LLMConfigError` naming the extra when ``provider``'s HTTP package is not installed
     (checked without importing it, so a run fails before any pair is judged)."""
     import importlib.util
 

@@ -256,7 +256,7 @@ class LLMRunner:
             else:
                 todo.append(task)
         if todo:
-            _ = self.backend  # create the client (imports the SDK) before timing the calls
+            _ = self.backend  # create the client (imports httpx2) before timing the calls
             if not self.in_flight:  # nobody waits on it: a fresh one, bound to this event loop
                 self._released = asyncio.Event()
             t0 = time.perf_counter()
