@@ -169,28 +169,21 @@ def evaluate_files(
     on_ray = check_executor(evaluator.engine, executor, ray_address, runs)
     check_out_dir(out)
     rows = rows or RowsFormat.choose()
-    streams = evaluator.engine == "rules" and runs == 1
-    planned = streams and not on_ray and source.source is not None and PairStream.streams(source.source, source.format)
-    if planned:
-        return _write(
-            _FileJob(source.stream(), planned=True),
-            out,
-            evaluator,
-            source,
-            runs,
-            rows,
-            progress,
-            on_ray,
-            ray_address,
-            outputs or OutputRun(),
-        )
-    if streams and source.source is not None and PairStream.streams(source.source, source.format):
+    streams = (
+        evaluator.engine == "rules"
+        and runs == 1
+        and source.source is not None
+        and PairStream.streams(source.source, source.format)
+    )
+    if streams and not on_ray:  # workers read, check and judge the file's byte ranges
+        job = _FileJob(source.stream(), planned=True)
+    elif streams:
         stream = source.stream()
         stream.check()  # on Ray, this process reads the file: checked whole first
         job = _FileJob(stream)
     else:
         job = _FileJob(pairs=source.read())
-    if not sum(job.counts.values()):
+    if not job.planned and not sum(job.counts.values()):
         where = source.source if source.source is not None else source.cands
         raise InputError([InputProblem(file=str(where), message="the input holds no pairs")])
     return _write(job, out, evaluator, source, runs, rows, progress, on_ray, ray_address, outputs or OutputRun())
@@ -221,12 +214,17 @@ class _FileJob:
     stream: PairStream | None = None
     pairs: list[ReportPair] = field(default_factory=list)
     planned: bool = False
+    #: The whole list's pairs of each system, in order of first appearance (empty for a stream).
+    groups: dict[str | None, list[ReportPair]] = field(init=False)
+    #: Each system's number of pairs (empty for a planned file: they come at the end).
+    counts: dict[str | None, int] = field(init=False)
 
-    @property
-    def counts(self) -> dict[str | None, int]:
+    def __post_init__(self) -> None:
+        self.groups = by_system(self.pairs) if self.stream is None else {}
         if self.stream is not None:
-            return {} if self.planned else dict(self.stream.systems)
-        return {s: len(g) for s, g in by_system(self.pairs).items()}
+            self.counts = {} if self.planned else dict(self.stream.systems)
+        else:
+            self.counts = {s: len(g) for s, g in self.groups.items()}
 
 
 def _write(
@@ -273,7 +271,7 @@ def _write(
             )
             outcome.systems += [(system, [scores[system]]) for system in counts]
         else:
-            for system, group in by_system(job.pairs).items():
+            for system, group in job.groups.items():
                 results = evaluator.evaluate_runs(group, runs=runs, progress=progress)
                 _stage_runs(results, run, folders[system], rows)
                 outcome.systems.append((system, results))

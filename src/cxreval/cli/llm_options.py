@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
-from cxreval.cli.common import LLM_PANEL
+from cxreval.cli.common import LLM_PANEL, choice_members
 
 R = TypeVar("R")
 
@@ -70,7 +70,7 @@ def option_type(field: str) -> Any:
         if info.default in values:
             values.remove(info.default)
             values.insert(0, info.default)
-        return Enum(field.title().replace("_", ""), {v.replace("-", "_"): v for v in values}, type=str)
+        return Enum(field.title().replace("_", ""), choice_members(values), type=str)
     return Path if kind is Path else kind
 
 

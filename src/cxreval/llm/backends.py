@@ -209,6 +209,10 @@ def _status_transient(status: int) -> bool:
 
 
 class _Base:
+    #: The HTTP client (:func:`http_client`) and the provider's headers, set by each backend.
+    client: Any
+    headers: dict[str, str]
+
     def __init__(self, config: LLMConfig) -> None:
         config.check_endpoint()
         self.config = config
@@ -237,6 +241,17 @@ class _Base:
             )
         self.token_cap = TOKEN_STEP_DOWN
         return True
+
+    async def _post(self, url: str, body: dict[str, Any], deadline: float) -> str:
+        """:func:`post_within` with this backend's client and headers; a transport fault's message
+        redacted (a status outside 2xx stays an :class:`HTTPStatusError`, redacted by
+        :meth:`_status_error`)."""
+        try:
+            return await post_within(self.client, url, body, self.headers, deadline, self.config.timeout)
+        except DeadlineExceeded:
+            raise
+        except TransientError as exc:  # a connection or protocol fault
+            raise TransientError(self.redact(str(exc))) from None
 
     def redact(self, text: str, limit: int | None = MAX_ERROR_CHARS) -> str:
         """``text`` with every long piece of the key replaced, in whatever escapes it stands
@@ -328,7 +343,7 @@ class OpenAIBackend(_Base):
             if fmt is not None:
                 kwargs["response_format"] = fmt
             try:
-                body_text = await post_within(self.client, self.url, kwargs, self.headers, deadline, self.config.timeout)
+                body_text = await self._post(self.url, kwargs, deadline)
             except HTTPStatusError as exc:
                 body = exc.body
                 sent = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens") or 0
@@ -349,10 +364,6 @@ class OpenAIBackend(_Base):
                         log.warning("server refused response_format %s; using %s", used, self.format)
                     continue
                 raise self._status_error(exc.status, body, exc.headers) from None
-            except DeadlineExceeded:
-                raise
-            except TransientError as exc:  # a connection or protocol fault
-                raise TransientError(self.redact(str(exc))) from None
             return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
@@ -407,15 +418,11 @@ class AnthropicBackend(_Base):
         kwargs["temperature"] = self.config.temperature
         deadline = asyncio.get_running_loop().time() + self.config.timeout
         try:
-            body_text = await post_within(self.client, self.url, kwargs, self.headers, deadline, self.config.timeout)
+            body_text = await self._post(self.url, kwargs, deadline)
         except HTTPStatusError as exc:
             if self._step_down_tokens(exc.status, exc.body, kwargs["max_tokens"]):
                 return await self.complete(messages, schema, name)  # once: the limit is now at its floor
             raise self._status_error(exc.status, exc.body, exc.headers) from None
-        except DeadlineExceeded:
-            raise
-        except TransientError as exc:  # a connection or protocol fault
-            raise TransientError(self.redact(str(exc))) from None
         return _parsed(self._parse, body_text)
 
     def _parse(self, body_text: str) -> ChatResponse:
