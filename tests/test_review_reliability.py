@@ -425,7 +425,7 @@ def test_a_database_path_with_uri_characters_is_the_file_it_names(tmp_path: Path
         f"{n}{s}" for n in ("we?ird#name%20.db", "100%.db", "a#b.db") for s in ("", "-wal", "-shm")
     }
     # the function that builds the URI, on its own
-    from cxreval.review.db import sqlite_uri
+    from cxreval.sqlite_store import sqlite_uri
 
     for name in ("we?ird#name%20.db", "100%.db", "a#b.db"):
         with contextlib.closing(sqlite3.connect(sqlite_uri(folder / name, mode="ro"), uri=True)) as conn:

@@ -14,10 +14,14 @@ LLM answer store    ``normal``   a commit survives the process being killed; a p
 bench cache         ``normal``   recomputed on a miss, as above
 ==================  ===========  ==============================================================
 
-Each store keeps its own schema version and migrations (the answer store in its ``meta`` table,
-the review database in ``PRAGMA user_version``, the bench cache keyed by content) and refuses a
-newer version than it reads with a message naming the file. :func:`describe_error` turns an
-SQLite error into a sentence that names the file and what is wrong with it.
+Each store describes itself with a :class:`Schema` (its name, version, the statements that
+create it and those that take an older version to the next) and keeps the version number where
+its files always kept it (the answer store in its ``meta`` table, the review database and the
+bench cache in ``PRAGMA user_version``). :func:`upgrade` creates a new store or migrates an
+older one in the caller's transaction, and refuses a newer one, or a file that is another
+store, with a message naming the file. :func:`read_only` opens a file only to look at it, and
+:func:`describe_error` turns an SQLite error into a sentence that names the file and what is
+wrong with it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -81,6 +86,97 @@ def sqlite_uri(path: str | Path, **params: str) -> str:
     percent-encoded (pasted into the URI they would end the path and open another file)."""
     uri = Path(os.path.abspath(path)).as_uri()
     return uri + ("?" + urlencode(params) if params else "")
+
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file that starts as an SQLite database does."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def read_only(path: str | Path, timeout: float = LOCK_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """A connection that can only read ``path`` (opened by URI with ``mode=ro``, so looking at a
+    file never creates it, nor the ``-wal`` and ``-shm`` files beside it); closed on exit."""
+    conn = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=timeout)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def table_names(conn: sqlite3.Connection) -> list[str]:
+    """The tables of the database, sorted."""
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+class SchemaError(ValueError):
+    """A store's file that this cxreval must not write: another kind of file, or a schema it
+    cannot read (newer, or older without a migration)."""
+
+
+class NewerSchema(SchemaError):
+    """A store written by a newer cxreval."""
+
+
+@dataclass(frozen=True)
+class Schema:
+    """What a store is: its name in messages, its schema version, the statements that create it,
+    and for each older version the statements that take it to the next one.
+
+    ``create`` and every migration run inside the caller's transaction, so that a store is never
+    left half created or half migrated.
+    """
+
+    name: str
+    version: int
+    create: Sequence[str]
+    migrations: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    #: What to do with a file of a newer schema (after "written by a newer cxreval").
+    newer_hint: str = "upgrade cxreval (pip install -U cxreval)"
+
+    def check(self, path: str | Path, found: object) -> int:
+        """The version ``found`` in ``path`` as a number; raises :class:`SchemaError` when it is
+        not one, :class:`NewerSchema` when it is newer than :attr:`version`, and
+        :class:`SchemaError` when it is older and no migration leads from it."""
+        if isinstance(found, bool) or not str(found).isdigit():
+            raise SchemaError(f"{path}: a {self.name} with an unreadable schema version ({found!r})")
+        version = int(str(found))
+        if version > self.version:
+            raise NewerSchema(
+                f"{path}: {self.name} schema {version}, written by a newer cxreval (this one reads up to "
+                f"schema {self.version}); {self.newer_hint}"
+            )
+        missing = [v for v in range(version, self.version) if v not in self.migrations]
+        if missing:
+            raise SchemaError(
+                f"{path}: {self.name} schema {version}; this cxreval reads schema {self.version} and cannot migrate it"
+            )
+        return version
+
+
+def upgrade(conn: sqlite3.Connection, path: str | Path, schema: Schema, found: object | None) -> int:
+    """Create the store (``found`` None: a new file) or take it from version ``found`` up to
+    ``schema.version``, one migration at a time, inside the caller's transaction; returns the
+    version the caller now records. A newer or unreadable version raises (:meth:`Schema.check`)
+    before anything is written."""
+    if found is None:
+        for statement in schema.create:
+            conn.execute(statement)
+        return schema.version
+    version = schema.check(path, found)
+    while version < schema.version:
+        for statement in schema.migrations[version]:
+            conn.execute(statement)
+        version += 1
+    return version
 
 
 _PLAIN_PROBLEMS = {

@@ -25,12 +25,27 @@ from pathlib import Path
 from cxreval.judge import EntityJudgement
 from cxreval.judge.models import row_errors
 from cxreval.judge.table import CompactRow
-from cxreval.sqlite_store import connect
+from cxreval.sqlite_store import Schema, SchemaError, connect, table_names, transaction, upgrade
 
 _CHUNK = 900  # SQLite's default host-parameter limit is 999
 #: Added to the rule engine's signature in its judgements' keys: its rows carry the rule ids
 #: (``reference_rules``, ``candidate_rules``) since cxreval 0.3.
 RULE_ROWS = "|rows:rules"
+
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, rows TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS metric_values (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, choice TEXT NOT NULL)",
+)
+#: The bench cache's schema; its version lives in ``PRAGMA user_version``. Caches written before
+#: cxreval 0.8.1 carry version 0 and the same tables: they are marked version 1, nothing else changes.
+BENCH_CACHE = Schema(name="bench cache", version=1, create=_TABLES, migrations={0: _TABLES})
+_OWN_TABLES = frozenset({"judgements", "metric_values", "baselines"})
+
+
+class NotABenchCache(SchemaError):
+    """A file that is not a bench cache (another store, or one a newer cxreval wrote)."""
 
 
 def pair_key(signature: str, reference: str, candidate: str) -> str:
@@ -80,11 +95,30 @@ class BenchCache:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = connect(self.path, durability="normal", autocommit=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, rows TEXT NOT NULL)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS metric_values (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, choice TEXT NOT NULL)")
-        self._db.commit()
+        self._db = connect(self.path, durability="normal")
+        try:
+            self._create_or_migrate()
+        except SchemaError:
+            self._db.close()
+            raise
+        self._db.isolation_level = "DEFERRED"  # writes batch in Python's implicit transactions (committed by _put)
+
+    def _create_or_migrate(self) -> None:
+        """Create the tables of a new cache, or mark an older one with the current version; refuse
+        another store's file and a newer cache (:data:`BENCH_CACHE`)."""
+        with transaction(self._db) as db:
+            tables = set(table_names(db))
+            other = tables - _OWN_TABLES
+            if other:
+                raise NotABenchCache(
+                    f"{self.path}: an SQLite file, but not a cxreval bench cache (tables: {', '.join(sorted(tables))})"
+                )
+            found = db.execute("PRAGMA user_version").fetchone()[0]
+            try:
+                version = upgrade(db, self.path, BENCH_CACHE, found if tables or found else None)
+            except SchemaError as exc:
+                raise NotABenchCache(str(exc)) from None
+            db.execute(f"PRAGMA user_version = {version}")
 
     def close(self) -> None:
         self._db.close()

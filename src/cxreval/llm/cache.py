@@ -51,7 +51,17 @@ from typing import Any, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from cxreval.sqlite_store import connect, sqlite_uri, transaction
+from cxreval.sqlite_store import (
+    NewerSchema,
+    Schema,
+    SchemaError,
+    connect,
+    is_sqlite_file,
+    read_only,
+    table_names,
+    transaction,
+    upgrade,
+)
 
 log = logging.getLogger("cxreval.llm")
 
@@ -133,11 +143,11 @@ class CachedAnswer(BaseModel):
     created: float = 0.0
 
 
-class NotAnAnswerStore(ValueError):
+class NotAnAnswerStore(SchemaError):
     """A file that is not cxreval's LLM answer store; it is never opened for writing."""
 
 
-class NewerAnswerStore(NotAnAnswerStore):
+class NewerAnswerStore(NotAnAnswerStore, NewerSchema):
     """An answer store of a schema newer than this cxreval reads; it is never opened for writing."""
 
 
@@ -183,7 +193,30 @@ def network_filesystem(path: str | Path, mountinfo: str | None = None) -> str | 
     return fstype if fstype in NETWORK_FILESYSTEMS else None
 
 
-_SQLITE_HEADER = b"SQLite format 3\x00"
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS answers (
+        key TEXT PRIMARY KEY, kind TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL,
+        status TEXT NOT NULL, value TEXT, raw TEXT NOT NULL, error TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, calls INTEGER NOT NULL,
+        cost REAL NOT NULL, created REAL NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
+    "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
+        cost REAL NOT NULL, created REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, key TEXT NOT NULL,
+        owner TEXT NOT NULL, cost REAL NOT NULL, expires REAL NOT NULL)""",
+)
+
+#: The answer store's schema; its version lives in the ``meta`` table (``schema_version``).
+#: Schema 1 gains the ``reservations`` table (and any other it lacks); nothing is lost.
+ANSWER_STORE = Schema(
+    name="answer store",
+    version=SCHEMA_VERSION,
+    create=_TABLES,
+    migrations={1: _TABLES},
+    newer_hint="upgrade cxreval (pip install -U cxreval) or give another --cache",
+)
 
 
 def check_answer_store(path: str | Path) -> None:
@@ -197,16 +230,12 @@ def check_answer_store(path: str | Path) -> None:
         return
     if not p.is_file():
         raise NotAnAnswerStore(f"{p}: not a file")
-    with p.open("rb") as fh:
-        if fh.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
-            raise NotAnAnswerStore(f"{p}: not an SQLite file, so not a cxreval LLM answer store")
+    if not is_sqlite_file(p):
+        raise NotAnAnswerStore(f"{p}: not an SQLite file, so not a cxreval LLM answer store")
     try:
-        db = sqlite3.connect(sqlite_uri(p.resolve(), mode="ro"), uri=True)
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            version = db.execute("SELECT value FROM meta WHERE name='schema_version'").fetchone() if "meta" in tables else None
-        finally:
-            db.close()
+        with read_only(p.resolve()) as db:
+            tables = set(table_names(db))
+            version = _stored_version(db, tables)
     except sqlite3.DatabaseError as exc:
         raise NotAnAnswerStore(f"{p}: cannot read as SQLite ({exc})") from None
     if not tables:
@@ -215,18 +244,25 @@ def check_answer_store(path: str | Path) -> None:
     if "answers" not in tables or version is None:
         found = ", ".join(sorted(tables))
         raise NotAnAnswerStore(f"{p}: an SQLite file, but not a cxreval LLM answer store (tables: {found})")
-    _check_version(p, version[0])
+    _check_version(p, version)
 
 
-def _check_version(path: Path, value: Any) -> None:
-    """Refuse a store whose schema version is not a number, or newer than :data:`SCHEMA_VERSION`."""
-    if not str(value).isdigit():
-        raise NotAnAnswerStore(f"{path}: an answer store with an unreadable schema version ({value!r})")
-    if int(value) > SCHEMA_VERSION:
-        raise NewerAnswerStore(
-            f"{path}: answer store schema {value}, written by a newer cxreval (this one reads up to schema "
-            f"{SCHEMA_VERSION}); upgrade cxreval (pip install -U cxreval) or give another --cache"
-        )
+def _stored_version(db: sqlite3.Connection, tables: set[str]) -> Any:
+    """The schema version a store records in its ``meta`` table, or None (a new file)."""
+    if "meta" not in tables:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    return None if row is None else row[0]
+
+
+def _check_version(path: Path, value: Any) -> int:
+    """The store's version; refuses one that is not a number or newer than :data:`SCHEMA_VERSION`."""
+    try:
+        return ANSWER_STORE.check(path, value)
+    except NewerSchema as exc:
+        raise NewerAnswerStore(str(exc)) from None
+    except SchemaError as exc:
+        raise NotAnAnswerStore(str(exc)) from None
 
 
 class AnswerCache:
@@ -254,30 +290,13 @@ class AnswerCache:
 
     def _create_or_migrate(self) -> None:
         """Create a new store's tables, or bring an older store up to :data:`SCHEMA_VERSION`
-        (schema 1 gains the ``reservations`` table; nothing is lost), in one transaction."""
+        (:data:`ANSWER_STORE`), in one transaction."""
         with self._write() as db:
-            db.execute(
-                """CREATE TABLE IF NOT EXISTS answers (
-                    key TEXT PRIMARY KEY, kind TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL,
-                    status TEXT NOT NULL, value TEXT, raw TEXT NOT NULL, error TEXT NOT NULL,
-                    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, calls INTEGER NOT NULL,
-                    cost REAL NOT NULL, created REAL NOT NULL)"""
-            )
-            db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-            found = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            found = _stored_version(db, set(table_names(db)))
             if found is not None:
-                _check_version(self.path, found[0])
-            db.execute("CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL)")
-            db.execute(
-                """CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, key TEXT NOT NULL, model TEXT NOT NULL,
-                    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, estimated INTEGER NOT NULL,
-                    cost REAL NOT NULL, created REAL NOT NULL)"""
-            )
-            db.execute(
-                """CREATE TABLE IF NOT EXISTS reservations (id INTEGER PRIMARY KEY, key TEXT NOT NULL,
-                    owner TEXT NOT NULL, cost REAL NOT NULL, expires REAL NOT NULL)"""
-            )
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                _check_version(self.path, found)  # refused as NotAnAnswerStore / NewerAnswerStore
+            version = upgrade(db, self.path, ANSWER_STORE, found)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
 
     def _warn_if_network(self) -> None:
         """Say once per store when it lies on a network file system (see the module doc)."""

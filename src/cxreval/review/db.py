@@ -34,7 +34,7 @@ from cxreval.judge.models import (
     Presence,
 )
 from cxreval.ontology import Ontology
-from cxreval.sqlite_store import LOCK_TIMEOUT, describe_error, sqlite_uri, transaction
+from cxreval.sqlite_store import LOCK_TIMEOUT, Schema, SchemaError, describe_error, read_only, table_names, transaction, upgrade
 from cxreval.sqlite_store import connect as connect_store
 
 #: "CXRv" in ASCII: what ``PRAGMA application_id`` holds in a cxreval review database.
@@ -76,6 +76,14 @@ CREATE TABLE checked (reviewer TEXT NOT NULL, pair_id TEXT NOT NULL REFERENCES p
 #: cxreval reading a newer file passes them by.
 _APPLIED = """CREATE TABLE IF NOT EXISTS applied (op_id TEXT PRIMARY KEY, reviewer TEXT NOT NULL,
                                    action TEXT NOT NULL, applied_at TEXT NOT NULL);"""
+
+#: The review database's schema; its version lives in ``PRAGMA user_version``. Schema 1 is the only
+#: one so far, so there is nothing to migrate: another version is refused with a message.
+REVIEW_DATABASE = Schema(
+    name="review database",
+    version=SCHEMA_VERSION,
+    create=[*(s.strip() for s in _SCHEMA.split(";") if s.strip()), _APPLIED],
+)
 
 
 class ReviewDBError(ValueError):
@@ -188,13 +196,10 @@ def connect(path: Path, timeout: float = LOCK_TIMEOUT) -> sqlite3.Connection:
 def _identify(path: Path) -> tuple[int, int, list[str]]:
     """(application_id, user_version, table names) of an existing SQLite file."""
     try:
-        conn = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, timeout=LOCK_TIMEOUT)
-        try:
+        with read_only(path) as conn:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        finally:
-            conn.close()
+            tables = table_names(conn)
     except sqlite3.Error as exc:
         raise ReviewDBError(describe_error(path, exc)) from None
     return app_id, version, tables
@@ -236,7 +241,9 @@ class ReviewDB:
             conn = connect(path)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.executescript("BEGIN;" + _SCHEMA + _APPLIED + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            with transaction(conn):
+                version = upgrade(conn, path, REVIEW_DATABASE, None)
+                conn.execute(f"PRAGMA user_version = {version}")
         except sqlite3.Error as exc:
             raise ReviewDBError(describe_error(path, exc)) from None
         return cls(path, conn)
@@ -251,8 +258,10 @@ class ReviewDB:
         app_id, version, tables = _identify(path)
         if app_id != APPLICATION_ID:
             raise ReviewDBError(_foreign(path, app_id, tables))
-        if version != SCHEMA_VERSION:
-            raise ReviewDBError(f"{path}: review database schema version {version}; this cxreval reads version {SCHEMA_VERSION}")
+        try:
+            REVIEW_DATABASE.check(path, version)
+        except SchemaError as exc:
+            raise ReviewDBError(str(exc)) from None
         try:
             conn = connect(path, lock_timeout)
             conn.execute("PRAGMA journal_mode = WAL")
