@@ -140,7 +140,7 @@ def test_agree_command_formats(files, tmp_path):
     res = runner.invoke(app(), args)
     assert res.exit_code == 0, res.output
     assert "Accuracy [95% CI]" in res.output and "Micro" in res.output and "Macro" in res.output
-    assert "1.000 [0.398, 1.000]" in res.output and "signature: metric:label-agreement" in res.output
+    assert "1.000 [0.398, 1.000]" in res.output and "signature:\nmetric:label-agreement" in res.output
     res = runner.invoke(app(), [*args, "--format", "json"])
     data = json.loads(res.output)
     assert data["rows"][1]["recall"] == 0.5 and data["signature"].startswith("metric:label-agreement")

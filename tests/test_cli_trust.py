@@ -515,7 +515,7 @@ def test_sigint_in_an_llm_run_keeps_answers_and_resumes(tmp_path: Path) -> None:
 
 
 def test_outputs_get_the_ordinary_file_mode(tmp_path: Path) -> None:
-    from cxreval.outputs import atomic_write_text
+    from cxreval.io.writers import atomic_write_text
 
     atomic_write_text(tmp_path / "a.txt", "x")
     (tmp_path / "b.txt").write_text("x")

@@ -100,7 +100,7 @@ def scan(root: Path) -> dict[str, list[list[str]]]:
 
 
 def test_the_cell_guard_round_trips_and_leaves_numbers_alone() -> None:
-    from cxreval.outputs import csv_cell, csv_text, csv_value
+    from cxreval.io.writers import csv_cell, csv_text, csv_value
 
     texts = [
         *IDS,

@@ -154,7 +154,7 @@ def test_evaluate_file_writes_what_the_reading_in_order_writes(tmp_path: Path, w
 
 
 def test_evaluate_file_by_system(tmp_path: Path) -> None:
-    from cxreval.outputs import SystemFolders
+    from cxreval.io.writers import SystemFolders
 
     path = _pairs_file(tmp_path, 300, systems=True)
     engine = Evaluator().judge_engine

@@ -12,7 +12,7 @@ import pytest
 
 from cxreval import Evaluator
 from cxreval.io import ReportPair
-from cxreval.outputs import OutputError, OutputRun
+from cxreval.io.writers import OutputError, OutputRun
 
 PAIRS = [ReportPair(pair_id="a", reference="Small left pleural effusion.", candidate="No pleural effusion.")]
 

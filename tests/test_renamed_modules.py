@@ -20,6 +20,7 @@ MOVED = {
     "cxreval.report": ("cxreval.page", "write_html"),
     "cxreval.report.html": ("cxreval.page.html", None),
     "cxreval.report.charts": ("cxreval.page.charts", "radar_svg"),
+    "cxreval.outputs": ("cxreval.io.writers", "atomic_write_text"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,6 +163,13 @@ def test_cli_perturb_and_score(tmp_path: Path) -> None:
     res = CliRunner().invoke(meta_app, ["score", str(suite), "-m", "spec-errors", "--html", str(html), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "| omit_finding | yes |" in res.output and html.is_file() and out.is_file()
+    res = CliRunner().invoke(meta_app, ["score", str(suite), "-m", "spec-errors", "--table", "csv"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.reader(io.StringIO(res.stdout)))  # stdout is the CSV alone; the legend went to stderr
+    assert rows[0] == ["type", "sig.", "n", "spec-errors"] and ["omit_finding", "yes"] == rows[1][:2]
+    assert "cells: discrimination" in res.stderr
+    res = CliRunner().invoke(meta_app, ["score", str(suite), "--table", "html"])
+    assert res.exit_code != 0 and "--table 'html'" in res.output
 
 
 def test_cli_score_takes_the_generated_llm_options(tmp_path: Path) -> None:

@@ -190,18 +190,18 @@ def test_rows_appended_while_the_stream_reads_stop_the_run(tmp_path: Path) -> No
 
 # -- 8. memory that grows with the pairs ---------------------------------------------------------------
 def test_reading_a_stream_keeps_no_entry_per_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """_RowChecker.first_seen keeps one (system, id) entry per pair in check() and again in the
+    """RowChecker.first_seen keeps one (system, id) entry per pair in check() and again in the
     second read (which needs no duplicate check: check() did it and the stamp guards the file)."""
-    import cxreval.io as cio
+    from cxreval.io import pairs as cio
 
-    made: list[cio._RowChecker] = []
-    real_init = cio._RowChecker.__init__
+    made: list[cio.RowChecker] = []
+    real_init = cio.RowChecker.__init__
 
     def spy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         real_init(self, *args, **kwargs)
         made.append(self)
 
-    monkeypatch.setattr(cio._RowChecker, "__init__", spy)
+    monkeypatch.setattr(cio.RowChecker, "__init__", spy)
     n = 5_000
     path = _write(
         tmp_path, "many.csv", ("id,reference,candidate\n" + "".join(f"p{i},Effusion.,No effusion.\n" for i in range(n))).encode()

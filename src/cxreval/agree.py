@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
-from rich.table import Table
 
 from cxreval.io import (
     InputError,
@@ -47,9 +46,9 @@ from cxreval.io import (
     load_whole_table,
     record_id,
 )
+from cxreval.io.writers import csv_text
 from cxreval.literals import Tie, UncertainLabel
-from cxreval.outputs import csv_text
-from cxreval.render import latex_escape as _tex
+from cxreval.render import Column, Table, to_latex
 from cxreval.render import number as _f
 from cxreval.scores.labels import binarize
 from cxreval.scores.ratios import f1_score, mean_defined, ratio
@@ -340,31 +339,37 @@ def _acc(row: AgreementRow) -> str:
     return f"{_f(row.accuracy)} [{_f(row.accuracy_low)}, {_f(row.accuracy_high)}]"
 
 
-def _cells(table: AgreementTable) -> tuple[list[str], list[list[str]]]:
+def agreement_display(table: AgreementTable) -> Table:
+    """The agreement table as a reader sees it (Ran Score tables 2 / 4 layout): one row per label,
+    then micro and macro below a rule; the accuracy with its interval."""
     pct = f"{table.confidence * 100:g}%"
-    head = ["Label", "n", f"Accuracy [{pct} CI]", "Precision", "Recall", "F1", "Kappa"]
+    columns = [
+        Column("Label", "left"),
+        Column("n", keep=5),
+        Column(f"Accuracy [{pct} CI]", keep=6, latex=f"Accuracy [{pct} CI]".replace("%", r"\%")),
+        Column("Precision", keep=3),
+        Column("Recall", keep=3),
+        Column("F1", keep=4),
+        Column("Kappa", keep=2, latex=r"$\kappa$"),
+    ]
     several = table.n_raters > 1
     if several:
-        head.append("Raters kappa (Fleiss)")
+        columns.append(Column("Raters kappa (Fleiss)", keep=1))
     body = []
     for r in [*table.rows, table.micro, table.macro]:
         cells = [r.label, str(r.n), _acc(r), _f(r.precision), _f(r.recall), _f(r.f1), _f(r.kappa)]
         if several:
             cells.append(_f(r.raters_kappa))
         body.append(cells)
-    return head, body
-
-
-def render_rich(table: AgreementTable) -> Table:
-    """The agreement table for the terminal (the command prints the signature below it)."""
-    head, body = _cells(table)
     ref = f"majority of {table.n_raters} annotators" if table.n_raters > 1 else "gold labels"
-    out = Table(title=f"Agreement with {ref} ({table.n_items} reports)")
-    for i, h in enumerate(head):
-        out.add_column(h, justify="left" if i == 0 else "right")
-    for i, cells in enumerate(body):
-        out.add_row(*cells, end_section=i == len(table.rows) - 1)
-    return out
+    return Table(
+        columns,
+        body,
+        title=f"Agreement with {ref} ({table.n_items} reports)",
+        rules_after=frozenset({len(table.rows) - 1}),
+        signature=str(table.signature),
+        note="all in --format csv",
+    )
 
 
 def render_csv(table: AgreementTable) -> str:
@@ -385,21 +390,7 @@ def render_json(table: AgreementTable) -> str:
 
 def render_latex(table: AgreementTable) -> str:
     """A booktabs ``tabular`` (Ran Score tables 2 / 4 layout) with the signature as a comment."""
-    head, body = _cells(table)
-    head = [h.replace("Kappa", r"$\kappa$") for h in head]
-    lines = [
-        f"% {table.signature}",
-        r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}",
-        r"\toprule",
-        " & ".join(_tex(h) if "$" not in h else h.replace("%", r"\%") for h in head) + r" \\",
-        r"\midrule",
-    ]
-    for i, cells in enumerate(body):
-        if i == len(table.rows):
-            lines.append(r"\midrule")
-        lines.append(" & ".join(_tex(c) for c in cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    return to_latex(agreement_display(table))
 
 
 # ------------------------------------------------------------------------------------------

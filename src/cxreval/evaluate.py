@@ -40,6 +40,7 @@ from cxreval.extract.models import Extraction
 from cxreval.extract.rules import RuleExtractor, RuleSet
 from cxreval.extract.text import lookalike_count
 from cxreval.io import ReportPair
+from cxreval.io.writers import OutputManifest, OutputRun, csv_value, frame_rows, write_csv
 from cxreval.judge import EntityJudgement, UncertainPolicy
 from cxreval.judge.crosscheck import InjectionFlag, injection_summary
 from cxreval.judge.files import (
@@ -57,7 +58,6 @@ from cxreval.judge.files import (
 from cxreval.judge.table import JudgementTable
 from cxreval.literals import EngineName
 from cxreval.ontology import Ontology, load_ontology
-from cxreval.outputs import OutputManifest, OutputRun, csv_value, frame_rows, write_csv
 from cxreval.scores import (
     Averages,
     EntityScore,
@@ -215,7 +215,7 @@ class EvaluationResult(EvaluationScores):
         with failures) also write ``failures.jsonl``, one line per pair that was not scored, empty
         when every pair was; a ``failures.jsonl`` left by an earlier run of another engine is
         removed. The files are written beside the earlier run's and replace them together once
-        all are written (:class:`~cxreval.outputs.OutputRun`), so an interrupted save leaves the
+        all are written (:class:`~cxreval.io.writers.OutputRun`), so an interrupted save leaves the
         earlier results whole.
         """
         with OutputRun() as run:

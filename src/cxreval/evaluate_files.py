@@ -30,8 +30,8 @@ from cxreval.io import FORMATS, InputError, InputProblem, PairStream, ReportPair
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, EvaluationScores, Evaluator
+    from cxreval.io.writers import OutputRun
     from cxreval.judge.files import RowsFormat
-    from cxreval.outputs import OutputRun
 
 #: Every file suffix whose format is known (``--format`` applies to the others).
 SUFFIXES = {sfx for suffixes in FORMATS.values() for sfx in suffixes}
@@ -155,15 +155,15 @@ def evaluate_files(
 ) -> FilesOutcome:
     """Judge the pairs of ``source`` with ``evaluator`` and write the results under ``out``.
 
-    ``out`` is checked before anything is read (:func:`cxreval.outputs.check_out_dir`); the files
+    ``out`` is checked before anything is read (:func:`cxreval.io.writers.check_out_dir`); the files
     replace an earlier run's only when all are written (``outputs``: the caller's run, to learn
     what was kept when interrupted). ``runs``: independent runs (``run-i`` folders and
     ``runs.json``). ``executor`` / ``ray_address``: where the rule engine judges (``"ray"``
     judges on Ray actors). Raises :class:`~cxreval.io.InputError` for a bad input,
-    :class:`~cxreval.outputs.OutputError` for a folder it may not write, ``ValueError`` for
+    :class:`~cxreval.io.writers.OutputError` for a folder it may not write, ``ValueError`` for
     settings that do not go together, and :class:`~cxreval.ray_executor.RayUnavailable`."""
+    from cxreval.io.writers import OutputRun, check_out_dir
     from cxreval.judge.files import RowsFormat
-    from cxreval.outputs import OutputRun, check_out_dir
 
     out = Path(out)
     on_ray = check_executor(evaluator.engine, executor, ray_address, runs)
@@ -240,7 +240,7 @@ def _write(
     run: OutputRun,
 ) -> FilesOutcome:
     """Judge ``job`` and write its folders in ``run`` (committed when every file is written)."""
-    from cxreval.outputs import SYSTEMS_DIR, SystemFolders
+    from cxreval.io.writers import SYSTEMS_DIR, SystemFolders
 
     system_col = source.system_col
     counts = job.counts
@@ -292,7 +292,7 @@ def _judge_file(
 ) -> None:
     """The rule engine's workers over the byte ranges of one file; a bad input leaves no results folder."""
     from cxreval.engines import RulesEngine
-    from cxreval.outputs import OutputError
+    from cxreval.io.writers import OutputError
     from cxreval.streaming import evaluate_file
 
     engine = evaluator.judge_engine
@@ -351,7 +351,7 @@ def _stage_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]]
     """``systems.csv``, put in place last when the run commits (``out/systems``, in the run from its
     start, records the systems' folders then)."""
     from cxreval.evaluate import systems_frame
-    from cxreval.outputs import frame_rows, write_csv
+    from cxreval.io.writers import frame_rows, write_csv
 
     with run.folder(out).writer("systems.csv", newline="", last=True) as fh:
         write_csv(fh, frame_rows(systems_frame({str(s): results for s, results in outcomes})))

@@ -10,7 +10,7 @@ grow with the number of pairs, and the files and scores hold what
 (``tests/test_streaming.py`` compares them).
 
 The files are written beside the earlier run's under partial names (``errors.csv.partial``) and
-replace them only when the whole run is complete (:class:`~cxreval.outputs.OutputRun`), so an
+replace them only when the whole run is complete (:class:`~cxreval.io.writers.OutputRun`), so an
 interrupted run leaves the earlier results whole.
 """
 
@@ -48,6 +48,14 @@ from cxreval.io import (
     ReportPair,
     warn_copied_counts,
 )
+from cxreval.io.writers import (
+    OutputManifest,
+    OutputRun,
+    csv_text,
+    frame_rows,
+    process_alive,
+    sigterm_raises,
+)
 from cxreval.judge.files import (
     JUDGEMENTS,
     JUDGEMENTS_PARQUET,
@@ -59,14 +67,6 @@ from cxreval.judge.files import (
 )
 from cxreval.judge.table import JudgementTable
 from cxreval.literals import EXECUTORS
-from cxreval.outputs import (
-    OutputManifest,
-    OutputRun,
-    csv_text,
-    frame_rows,
-    process_alive,
-    sigterm_raises,
-)
 from cxreval.scores.fingerprint import fingerprint_hex, reference_digest
 from cxreval.scores.spec_tables import SpecTotals
 from cxreval.scores.statistics import TableStatistics
@@ -534,7 +534,7 @@ def evaluate_stream(
     pairs of each system, when known; a system's files are then finished as soon as its last
     pair is in (they are still committed with every other system's, at the end).
     The files are written under partial names and put in place together, every system's, when
-    the last pair is in (:class:`~cxreval.outputs.OutputRun`): an interrupted run leaves the
+    the last pair is in (:class:`~cxreval.io.writers.OutputRun`): an interrupted run leaves the
     earlier results whole. ``outputs``: a run the caller commits (with files of its own, such as
     ``systems.csv``); None: this call commits its own. While this runs in the main thread,
     SIGTERM (a scheduler's stop) ends it as Ctrl-C does, unless the program has its own handler.

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from cxreval.render import Column, Table, print_signature, to_terminal
 from cxreval.render import number as _f
 
 if TYPE_CHECKING:
@@ -19,61 +17,6 @@ if TYPE_CHECKING:
 
     from cxreval.evaluate import EvaluationScores
     from cxreval.scores import AttributeScore
-
-#: A table's first column may be cut to this many characters (with "…") before others are dropped.
-MIN_NAME_WIDTH = 22
-
-
-@dataclass(frozen=True)
-class Column:
-    """A summary table column; when the console is too narrow the lowest ``keep`` goes first."""
-
-    header: str
-    justify: Literal["left", "right", "center"] = "right"
-    keep: int = 0
-
-
-def fitted_table(
-    console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], note: str = "all in scores.json"
-) -> Table:
-    """A table that fits the console: columns are dropped by priority, never squeezed to ``0.…``.
-
-    Every kept column shows its values in full; the first (name) column is cut with an ellipsis
-    down to :data:`MIN_NAME_WIDTH` first. Dropped columns are named in the caption.
-    """
-    widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
-    kept = list(range(len(columns)))
-
-    def total(idx: list[int], first: int) -> int:  # box edges + " x " per column
-        return 1 + sum((first if i == 0 else widths[i]) + 3 for i in idx)
-
-    first = widths[0]
-    if total(kept, first) > console.width:
-        first = max(min(widths[0], MIN_NAME_WIDTH), widths[0] - (total(kept, widths[0]) - console.width))
-    for i in sorted(kept[1:], key=lambda i: (columns[i].keep, -i)):
-        if total(kept, first) <= console.width:
-            break
-        kept.remove(i)
-    dropped = [columns[i].header for i in range(len(columns)) if i not in kept]
-    caption = f"not shown at this width: {', '.join(dropped)} ({note})" if dropped else None
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
-    for i in kept:
-        c = columns[i]
-        table.add_column(
-            c.header,
-            justify=c.justify,
-            no_wrap=True,
-            **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": widths[i]}),
-        )
-    for r in rows:
-        table.add_row(*(Text(r[i]) for i in kept))  # Text: a "[" in a name is never markup
-    return table
-
-
-def print_signature(signature: str, console: Console) -> None:
-    """The signature on its own line, never wrapped, so it can be copied whole."""
-    console.print("signature:", style="dim", highlight=False)
-    console.print(signature, style="dim", highlight=False, soft_wrap=True, overflow="ignore", crop=False)
 
 
 def _acc(score: AttributeScore, counts: bool = True) -> str:
@@ -87,11 +30,13 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
     console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
+                [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
+                title="Headline metrics",
+            ),
             console,
-            "Headline metrics",
-            [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
-            [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
         )
     )
 
@@ -113,20 +58,22 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
             )
         )
     console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [
+                    Column("group", "left"),
+                    Column("support", keep=5),
+                    Column("P", keep=3),
+                    Column("R", keep=3),
+                    Column("F1", keep=6),
+                    Column("loc", keep=2),
+                    Column("sev", keep=1),
+                    Column("cmp", keep=0),
+                ],
+                group_rows,
+                title="By group (counts pooled over the group's entities)",
+            ),
             console,
-            "By group (counts pooled over the group's entities)",
-            [
-                Column("group", "left"),
-                Column("support", keep=5),
-                Column("P", keep=3),
-                Column("R", keep=3),
-                Column("F1", keep=6),
-                Column("loc", keep=2),
-                Column("sev", keep=1),
-                Column("cmp", keep=0),
-            ],
-            group_rows,
         )
     )
 
@@ -141,21 +88,23 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
             (e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1), _acc(e.location), _acc(e.severity))
         )
     console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [
+                    Column("entity", "left"),
+                    Column("TP", keep=5),
+                    Column("FP", keep=5),
+                    Column("FN", keep=5),
+                    Column("P", keep=3),
+                    Column("R", keep=3),
+                    Column("F1", keep=6),
+                    Column("location", keep=1),
+                    Column("severity", keep=0),
+                ],
+                entity_rows,
+                title=f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
+            ),
             console,
-            f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
-            [
-                Column("entity", "left"),
-                Column("TP", keep=5),
-                Column("FP", keep=5),
-                Column("FN", keep=5),
-                Column("P", keep=3),
-                Column("R", keep=3),
-                Column("F1", keep=6),
-                Column("location", keep=1),
-                Column("severity", keep=0),
-            ],
-            entity_rows,
         )
     )
 
@@ -203,20 +152,22 @@ def print_runs(results: Sequence[EvaluationScores], summary: dict[str, Any], con
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
     console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs", highlight=False)
     console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [
+                    Column("metric", "left"),
+                    Column("mean", keep=4),
+                    Column("sd", keep=3),
+                    Column("runs", keep=1),
+                    Column("better", "center", keep=2),
+                ],
+                [
+                    (m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
+                    for m in summary["metrics"]
+                ],
+                title="Headline metrics, mean +- sd over runs",
+            ),
             console,
-            "Headline metrics, mean +- sd over runs",
-            [
-                Column("metric", "left"),
-                Column("mean", keep=4),
-                Column("sd", keep=3),
-                Column("runs", keep=1),
-                Column("better", "center", keep=2),
-            ],
-            [
-                (m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
-                for m in summary["metrics"]
-            ],
         )
     )
     for r in results:
@@ -250,12 +201,14 @@ def print_systems(frame: pd.DataFrame, console: Console, *, signature: str) -> N
     for system, row in frame.iterrows():
         rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") or c == "runs" else _f(_num(row[c])) for c in cols)))
     console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
+                rows,
+                title=f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
+                note="all in systems.csv",
+            ),
             console,
-            f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
-            [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
-            rows,
-            note="all in systems.csv",
         )
     )
     print_signature(signature, console)

@@ -35,9 +35,9 @@ from cxreval.bench.models import BenchmarkResult
 from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine
 from cxreval.executors import executor
 from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
+from cxreval.io.writers import OutputError, check_out_dir
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.metrics.table import TableMetric, table_metric, table_metric_names
-from cxreval.outputs import OutputError, check_out_dir
 from cxreval.parallel import chunked
 
 #: Most pairs a judging or metric chunk holds: the unit of caching (and of work lost to Ctrl-C).

@@ -1,9 +1,9 @@
 """Tables from a :class:`BenchmarkResult`: JSON, CSV (long form), LaTeX and Markdown leaderboards.
 
 Undefined values are empty cells in CSV, ``n/a`` in LaTeX and Markdown (never zero). The files
-of one run replace the earlier run's together (:class:`cxreval.outputs.OutputRun`), so Ctrl-C never
+of one run replace the earlier run's together (:class:`cxreval.io.writers.OutputRun`), so Ctrl-C never
 leaves a truncated table nor a folder mixing two runs; CSV cells never start a spreadsheet formula
-(:func:`cxreval.outputs.write_csv`).
+(:func:`cxreval.io.writers.write_csv`).
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cxreval.bench.models import BenchmarkResult, Interval, Leaderboard
-from cxreval.outputs import OutputManifest, OutputRun, write_csv
-from cxreval.render import latex_escape as _latex_escape
-from cxreval.render import number
+from cxreval.io.writers import OutputManifest, OutputRun, write_csv
+from cxreval.render import Cell, CellValue, Column, Table, latex_escape, number, to_latex, to_markdown
 
 
 def _num(x: float | None, digits: int = 4) -> str:
     return "" if x is None else f"{x:.{digits}f}"
 
 
-def _cell(iv: Interval | None, digits: int = 3) -> str:
+def _cell(iv: Interval | None, digits: int = 3) -> CellValue:
     if iv is None or iv.value is None:
         return "n/a"
     if iv.low is None or iv.high is None:
         return number(iv.value, digits)
-    return f"{number(iv.value, digits)} [{number(iv.low, digits)}, {number(iv.high, digits)}]"
+    low, value, high = (number(v, digits) for v in (iv.low, iv.value, iv.high))
+    return Cell(f"{value} [{low}, {high}]", f"{value} {{\\scriptsize [{low}, {high}]}}")
 
 
 def _slug(text: str) -> str:
@@ -44,62 +44,70 @@ def _rank_text(row_rank: int, low: int, high: int) -> str:
     return f"{row_rank}" if low == high else f"{row_rank} ({low}-{high})"
 
 
+def _leaderboard_table(
+    result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None, digits: int, *, with_n: bool = True
+) -> Table:
+    """One leaderboard as a table: rank (interval), system, n (``with_n``), each metric with its CI."""
+    names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
+    info = {m.name: m for m in result.metrics}
+    columns = [Column("rank (95 % interval)", "left", latex="Rank"), Column("system", "left", latex="System")]
+    columns += [Column("n")] if with_n else []
+    for n in names:
+        m = info.get(n)
+        arrow = "" if m is None else (" ↑" if m.higher_is_better else " ↓")
+        tex_arrow = "" if m is None else (r" $\uparrow$" if m.higher_is_better else r" $\downarrow$")
+        label = n if m is None else m.label
+        columns.append(Column(label + arrow, "center", latex=latex_escape(label) + tex_arrow))
+    rows: list[list[CellValue]] = []
+    for r in lb.rows:
+        rank = _rank_text(r.rank, r.rank_low, r.rank_high)
+        rows.append(
+            [
+                Cell(rank, rank.replace("-", "--")),
+                f"{r.system} (baseline)" if r.baseline else r.system,
+                *([str(r.n_pairs)] if with_n else []),
+                *[_cell(r.metrics.get(n), digits) for n in names],
+            ]
+        )
+    ranked_by = info[lb.rank_by].label if lb.rank_by in info else lb.rank_by
+    title = f"{result.name}: {lb.dataset}, {lb.stratum} ({lb.n_pairs} studies), ranked by {ranked_by}; 95 % bootstrap intervals"
+    return Table(columns, rows, title=title, note="all in leaderboards.csv")
+
+
 def leaderboard_markdown(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None, digits: int = 3) -> str:
     """A Markdown table of one leaderboard: rank (interval), system, each metric with its CI."""
-    names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
-    labels = {m.name: f"{m.label} {'↑' if m.higher_is_better else '↓'}" for m in result.metrics}
-    head = ["rank (95 % interval)", "system", "n", *[labels.get(n, n) for n in names]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in lb.rows:
-        name = f"{r.system} (baseline)" if r.baseline else r.system
-        cells = [
-            _rank_text(r.rank, r.rank_low, r.rank_high),
-            name,
-            str(r.n_pairs),
-            *[_cell(r.metrics.get(n), digits) for n in names],
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return to_markdown(_leaderboard_table(result, lb, metrics, digits))
 
 
 def leaderboard_latex(result: BenchmarkResult, lb: Leaderboard, metrics: Sequence[str] | None = None, digits: int = 3) -> str:
     """A booktabs LaTeX table of one leaderboard (value and 95 % CI per metric)."""
-    names = list(metrics) if metrics is not None else [m.name for m in result.metrics]
+    return to_latex(_leaderboard_table(result, lb, metrics, digits, with_n=False), float_env=True)
+
+
+def leaderboard_table(result: BenchmarkResult, lb: Leaderboard) -> Table:
+    """The terminal's table of one leaderboard: rank interval, the ranking metric's value [CI] and
+    the other metrics' values; on a narrow terminal the metrics after the ranking one are dropped
+    first (named in the caption) and the system's name is shortened last."""
     info = {m.name: m for m in result.metrics}
-    head = [
-        "Rank",
-        "System",
-        *[_latex_escape(info[n].label) + (r" $\uparrow$" if info[n].higher_is_better else r" $\downarrow$") for n in names],
-    ]
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering\small",
-        r"\caption{"
-        + _latex_escape(
-            f"{result.name}: {lb.dataset}, {lb.stratum} ({lb.n_pairs} studies), "
-            f"ranked by {info[lb.rank_by].label if lb.rank_by in info else lb.rank_by}; "
-            "95 % bootstrap intervals"
-        )
-        + "}",
-        r"\begin{tabular}{ll" + "c" * len(names) + "}",
-        r"\toprule",
-        " & ".join(head) + r" \\",
-        r"\midrule",
-    ]
+    title = f"{result.name}: {lb.dataset} / {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}"
+    columns = [Column("system", "left"), Column("rank", "left", keep=len(info) + 2)]
+    for k, m in enumerate(result.metrics):
+        keep = len(info) + 1 if m.name == lb.rank_by else len(info) - k
+        columns.append(Column(f"{m.label} {'↑' if m.higher_is_better else '↓'}", keep=keep))
+    rows = []
     for r in lb.rows:
-        rank = _rank_text(r.rank, r.rank_low, r.rank_high).replace("-", "--")
-        cells = [rank, _latex_escape(r.system + (" (baseline)" if r.baseline else ""))]
-        for n in names:
-            iv = r.metrics.get(n)
+        cells = []
+        for name in info:
+            iv = r.metrics.get(name)
             if iv is None or iv.value is None:
                 cells.append("n/a")
-            elif iv.low is None or iv.high is None:
-                cells.append(f"{iv.value:.{digits}f}")
+            elif iv.low is None or iv.high is None or name != lb.rank_by:
+                cells.append(number(iv.value))
             else:
-                cells.append(f"{iv.value:.{digits}f} {{\\scriptsize [{iv.low:.{digits}f}, {iv.high:.{digits}f}]}}")
-        lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
-    return "\n".join(lines)
+                cells.append(f"{number(iv.value)} [{number(iv.low)}, {number(iv.high)}]")
+        rank = _rank_text(r.rank, r.rank_low, r.rank_high)
+        rows.append([r.system + (" (baseline)" if r.baseline else ""), rank, *cells])
+    return Table(columns, rows, title=title, note="all in leaderboards.csv")
 
 
 def write_tables(result: BenchmarkResult, out_dir: str | Path, run: OutputRun | None = None) -> dict[str, Path]:

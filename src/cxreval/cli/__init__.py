@@ -65,8 +65,8 @@ from cxreval.summary import print_summary
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationScores, Evaluator
     from cxreval.evaluate_files import FilesInput, FilesOutcome
+    from cxreval.io.writers import OutputRun
     from cxreval.judge.files import RowsFormat
-    from cxreval.outputs import OutputRun
 
 app = typer.Typer(
     help="Entity-level evaluation of generated chest X-ray reports (offline rule engine by default).",
@@ -308,8 +308,8 @@ def evaluate(
     from pydantic import ValidationError
 
     from cxreval.evaluate_files import FilesInput, check_executor
+    from cxreval.io.writers import OutputError, check_out_dir
     from cxreval.judge.files import RowsFormat
-    from cxreval.outputs import OutputError, check_out_dir
     from cxreval.ray_executor import RayUnavailable
 
     try:
@@ -456,7 +456,7 @@ def _run_evaluate(
     """:func:`cxreval.evaluate_files.evaluate_files`, with the command's messages and exit codes:
     what was kept when interrupted, a bad input or folder (2), a disk that fails (5)."""
     from cxreval.evaluate_files import evaluate_files
-    from cxreval.outputs import OutputError, OutputRun
+    from cxreval.io.writers import OutputError, OutputRun
     from cxreval.ray_executor import RayUnavailable
 
     run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
@@ -542,7 +542,7 @@ def _unscored(system: str | None, results: Sequence[EvaluationScores], n_total: 
 
 def _what_was_kept(run: OutputRun, out: Path) -> str:
     """The start of the line an interrupted evaluate prints: what its folder now holds."""
-    from cxreval.outputs import PARTIAL
+    from cxreval.io.writers import PARTIAL
 
     if run.committed:
         return f"the results were written to {out} just before; "
@@ -582,7 +582,7 @@ def _print_results(results: Sequence[EvaluationScores], out: Path, as_json: bool
 
 def _print_systems(outcomes: list[tuple[str | None, Sequence[EvaluationScores]]], out: Path, as_json: bool) -> None:
     from cxreval.evaluate import systems_frame, systems_signature
-    from cxreval.outputs import SYSTEMS_DIR
+    from cxreval.io.writers import SYSTEMS_DIR
     from cxreval.summary import print_systems
 
     frame = systems_frame({str(s): results for s, results in outcomes})
@@ -655,7 +655,7 @@ def compare(
         doc = {**result.model_dump(mode="json"), "tests": [t.model_dump() for t in tests], "signature": str(result.signature)}
         out_console.print_json(json.dumps(doc))
         return
-    from cxreval.summary import Column, fitted_table, print_signature
+    from cxreval.render import Column, Table, print_signature, to_terminal
 
     def f(v: float | None, digits: int = 3) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
@@ -667,23 +667,33 @@ def compare(
     )
     ci = f"{confidence:.0%} CI"
     out_console.print(
-        fitted_table(
+        to_terminal(
+            Table(
+                [
+                    Column("score", "left"),
+                    Column("A", keep=5),
+                    Column("B", keep=5),
+                    Column("A-B", keep=7),
+                    Column(ci, keep=6),
+                    Column("p boot", keep=3),
+                    Column("p rand", keep=4),
+                ],
+                [
+                    (
+                        t.name,
+                        f(t.a),
+                        f(t.b),
+                        f(t.difference),
+                        f"[{f(t.low)}, {f(t.high)}]",
+                        f(t.p_bootstrap),
+                        f(t.p_randomization),
+                    )
+                    for t in tests
+                ],
+                title=f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
+                note="--json prints them all",
+            ),
             out_console,
-            f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
-            [
-                Column("score", "left"),
-                Column("A", keep=5),
-                Column("B", keep=5),
-                Column("A-B", keep=7),
-                Column(ci, keep=6),
-                Column("p boot", keep=3),
-                Column("p rand", keep=4),
-            ],
-            [
-                (t.name, f(t.a), f(t.b), f(t.difference), f"[{f(t.low)}, {f(t.high)}]", f(t.p_bootstrap), f(t.p_randomization))
-                for t in tests
-            ],
-            note="--json prints them all",
         )
     )
     print_signature(str(result.signature), out_console)
@@ -729,14 +739,12 @@ def ontology_cmd(
         highlight=False,
     )
     if list_entities:
-        from rich.table import Table
+        from cxreval.render import Column, Table, to_terminal
 
-        table = Table()
-        for col in ("id", "name", "kind", "group", "attributes", "critical"):
-            table.add_column(col)
-        for e in onto.entities:
-            table.add_row(e.id, e.name, e.kind, e.group, ",".join(e.attributes), "yes" if e.critical else "")
-        out_console.print(table)
+        columns = [Column("id", "left"), Column("name", "left", keep=5), Column("kind", "left", keep=4)]
+        columns += [Column("group", "left", keep=3), Column("attributes", "left", keep=1), Column("critical", "left", keep=2)]
+        body = [[e.id, e.name, e.kind, e.group, ",".join(e.attributes), "yes" if e.critical else ""] for e in onto.entities]
+        out_console.print(to_terminal(Table(columns, body, note="all in the ontology's YAML"), out_console))
 
 
 @app.command("cache")
@@ -750,10 +758,9 @@ def cache_cmd(
     ] = False,
 ) -> None:
     """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
-    from rich.table import Table
-
     from cxreval.llm.cache import AnswerCache, NotAnAnswerStore, check_answer_store
     from cxreval.llm.config import default_cache_path
+    from cxreval.render import Column, Table, to_terminal
 
     target = path or default_cache_path()
     if not target.exists() or (target.is_file() and target.stat().st_size == 0):
@@ -775,11 +782,11 @@ def cache_cmd(
         rows = [r for r in store.stats() if (model is None or r["model"] == model) and (not failed or r["status"] == "failed")]
         budget_spent = store.spent()
     size = sum(p.stat().st_size for p in target.parent.glob(target.name + "*") if p.is_file())
-    table = Table(title=f"{target} ({size / 1e6:.1f} MB)", title_justify="left")
-    for col in ("kind", "engine", "model", "status", "entries", "calls", "input tokens", "output tokens", "cost USD"):
-        table.add_column(col, justify="right" if col[0] in "eciosc" and col not in ("engine",) else "left")
-    for r in rows:
-        table.add_row(
+    columns = [Column("kind", "left"), Column("engine", "left", keep=2), Column("model", "left", keep=6)]
+    columns += [Column("status", "left", keep=5), Column("entries", keep=7), Column("calls", keep=4)]
+    columns += [Column("input tokens", keep=3), Column("output tokens", keep=3), Column("cost USD", keep=8)]
+    body = [
+        [
             r["kind"],
             r["engine"],
             r["model"],
@@ -789,8 +796,14 @@ def cache_cmd(
             f"{r['input_tokens']:,}",
             f"{r['output_tokens']:,}",
             f"{r['cost']:.4f}",
+        ]
+        for r in rows
+    ]
+    out_console.print(
+        to_terminal(
+            Table(columns, body, title=f"{target} ({size / 1e6:.1f} MB)", note="widen the terminal to see them"), out_console
         )
-    out_console.print(table)
+    )
     out_console.print(
         f"budget: {budget_spent:.4f} USD spent since the last --reset-budget (what --max-cost counts)", highlight=False
     )

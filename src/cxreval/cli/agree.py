@@ -91,15 +91,16 @@ def agree(
 ) -> None:
     """Per-label agreement of predicted labels with gold labels (Ran Score tables 2 and 4)."""
     from cxreval.agree import (
+        agreement_display,
         agreement_table,
         check_ids,
         read_labels,
         render_csv,
         render_json,
         render_latex,
-        render_rich,
     )
     from cxreval.io import InputError
+    from cxreval.render import print_table
     from cxreval.scores.signature import Signature
 
     label_names, onto_sig = _labels_option(labels, labelset, ontology)
@@ -116,8 +117,7 @@ def agree(
     if format == AgreeFormat.table:
         with out.open("w", encoding="utf-8") if out else contextlib.nullcontext(None) as fh:
             console = Console(width=160, file=fh)
-            console.print(render_rich(table))
-            console.print(f"signature: {table.signature}", highlight=False, soft_wrap=True)
+            print_table(agreement_display(table), console)
         return
     text = {AgreeFormat.json: render_json, AgreeFormat.csv: render_csv, AgreeFormat.latex: render_latex}[format](table)
     if out:

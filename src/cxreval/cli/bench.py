@@ -33,7 +33,6 @@ from cxreval.cli.common import (
     interrupt_code,
     sigterm_as_interrupt,
 )
-from cxreval.render import number as _fmt
 
 if TYPE_CHECKING:
     from cxreval.bench.config import BenchConfig
@@ -46,32 +45,11 @@ _err = err_console
 
 
 def print_leaderboard(result: BenchmarkResult, lb: Leaderboard, console: Console | None = None) -> None:
-    """A terminal table of one leaderboard: rank interval and each metric's value [CI], fitted to
-    the console as evaluate's tables are (whole numbers; the metrics after the ranking one dropped
-    first, named in the caption; the system's name shortened last)."""
-    from cxreval.summary import Column, fitted_table
+    """One leaderboard fitted to the console as evaluate's tables are (:func:`cxreval.bench.tables.leaderboard_table`)."""
+    from cxreval.bench.tables import leaderboard_table
+    from cxreval.render import print_table
 
-    console = console or _out
-    info = {m.name: m for m in result.metrics}
-    title = f"{result.name}: {lb.dataset} / {lb.stratum} ({lb.n_pairs} studies), ranked by {lb.rank_by}"
-    columns = [Column("system", "left"), Column("rank", "left", keep=len(info) + 2)]
-    for k, m in enumerate(result.metrics):
-        keep = len(info) + 1 if m.name == lb.rank_by else len(info) - k
-        columns.append(Column(f"{m.label} {'↑' if m.higher_is_better else '↓'}", keep=keep))
-    rows = []
-    for r in lb.rows:
-        rank = f"{r.rank}" if r.rank_low == r.rank_high else f"{r.rank} ({r.rank_low}-{r.rank_high})"
-        cells = []
-        for name in info:
-            iv = r.metrics.get(name)
-            if iv is None or iv.value is None:
-                cells.append("n/a")
-            elif iv.low is None or name != lb.rank_by:
-                cells.append(_fmt(iv.value))
-            else:
-                cells.append(f"{_fmt(iv.value)} [{_fmt(iv.low)}, {_fmt(iv.high)}]")
-        rows.append((r.system + (" (baseline)" if r.baseline else ""), rank, *cells))
-    console.print(fitted_table(console, escape(title), columns, rows, note="all in leaderboards.csv"))
+    print_table(leaderboard_table(result, lb), console or _out)
 
 
 class _Bars:
@@ -212,7 +190,7 @@ def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html
     """Tables and the page, put in place together (an interruption leaves the earlier ones whole),
     then the terminal leaderboards."""
     from cxreval.bench.tables import write_tables
-    from cxreval.outputs import OutputRun
+    from cxreval.io.writers import OutputRun
 
     page_s: float | None = None
     with OutputRun("bench") as run:

@@ -84,8 +84,8 @@ class Terminated(KeyboardInterrupt):
 
 def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """While the block runs, SIGTERM raises :class:`Terminated` (see
-    :func:`~cxreval.outputs.sigterm_raises`): the command ends as Ctrl-C ends it, with exit 143."""
-    from cxreval.outputs import sigterm_raises
+    :func:`~cxreval.io.writers.sigterm_raises`): the command ends as Ctrl-C ends it, with exit 143."""
+    from cxreval.io.writers import sigterm_raises
 
     return sigterm_raises(Terminated)
 

@@ -180,6 +180,9 @@ def score(
     html: Path | None = typer.Option(None, help="write the HTML section (table + SVG) as a page"),
     out: Path | None = typer.Option(None, help="write the report as JSON"),
     failures_out: Path | None = typer.Option(None, help="JSONL of the variants each metric got wrong"),
+    table: str = typer.Option(
+        "markdown", "--table", metavar="FORMAT", help="how the table is printed: markdown, latex, csv or json"
+    ),
     llm_config: LLMConfigOption = None,
     llm_options: dict[str, Any] | None = None,
 ) -> None:
@@ -187,24 +190,27 @@ def score(
     from cxreval.io import InputError
     from cxreval.meta.page_section import write_page
     from cxreval.meta.perturb import read_suite
-    from cxreval.meta.robustness import failures, format_table, score_suite
+    from cxreval.meta.robustness import TABLE_FORMATS, failures, format_table, score_suite
 
+    if table not in TABLE_FORMATS:
+        _fail(f"--table {table!r}: one of {', '.join(TABLE_FORMATS)}")
     try:
         pairs = read_suite(suite_file)
     except InputError as exc:
         _fail(str(exc))
     llm = _llm_config(llm_config, llm_options or {})
     report, runs = score_suite(pairs, build_metrics(metric, llm), suite=str(suite_file))
-    typer.echo(format_table(report))
-    typer.echo(
+    typer.echo(format_table(report, table).rstrip("\n"))
+    typer.echo(  # below a Markdown table it reads as its legend; CSV and JSON on stdout stay machine-readable
         "cells: discrimination (right entity) for significant types, robustness for insignificant ones"
-        + ("; [mesh] / [engine]: target variants (insignificant pairs are shared)" if len(report.variants) > 1 else "")
+        + ("; [mesh] / [engine]: target variants (insignificant pairs are shared)" if len(report.variants) > 1 else ""),
+        err=table != "markdown",
     )
     if out is not None:
         out.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if html is not None:
         write_page(report, html)
-        typer.echo(f"HTML -> {html}")
+        typer.echo(f"HTML -> {html}", err=table != "markdown")
     if failures_out is not None:
         with failures_out.open("w", encoding="utf-8") as fh:
             for run in runs:

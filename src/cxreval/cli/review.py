@@ -172,10 +172,17 @@ def stats(
     ] = None,
 ) -> None:
     """The engine's accuracy per field against the reviewers (SPEC-CXR's layout), re-weighted for the sampling."""
-    from rich.table import Table
-
-    from cxreval.outputs import atomic_write_text
-    from cxreval.review.accuracy import review_stats, to_csv, to_html, to_latex
+    from cxreval.io.writers import atomic_write_text
+    from cxreval.render import to_terminal
+    from cxreval.review.accuracy import (
+        accuracy_table,
+        entities_table,
+        review_stats,
+        reviewer_agreement_table,
+        to_csv,
+        to_html,
+        to_latex,
+    )
     from cxreval.review.db import ReviewDB, ReviewDBError
 
     try:
@@ -195,61 +202,16 @@ def stats(
         f"stands for {result.pairs_represented} of {result.pairs_in_results} pairs",
         highlight=False,
     )
-    table = Table(title="Engine accuracy against reviewers (%)", title_justify="left")
-    for col in ("field", "judgements", "correct", "accuracy [95% CI]", "weighted [95% CI]", "SPEC-CXR"):
-        table.add_column(col, justify="left" if col == "field" else "right")
-
-    def pct(v: float | None, lo: float | None, hi: float | None) -> str:
-        if v is None:
-            return "n/a"
-        return f"{100 * v:.1f}" + ("" if lo is None or hi is None else f" [{100 * lo:.1f}, {100 * hi:.1f}]")
-
-    for a in result.fields:
-        table.add_row(
-            a.field,
-            str(a.observations),
-            str(a.correct),
-            pct(a.accuracy, a.low, a.high),
-            pct(a.weighted_accuracy, a.weighted_low, a.weighted_high),
-            f"{100 * a.spec_cxr_reported:.1f}",
-        )
-    _out.print(table)
+    _out.print(to_terminal(accuracy_table(result), _out))
     _out.print(
         f"accuracy: {escape(result.fields[0].signature)}\nweighted: {escape(result.fields[0].weighted_signature)}",
         highlight=False,
         soft_wrap=True,
     )
-    rated = [g for g in result.agreement if g.items]
-    if rated:
-        ktable = Table(title="Agreement between reviewers (pairs checked twice or more)", title_justify="left")
-        for col in ("field", "method", "raters", "items", "observed", "kappa"):
-            ktable.add_column(col, justify="left" if col in ("field", "method") else "right")
-        for g in rated:
-            ktable.add_row(
-                g.field,
-                g.method,
-                str(g.raters),
-                str(g.items),
-                f"{g.observed:.3f}" if g.observed is not None else "n/a",
-                f"{g.kappa:.3f}" if g.kappa is not None else "n/a",
-            )
-        _out.print(ktable)
+    if any(g.items for g in result.agreement):
+        _out.print(to_terminal(reviewer_agreement_table(result), _out))
     if result.worst_entities:
-        etable = Table(title="Entities the engine gets wrong most often", title_justify="left")
-        for col in ("entity", "wrong / judged", "weighted", "fields", "example"):
-            etable.add_column(col)
-        for e in result.worst_entities:
-            ex = e.examples[0]
-            fields = ", ".join(f"{f} {n}" for f, n in e.by_field.items() if n)
-            example = f"{ex.pair_id}: {ex.field} {ex.engine} -> {ex.reviewer_value}"
-            etable.add_row(
-                escape(e.name + (" (critical)" if e.critical else "")),
-                f"{e.errors} / {e.observations}",
-                f"{e.weighted_errors:.1f}",
-                fields,
-                escape(example),
-            )
-        _out.print(etable)
+        _out.print(to_terminal(entities_table(result), _out))
 
 
 @review_app.command("export")
@@ -270,8 +232,8 @@ def export(
     ] = None,
 ) -> None:
     """Write the reviewed judgements as a gold judgement table (the files cxreval evaluate writes)."""
+    from cxreval.io.writers import OutputError, check_out_dir
     from cxreval.ontology import OntologyError
-    from cxreval.outputs import OutputError, check_out_dir
     from cxreval.review.db import ReviewDB
     from cxreval.review.export import export_gold
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cxreval.extract.models import Extraction
-from cxreval.outputs import atomic_write_text
+from cxreval.io.writers import atomic_write_text
 
 #: The first line of every snapshot file; a file without it is refused (another format, or none).
 SNAPSHOT_FORMAT = "# cxreval readings snapshot, format 1"

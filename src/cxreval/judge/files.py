@@ -41,7 +41,7 @@ from cxreval.literals import ROW_STYLES, RowStyle
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from cxreval.outputs import AtomicFile
+    from cxreval.io.writers import AtomicFile
 
 #: The rows of a results folder (cxreval 0.8 on).
 JUDGEMENTS = "judgements.jsonl.gz"
@@ -310,7 +310,7 @@ class ParquetRows:
 
     def __init__(self, path: str | Path, spool: AtomicFile) -> None:
         """``path``: where the Parquet file is written (the run's partial name); ``spool``: a
-        closed temporary file for the chunks (:meth:`~cxreval.outputs.OutputManifest.scratch`)."""
+        closed temporary file for the chunks (:meth:`~cxreval.io.writers.OutputManifest.scratch`)."""
         self.path = Path(path)
         self._spool = spool
 

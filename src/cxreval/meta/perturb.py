@@ -58,10 +58,10 @@ from cxreval.io import (
     table_format,
     text_value,
 )
+from cxreval.io.writers import atomic_writer, write_csv
 from cxreval.ontology import Ontology, load_ontology
 from cxreval.ontology.attributes import attribute_vocabulary
 from cxreval.ontology.mesh import MeshMapper
-from cxreval.outputs import atomic_writer, write_csv
 
 SUITE_VERSION = "4"
 
@@ -1573,7 +1573,7 @@ def _apply_raw(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 def write_suite(pairs: Sequence[PerturbedPair], path: str | Path) -> Path:
     """Write a suite as JSONL (``.jsonl``) or CSV (anything else; cells never start a spreadsheet
-    formula, see :func:`cxreval.outputs.write_csv`)."""
+    formula, see :func:`cxreval.io.writers.write_csv`)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".jsonl":

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from cxreval.judge.models import EntityJudgement
 from cxreval.meta.perturb import ALL_TYPES, SHARED, SIGNIFICANT, TARGET_VARIANTS, PerturbedPair
 from cxreval.metrics.base import ReportMetric
+from cxreval.render import Column, Table, to_csv, to_json, to_latex, to_markdown
 from cxreval.scores.resampling import clopper_pearson
 from cxreval.scores.signature import Signature
 
@@ -320,23 +321,36 @@ def cell_text(row: TypeRow | None) -> str:
     return text
 
 
-def format_table(report: RobustnessReport, fmt: str = "markdown") -> str:
-    """The table: one line per perturbation type, per metric D (right entity) or R, as markdown.
+def robustness_table(report: RobustnessReport) -> Table:
+    """The table: one line per perturbation type, per metric D (right entity) or R.
 
     With two target variants each metric has a column per variant side by side
     (``spec-errors [mesh]``, ``spec-errors [engine]``) and ``n`` gives both counts (``mesh/engine``).
+    Each metric's signature is kept as a comment.
     """
     ms, vs = report.metrics, report.variants
     two = len(vs) > 1
-    head = ["type", "sig.", "n " + "/".join(vs) if two else "n"] + [f"{m} [{v}]" if two else m for m in ms for v in vs]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    columns = [Column("type", "left"), Column("sig.", "left", keep=1), Column("n " + "/".join(vs) if two else "n", keep=2)]
+    columns += [Column(f"{m} [{v}]" if two else m, keep=3) for m in ms for v in vs]
+    rows = []
     types = [t for t in ALL_TYPES if t in report.counts] + ["overall-significant", "overall-insignificant"]
     for t in types:
-        rows = {(r.metric, r.targets): r for r in report.rows if r.perturbation == t}
-        if not rows:
+        by = {(r.metric, r.targets): r for r in report.rows if r.perturbation == t}
+        if not by:
             continue
-        first = next(iter(rows.values()))
-        ns = "/".join(str(next((r.n for (m, v), r in rows.items() if v == x), 0)) for x in vs)
-        cells = [cell_text(rows.get((m, v))) for m in ms for v in vs]
-        lines.append(f"| {t} | {'yes' if first.significant else 'no'} | {ns} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        first = next(iter(by.values()))
+        ns = "/".join(str(next((r.n for (m, v), r in by.items() if v == x), 0)) for x in vs)
+        rows.append([t, "yes" if first.significant else "no", ns, *(cell_text(by.get((m, v))) for m in ms for v in vs)])
+    comments = [f"{m}: {sig}" for m, sig in report.signatures.items()]
+    return Table(columns, rows, title=f"Discrimination and robustness on {report.suite}", comments=comments, note="all in --out")
+
+
+#: The writers :func:`format_table` offers.
+TABLE_FORMATS = {"markdown": to_markdown, "latex": to_latex, "csv": to_csv, "json": to_json}
+
+
+def format_table(report: RobustnessReport, fmt: str = "markdown") -> str:
+    """:func:`robustness_table` in one of :data:`TABLE_FORMATS` (Markdown by default)."""
+    if fmt not in TABLE_FORMATS:
+        raise ValueError(f"unknown table format {fmt!r}; one of {', '.join(TABLE_FORMATS)}")
+    return TABLE_FORMATS[fmt](robustness_table(report))

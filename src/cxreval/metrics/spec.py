@@ -87,8 +87,7 @@ class LabelF1(Metric):
         if certainty not in CERTAINTY_POLICIES:
             raise ValueError(f"certainty must be one of {', '.join(CERTAINTY_POLICIES)}, got {certainty!r}")
         onto = ontology if isinstance(ontology, Ontology) else load_ontology(ontology)
-        self._options: dict[str, Any] = {
-            "ontology": ontology,
+        engine_options: dict[str, Any] = {
             "uncertain": uncertain,
             "engine": engine,
             "llm": llm,
@@ -98,22 +97,15 @@ class LabelF1(Metric):
             "rules": rules,
             "workers": workers,
             "hierarchy": hierarchy,
+        }
+        self._options: dict[str, Any] = {
+            "ontology": ontology,
+            **engine_options,
             "label_uncertain": label_uncertain,
             "undefined": undefined,
             "certainty": certainty,
         }
-        self._runner: EngineRunner = EngineRunner.build(
-            onto,
-            uncertain=uncertain,  # type: ignore[arg-type]
-            engine=engine,  # type: ignore[arg-type]
-            llm=llm,
-            spec_compat=spec_compat,
-            retry_failed=retry_failed,
-            cache=cache,
-            rules=rules,
-            workers=workers,
-            hierarchy=hierarchy,
-        )
+        self._runner: EngineRunner = EngineRunner.build(onto, **engine_options)
         self.label_uncertain, self.undefined = label_uncertain, undefined
         self.certainty = certainty
         """Which hedged grades project to a positive label (the ``--uncertain`` policy names);

@@ -656,7 +656,7 @@ def render_html(result: BenchmarkResult, top_k: int = TOP_K) -> str:
 
 def write_html(result: BenchmarkResult, path: str | Path, top_k: int = TOP_K) -> Path:
     """Write the page for ``result`` to ``path`` (parent folders created); returns the path."""
-    from cxreval.outputs import atomic_write_text
+    from cxreval.io.writers import atomic_write_text
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

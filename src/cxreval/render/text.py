@@ -1,4 +1,4 @@
-"""Presentation helpers every output shares: one number formatter, one LaTeX escaper.
+"""Text every output shares: one number formatter, one LaTeX escaper.
 
 Terminal tables, CSV/Markdown/LaTeX tables and the HTML page all format a score with
 :func:`number` and escape text for LaTeX with :func:`latex_escape`, so the same value reads the

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
-from cxreval.render import latex_escape
+from cxreval.render import Column, Table, number
+from cxreval.render import to_latex as to_latex_table
 from cxreval.review.db import FIELDS, IMPLICIT, EntityInfo, ReviewDB
 from cxreval.scores.resampling import clopper_pearson, cohens_kappa, fleiss_kappa
 from cxreval.scores.signature import Signature
@@ -419,7 +420,7 @@ def _ci(value: float | None, low: float | None, high: float | None) -> str:
 
 def to_csv(stats: ReviewStats) -> str:
     """One row per number: section, field or entity, value, interval, counts, method, signature."""
-    from cxreval.outputs import csv_text
+    from cxreval.io.writers import csv_text
 
     rows: list[list[float | int | str | None]] = [["section", "name", "value", "low", "high", "n", "k", "method", "signature"]]
     for a in stats.fields:
@@ -446,25 +447,80 @@ def to_csv(stats: ReviewStats) -> str:
     return csv_text(rows)
 
 
-def to_latex(stats: ReviewStats) -> str:
-    """SPEC-CXR's validation table: accuracy per field, here with intervals and SPEC-CXR's figure."""
-    lines = [
-        "% cxreval review stats: " + latex_escape(stats.database),
-        "\\begin{tabular}{lrrrr}",
-        "\\hline",
-        "Field & Judgements & Accuracy (\\%) & Weighted (\\%) & SPEC-CXR (\\%) \\\\",
-        "\\hline",
+def accuracy_table(stats: ReviewStats) -> Table:
+    """SPEC-CXR's validation table: the engine's accuracy per field against the reviewers, with
+    intervals, the re-weighted estimate and SPEC-CXR's own figure (per cent)."""
+    columns = [
+        Column("field", "left", latex="Field"),
+        Column("judgements", keep=3, latex="Judgements"),
+        Column("correct", keep=1, latex="Correct"),
+        Column("accuracy [95% CI]", keep=5, latex=r"Accuracy (\%)"),
+        Column("weighted [95% CI]", keep=4, latex=r"Weighted (\%)"),
+        Column("SPEC-CXR", keep=2, latex=r"SPEC-CXR (\%)"),
     ]
-    for a in stats.fields:
-        lines.append(
-            f"{a.field.capitalize()} & {a.observations} & {_ci(a.accuracy, a.low, a.high)} & "
-            f"{_ci(a.weighted_accuracy, a.weighted_low, a.weighted_high)} & "
-            f"{100 * a.spec_cxr_reported:.1f} \\\\"
+    rows = [
+        [
+            a.field,
+            str(a.observations),
+            str(a.correct),
+            _ci(a.accuracy, a.low, a.high),
+            _ci(a.weighted_accuracy, a.weighted_low, a.weighted_high),
+            f"{100 * a.spec_cxr_reported:.1f}",
+        ]
+        for a in stats.fields
+    ]
+    comments = [f"cxreval review stats: {stats.database}"]
+    comments += [f"{a.field}: {a.signature}" for a in stats.fields]
+    comments += [f"{a.field} weighted: {a.weighted_signature}" for a in stats.fields]
+    return Table(columns, rows, title="Engine accuracy against reviewers (%)", note="all in --json", comments=comments)
+
+
+def reviewer_agreement_table(stats: ReviewStats) -> Table:
+    """Agreement between reviewers on the pairs checked twice or more, per field."""
+    columns = [
+        Column("field", "left"),
+        Column("method", "left", keep=1),
+        Column("raters", keep=2),
+        Column("items", keep=3),
+        Column("observed", keep=4),
+        Column("kappa", keep=5),
+    ]
+    rows = [
+        [g.field, g.method, str(g.raters), str(g.items), number(g.observed), number(g.kappa)] for g in stats.agreement if g.items
+    ]
+    return Table(columns, rows, title="Agreement between reviewers (pairs checked twice or more)", note="all in --json")
+
+
+def entities_table(stats: ReviewStats) -> Table:
+    """The entities the engine gets wrong most often, with one example each."""
+    columns = [
+        Column("entity", "left"),
+        Column("wrong / judged", keep=4),
+        Column("weighted", keep=3),
+        Column("fields", "left", keep=2),
+        Column("example", "left", keep=1),
+    ]
+    rows = []
+    for e in stats.worst_entities:
+        ex = e.examples[0]
+        rows.append(
+            [
+                e.name + (" (critical)" if e.critical else ""),
+                f"{e.errors} / {e.observations}",
+                f"{e.weighted_errors:.1f}",
+                ", ".join(f"{f} {n}" for f, n in e.by_field.items() if n),
+                f"{ex.pair_id}: {ex.field} {ex.engine} -> {ex.reviewer_value}",
+            ]
         )
-    lines += ["\\hline", "\\end{tabular}", ""]
-    lines += [f"% {a.field}: {latex_escape(a.signature)}" for a in stats.fields]
-    lines += [f"% {a.field} weighted: {latex_escape(a.weighted_signature)}" for a in stats.fields]
-    return "\n".join(lines) + "\n"
+    return Table(columns, rows, title="Entities the engine gets wrong most often", note="all in --json")
+
+
+def to_latex(stats: ReviewStats) -> str:
+    """SPEC-CXR's validation table (:func:`accuracy_table`) as booktabs LaTeX, the database and
+    the signatures as comments."""
+    table = accuracy_table(stats)
+    rows = [[r[0].capitalize(), *r[1:]] for r in table.text_rows()]
+    return to_latex_table(Table(table.columns, rows, comments=table.comments))
 
 
 _HTML = """<!doctype html>
@@ -527,5 +583,8 @@ __all__ = [
     "to_csv",
     "to_html",
     "to_latex",
+    "accuracy_table",
+    "reviewer_agreement_table",
+    "entities_table",
     "weighted_accuracy",
 ]

@@ -29,7 +29,7 @@ from cxreval.scores.signature import Signature
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult
-    from cxreval.outputs import OutputManifest
+    from cxreval.io.writers import OutputManifest
 
 
 def gold_rows(db: ReviewDB, prefer: Sequence[str] = ()) -> tuple[list[str], list[EntityJudgement]]:
@@ -115,7 +115,7 @@ def export_gold(
     result.references_sha256 = references_fingerprint(scored)
     result.candidates_sha256 = candidates_fingerprint(scored)
     result.texts = {p.pair_id: (p.reference, p.candidate) for p in scored}
-    from cxreval.outputs import OutputRun
+    from cxreval.io.writers import OutputRun
 
     with OutputRun("review-export") as run:  # the export replaces an earlier one in out_dir whole, or not at all
         folder = run.folder(out_dir)
@@ -133,7 +133,7 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str], fo
     the manifest of ``out_dir`` in the run that writes them (None: written on their own)."""
     import json
 
-    from cxreval.outputs import OutputRun, write_csv
+    from cxreval.io.writers import OutputRun, write_csv
 
     if folder is None:
         with OutputRun("human-ratings") as run:
