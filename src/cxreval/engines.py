@@ -234,12 +234,7 @@ class RulesEngine:
             metric="spec-cxr",
             ontology=self.ontology.signature,
             engine=self.extractor.signature,
-            options={
-                "uncertain": self.uncertain,
-                "comparison": comparison_option(self.spec_compat),
-                "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
-                "sizes": sizes_option(),
-            },
+            options={"uncertain": self.uncertain, **compare_options(self.spec_compat, self.hierarchy, self.ontology)},
         )
 
     @property
@@ -426,6 +421,20 @@ class _LLMEngine:
                 kept.append((pair, rows))
         return kept, failures, flags
 
+    def output(
+        self,
+        judged: Sequence[tuple[ReportPair, list[EntityJudgement]]],
+        failures: list[Failure],
+        usage: Usage | None,
+        run: int,
+        extractions: dict[str, Extraction] | None = None,
+    ) -> EngineOutput:
+        """The engine's output from its judged pairs: :meth:`cross_check`, then the judgement
+        table of the pairs kept, the failures (the calls' and the cross-check's) and the flags."""
+        kept, listed, flags = self.cross_check(judged, run)
+        table = JudgementTable.from_rows([r for _, rows in kept for r in rows], [p.pair_id for p, _ in kept], str(self.signature))
+        return EngineOutput(table=table, extractions=extractions, failures=failures + listed, usage=usage, flags=flags)
+
     @property
     def signature(self) -> Signature:
         return Signature(
@@ -463,12 +472,7 @@ class LLMExtractEngine(_LLMEngine):
         self.calls: LLMExtractor = LLMExtractor(ontology, llm)
 
     def signature_options(self) -> dict[str, str]:
-        return {
-            **super().signature_options(),
-            "comparison": comparison_option(self.spec_compat),
-            "hierarchy": hierarchy_option(self.hierarchy, self.ontology),
-            "sizes": sizes_option(),
-        }
+        return {**super().signature_options(), **compare_options(self.spec_compat, self.hierarchy, self.ontology)}
 
     async def extract(
         self,
@@ -528,11 +532,7 @@ class LLMExtractEngine(_LLMEngine):
                         ),
                     )
                 )
-        judged, listed, flags = self.cross_check(judged, run)
-        table = JudgementTable.from_rows(
-            [r for _, rows in judged for r in rows], [p.pair_id for p, _ in judged], str(self.signature)
-        )
-        return EngineOutput(table=table, extractions=done, failures=failures + listed, usage=read.usage, flags=flags)
+        return self.output(judged, failures, read.usage, run, extractions=done)
 
 
 class LLMPairwiseEngine(_LLMEngine):
@@ -577,11 +577,7 @@ class LLMPairwiseEngine(_LLMEngine):
     ) -> EngineOutput:
         async with open_runner(self.llm, runner) as r:
             judged, failures, usage = await self.first_pass(pairs, run, r, progress, label)
-        judged, listed, flags = self.cross_check(judged, run)
-        table = JudgementTable.from_rows(
-            [row for _, rows in judged for row in rows], [p.pair_id for p, _ in judged], str(self.signature)
-        )
-        return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
+        return self.output(judged, failures, usage, run)
 
 
 class TwoPassEngine(LLMPairwiseEngine):
@@ -626,11 +622,7 @@ class TwoPassEngine(LLMPairwiseEngine):
                 verified.append((p, self.calls.rows(p.pair_id, out.value)))
             else:
                 failures.append(_failure(p.pair_id, "verify", out, run))
-        verified, listed, flags = self.cross_check(verified, run)
-        table = JudgementTable.from_rows(
-            [r for _, rows in verified for r in rows], [p.pair_id for p, _ in verified], str(self.signature)
-        )
-        return EngineOutput(table=table, extractions=None, failures=failures + listed, usage=usage, flags=flags)
+        return self.output(verified, failures, usage, run)
 
 
 # -- registry ------------------------------------------------------------------------------------
@@ -749,6 +741,16 @@ def get_engine(
     if rules is not None:
         return RulesEngine(ontology, uncertain, spec_compat, rules, hierarchy)
     return info.build(ontology, uncertain, llm, spec_compat, hierarchy)
+
+
+def compare_options(spec_compat: bool, hierarchy: bool, ontology: Ontology) -> dict[str, str]:
+    """The signature options of an engine that compares extractions itself: its comparison values,
+    judgement rule and size rule (the rule engine and ``llm-extract``)."""
+    return {
+        "comparison": comparison_option(spec_compat),
+        "hierarchy": hierarchy_option(hierarchy, ontology),
+        "sizes": sizes_option(),
+    }
 
 
 def hierarchy_option(hierarchy: bool, ontology: Ontology) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from cxreval.render import Column, Table, print_signature, to_terminal
+from cxreval.render import Column, Table, print_signature, print_table
 from cxreval.render import number as _f
 
 if TYPE_CHECKING:
@@ -29,15 +29,13 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
     console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
 
-    console.print(
-        to_terminal(
-            Table(
-                [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
-                [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
-                title="Headline metrics",
-            ),
-            console,
-        )
+    print_table(
+        Table(
+            [Column("metric", "left"), Column("value", keep=2), Column("better", "center", keep=1)],
+            [(m["name"], _f(m["value"]), "↑" if m["higher_is_better"] else "↓") for m in result.metrics()],
+            title="Headline metrics",
+        ),
+        console,
     )
 
     group_rows = []
@@ -57,24 +55,22 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
                 _acc(g.comparison, False),
             )
         )
-    console.print(
-        to_terminal(
-            Table(
-                [
-                    Column("group", "left"),
-                    Column("support", keep=5),
-                    Column("P", keep=3),
-                    Column("R", keep=3),
-                    Column("F1", keep=6),
-                    Column("loc", keep=2),
-                    Column("sev", keep=1),
-                    Column("cmp", keep=0),
-                ],
-                group_rows,
-                title="By group (counts pooled over the group's entities)",
-            ),
-            console,
-        )
+    print_table(
+        Table(
+            [
+                Column("group", "left"),
+                Column("support", keep=5),
+                Column("P", keep=3),
+                Column("R", keep=3),
+                Column("F1", keep=6),
+                Column("loc", keep=2),
+                Column("sev", keep=1),
+                Column("cmp", keep=0),
+            ],
+            group_rows,
+            title="By group (counts pooled over the group's entities)",
+        ),
+        console,
     )
 
     ranked = sorted(
@@ -87,25 +83,23 @@ def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> 
         entity_rows.append(
             (e.name, str(p.tp), str(p.fp), str(p.fn), _f(p.precision), _f(p.recall), _f(p.f1), _acc(e.location), _acc(e.severity))
         )
-    console.print(
-        to_terminal(
-            Table(
-                [
-                    Column("entity", "left"),
-                    Column("TP", keep=5),
-                    Column("FP", keep=5),
-                    Column("FN", keep=5),
-                    Column("P", keep=3),
-                    Column("R", keep=3),
-                    Column("F1", keep=6),
-                    Column("location", keep=1),
-                    Column("severity", keep=0),
-                ],
-                entity_rows,
-                title=f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
-            ),
-            console,
-        )
+    print_table(
+        Table(
+            [
+                Column("entity", "left"),
+                Column("TP", keep=5),
+                Column("FP", keep=5),
+                Column("FN", keep=5),
+                Column("P", keep=3),
+                Column("R", keep=3),
+                Column("F1", keep=6),
+                Column("location", keep=1),
+                Column("severity", keep=0),
+            ],
+            entity_rows,
+            title=f"Entities (top {min(top, len(ranked))} of {len(ranked)} seen, by reference support)",
+        ),
+        console,
     )
 
     d = result.error_summary
@@ -151,24 +145,22 @@ def print_llm_usage(result: EvaluationScores, console: Console) -> None:
 def print_runs(results: Sequence[EvaluationScores], summary: dict[str, Any], console: Console) -> None:
     """Mean +- sd of the headline metrics over ``--runs`` independent runs."""
     console.print(f"[bold]cxreval[/] {len(results)} runs over {results[0].n_pairs + results[0].n_failed} pairs", highlight=False)
-    console.print(
-        to_terminal(
-            Table(
-                [
-                    Column("metric", "left"),
-                    Column("mean", keep=4),
-                    Column("sd", keep=3),
-                    Column("runs", keep=1),
-                    Column("better", "center", keep=2),
-                ],
-                [
-                    (m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
-                    for m in summary["metrics"]
-                ],
-                title="Headline metrics, mean +- sd over runs",
-            ),
-            console,
-        )
+    print_table(
+        Table(
+            [
+                Column("metric", "left"),
+                Column("mean", keep=4),
+                Column("sd", keep=3),
+                Column("runs", keep=1),
+                Column("better", "center", keep=2),
+            ],
+            [
+                (m["name"], _f(m["mean"]), _f(m["sd"]), str(m["n_runs"]), "↑" if m["higher_is_better"] else "↓")
+                for m in summary["metrics"]
+            ],
+            title="Headline metrics, mean +- sd over runs",
+        ),
+        console,
     )
     for r in results:
         if r.failures:
@@ -200,18 +192,16 @@ def print_systems(frame: pd.DataFrame, console: Console, *, signature: str) -> N
     rows = []
     for system, row in frame.iterrows():
         rows.append((str(system), *(str(int(row[c])) if c.startswith("n_") or c == "runs" else _f(_num(row[c])) for c in cols)))
-    console.print(
-        to_terminal(
-            Table(
-                [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
-                rows,
-                title=f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
-                note="all in systems.csv",
-            ),
-            console,
-        )
+    print_table(
+        Table(
+            [Column("system", "left"), *(Column(SYSTEM_COLUMNS[c][0], keep=SYSTEM_COLUMNS[c][1]) for c in cols)],
+            rows,
+            title=f"{len(frame)} systems (headline metrics; names as in scores.json: see systems.csv)",
+            note="all in systems.csv",
+            signature=signature,
+        ),
+        console,
     )
-    print_signature(signature, console)
 
 
 def _num(value: object) -> float | None:

@@ -38,6 +38,7 @@ from cxreval.cli.common import (
     choice_members,
     err_console,
     fail,
+    first_problem,
     interrupt_code,
     ontology_or_fail,
     sigterm_as_interrupt,
@@ -333,7 +334,7 @@ def evaluate(
         check_out_dir(out)
         rows_format = RowsFormat.choose(rows.value, parquet)  # ValueError: --parquet without pyarrow
     except (ValidationError, OutputError, ValueError, RayUnavailable) as exc:
-        _fail(_first_error(exc))
+        _fail(first_problem(exc))
         return
     evaluator = _evaluator(
         engine.value,
@@ -384,17 +385,6 @@ def _exit_for_unscored(outcome: FilesOutcome, allow_failures: float) -> None:
             err_console.print(f"[bold red]unscored:[/] {escape(msg)}", highlight=False, soft_wrap=True)
         err_console.print("failures.jsonl lists why; rerun with --retry-failed to ask again.", highlight=False)
         raise typer.Exit(EXIT_UNSCORED)
-
-
-def _first_error(exc: Exception) -> str:
-    """The message of a settings error: a pydantic model's first problem as its own words."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        error = first.get("ctx", {}).get("error")
-        return str(error) if error is not None else f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
-    return str(exc)
 
 
 def _evaluator(
@@ -655,7 +645,7 @@ def compare(
         doc = {**result.model_dump(mode="json"), "tests": [t.model_dump() for t in tests], "signature": str(result.signature)}
         out_console.print_json(json.dumps(doc))
         return
-    from cxreval.render import Column, Table, print_signature, to_terminal
+    from cxreval.render import Column, Table, print_table
 
     def f(v: float | None, digits: int = 3) -> str:
         return "n/a" if v is None else f"{v:.{digits}f}"
@@ -666,37 +656,35 @@ def compare(
         soft_wrap=True,
     )
     ci = f"{confidence:.0%} CI"
-    out_console.print(
-        to_terminal(
-            Table(
-                [
-                    Column("score", "left"),
-                    Column("A", keep=5),
-                    Column("B", keep=5),
-                    Column("A-B", keep=7),
-                    Column(ci, keep=6),
-                    Column("p boot", keep=3),
-                    Column("p rand", keep=4),
-                ],
-                [
-                    (
-                        t.name,
-                        f(t.a),
-                        f(t.b),
-                        f(t.difference),
-                        f"[{f(t.low)}, {f(t.high)}]",
-                        f(t.p_bootstrap),
-                        f(t.p_randomization),
-                    )
-                    for t in tests
-                ],
-                title=f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
-                note="--json prints them all",
-            ),
-            out_console,
-        )
+    print_table(
+        Table(
+            [
+                Column("score", "left"),
+                Column("A", keep=5),
+                Column("B", keep=5),
+                Column("A-B", keep=7),
+                Column(ci, keep=6),
+                Column("p boot", keep=3),
+                Column("p rand", keep=4),
+            ],
+            [
+                (
+                    t.name,
+                    f(t.a),
+                    f(t.b),
+                    f(t.difference),
+                    f"[{f(t.low)}, {f(t.high)}]",
+                    f(t.p_bootstrap),
+                    f(t.p_randomization),
+                )
+                for t in tests
+            ],
+            title=f"A - B ({method.value} {ci}, {resamples} resamples; p: bootstrap, randomisation)",
+            note="--json prints them all",
+            signature=str(result.signature),
+        ),
+        out_console,
     )
-    print_signature(str(result.signature), out_console)
 
 
 @app.command("report")
@@ -718,10 +706,7 @@ def report_cmd(
         _fail(f"{result}: cannot read ({exc.strerror or exc})")
         return
     except ValidationError as exc:
-        _fail(
-            f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: "
-            f"{'.'.join(map(str, exc.errors()[0]['loc']))}: {exc.errors()[0]['msg']})"
-        )
+        _fail(f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: {first_problem(exc)})")
         return
     out_console.print(str(write_html(loaded, out or result.with_name("report.html"))), highlight=False, soft_wrap=True)
 
@@ -739,12 +724,12 @@ def ontology_cmd(
         highlight=False,
     )
     if list_entities:
-        from cxreval.render import Column, Table, to_terminal
+        from cxreval.render import Column, Table, print_table
 
         columns = [Column("id", "left"), Column("name", "left", keep=5), Column("kind", "left", keep=4)]
         columns += [Column("group", "left", keep=3), Column("attributes", "left", keep=1), Column("critical", "left", keep=2)]
         body = [[e.id, e.name, e.kind, e.group, ",".join(e.attributes), "yes" if e.critical else ""] for e in onto.entities]
-        out_console.print(to_terminal(Table(columns, body, note="all in the ontology's YAML"), out_console))
+        print_table(Table(columns, body, note="all in the ontology's YAML"), out_console)
 
 
 @app.command("cache")
@@ -760,7 +745,7 @@ def cache_cmd(
     """Show (or clear) the LLM answer store: entries, calls, tokens and cost per engine and model."""
     from cxreval.llm.cache import AnswerCache, NotAnAnswerStore, check_answer_store
     from cxreval.llm.config import default_cache_path
-    from cxreval.render import Column, Table, to_terminal
+    from cxreval.render import Column, Table, print_table
 
     target = path or default_cache_path()
     if not target.exists() or (target.is_file() and target.stat().st_size == 0):
@@ -799,11 +784,7 @@ def cache_cmd(
         ]
         for r in rows
     ]
-    out_console.print(
-        to_terminal(
-            Table(columns, body, title=f"{target} ({size / 1e6:.1f} MB)", note="widen the terminal to see them"), out_console
-        )
-    )
+    print_table(Table(columns, body, title=f"{target} ({size / 1e6:.1f} MB)", note="widen the terminal to see them"), out_console)
     out_console.print(
         f"budget: {budget_spent:.4f} USD spent since the last --reset-budget (what --max-cost counts)", highlight=False
     )

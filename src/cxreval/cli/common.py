@@ -51,6 +51,18 @@ def fail(message: str, code: int = EXIT_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+def first_problem(exc: Exception) -> str:
+    """The message of a settings or file error: a pydantic model's first problem in its own words
+    (a validator's message), else ``field.path: what is wrong``; any other error's text."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        error = first.get("ctx", {}).get("error")
+        return str(error) if error is not None else f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+    return str(exc)
+
+
 def ontology_or_fail(path: Path | None) -> Ontology:
     """The packaged ontology or the user's YAML (``--ontology``); a bad one ends the command with
     exit 2 and the message."""

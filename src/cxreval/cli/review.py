@@ -173,7 +173,7 @@ def stats(
 ) -> None:
     """The engine's accuracy per field against the reviewers (SPEC-CXR's layout), re-weighted for the sampling."""
     from cxreval.io.writers import atomic_write_text
-    from cxreval.render import to_terminal
+    from cxreval.render import print_table
     from cxreval.review.accuracy import (
         accuracy_table,
         entities_table,
@@ -202,16 +202,16 @@ def stats(
         f"stands for {result.pairs_represented} of {result.pairs_in_results} pairs",
         highlight=False,
     )
-    _out.print(to_terminal(accuracy_table(result), _out))
+    print_table(accuracy_table(result), _out)
     _out.print(
         f"accuracy: {escape(result.fields[0].signature)}\nweighted: {escape(result.fields[0].weighted_signature)}",
         highlight=False,
         soft_wrap=True,
     )
     if any(g.items for g in result.agreement):
-        _out.print(to_terminal(reviewer_agreement_table(result), _out))
+        print_table(reviewer_agreement_table(result), _out)
     if result.worst_entities:
-        _out.print(to_terminal(entities_table(result), _out))
+        print_table(entities_table(result), _out)
 
 
 @review_app.command("export")

@@ -209,8 +209,7 @@ def _status_transient(status: int) -> bool:
 
 
 class _Base:
-    #: The HTTP client (:func:`http_client`) and the provider's headers, set by each backend.
-    client: Any
+    #: The provider's headers, set by each backend.
     headers: dict[str, str]
 
     def __init__(self, config: LLMConfig) -> None:
@@ -220,6 +219,11 @@ class _Base:
         self._redactor = Redactor(self._key)
         #: Set once a server refused an automatic output-token limit as too large: the limit then.
         self.token_cap: int | None = None
+        #: The HTTP client (:func:`http_client`), made once the endpoint and key are checked.
+        self.client: Any = http_client(config)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
     def max_tokens(self, schema: dict[str, Any]) -> int:
         """The output-token limit of a call with ``schema``: the config's, or the schema's bound
@@ -305,7 +309,6 @@ class OpenAIBackend(_Base):
 
     def __init__(self, config: LLMConfig) -> None:
         super().__init__(config)
-        self.client = http_client(config)
         self.url = config.endpoint.rstrip("/") + "/chat/completions"
         self.headers = {"Authorization": f"Bearer {self._key}"}
         self.format = "json_schema" if config.response_format == "auto" else config.response_format
@@ -387,9 +390,6 @@ class OpenAIBackend(_Base):
             finish_reason=finish if isinstance(finish, str) else None,
         )
 
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
 
 class AnthropicBackend(_Base):
     """Anthropic Messages API; structure comes from a forced tool whose input schema is ours."""
@@ -399,7 +399,6 @@ class AnthropicBackend(_Base):
 
     def __init__(self, config: LLMConfig) -> None:
         super().__init__(config)
-        self.client = http_client(config)
         self.url = config.endpoint.rstrip("/") + "/v1/messages"
         self.headers = {"x-api-key": self._key, "anthropic-version": ANTHROPIC_VERSION}
 
@@ -455,9 +454,6 @@ class AnthropicBackend(_Base):
             output_tokens=_tokens(usage, "output_tokens"),
             finish_reason=stop if isinstance(stop, str) else None,
         )
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _parsed(parse: Any, body_text: Any) -> ChatResponse:

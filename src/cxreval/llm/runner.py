@@ -242,15 +242,7 @@ class LLMRunner:
             hit = self.cache.get(task.key)
             if hit is not None and (hit.status == "ok" or not self.retry_failed):
                 usage.cache_hits += 1
-                outcomes[task.key] = Outcome(
-                    key=task.key,
-                    ok=hit.status == "ok",
-                    value=hit.value,
-                    raw=hit.raw,
-                    error=hit.error,
-                    stage=None if hit.status == "ok" else "answer",
-                    cached=True,
-                )
+                outcomes[task.key] = self._cached_outcome(hit)  # hit.key is task.key (the store's primary key)
                 if hit.status != "ok":
                     usage.failed += 1
             else:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -72,7 +72,8 @@ TARGET_VARIANTS: tuple[TargetVariant, ...] = ("mesh", "engine")
 TargetsLabel = Literal["mesh", "engine", "shared"]
 SHARED = "shared"
 
-PerturbationType = Literal[
+#: Perturbations that change what the report says (a correct metric penalises them).
+SignificantType = Literal[
     "omit_finding",
     "add_finding",
     "negate_finding",
@@ -84,6 +85,9 @@ PerturbationType = Literal[
     "move_tip",
     "resize",
     "drop_place",
+]
+#: Perturbations that keep the meaning (a correct metric forgives them).
+InsignificantType = Literal[
     "reorder_sentences",
     "synonym_swap",
     "paraphrase_normal",
@@ -93,29 +97,9 @@ PerturbationType = Literal[
     "merge_split",
     "section_headers",
 ]
-SIGNIFICANT: tuple[PerturbationType, ...] = (
-    "omit_finding",
-    "add_finding",
-    "negate_finding",
-    "flip_laterality",
-    "change_severity",
-    "false_change",
-    "generalise",
-    "over_specify",
-    "move_tip",
-    "resize",
-    "drop_place",
-)
-INSIGNIFICANT: tuple[PerturbationType, ...] = (
-    "reorder_sentences",
-    "synonym_swap",
-    "paraphrase_normal",
-    "change_case",
-    "punctuation",
-    "line_breaks",
-    "merge_split",
-    "section_headers",
-)
+PerturbationType = Literal[SignificantType, InsignificantType]
+SIGNIFICANT: tuple[PerturbationType, ...] = get_args(SignificantType)
+INSIGNIFICANT: tuple[PerturbationType, ...] = get_args(InsignificantType)
 ALL_TYPES: tuple[PerturbationType, ...] = SIGNIFICANT + INSIGNIFICANT
 
 #: What a correct entity-level judge says about the target entity, per significant type.

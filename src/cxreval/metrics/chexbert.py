@@ -77,6 +77,17 @@ def load_state(path: Path) -> dict[str, Any]:
     return dict(obj.get("model_state_dict", obj) if isinstance(obj, dict) else obj)
 
 
+def check_loaded(result: Any, metric: str, weights: Path, kind: str) -> None:
+    """Refuse a checkpoint that did not fill the network (``load_state_dict(strict=False)``'s
+    ``result``): keys missing (other than ``position_ids`` buffers) or unexpected."""
+    missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
+    if missing or result.unexpected_keys:
+        raise MetricUnavailable(
+            f"{metric}: {weights} is not a {kind} checkpoint of this config: "
+            f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+        )
+
+
 def map_chexbert_keys(state: dict[str, Any]) -> dict[str, Any]:
     """Keys of a CheXbert state dict as the module here names them: ``module.`` dropped, encoder
     keys under ``bert.``, heads under ``linear_heads.`` (``position_ids`` buffers dropped)."""
@@ -113,13 +124,7 @@ class CheXbert:
         net.linear_heads = torch.nn.ModuleList(
             [torch.nn.Linear(config.hidden_size, 4) for _ in range(13)] + [torch.nn.Linear(config.hidden_size, 2)]
         )
-        result = net.load_state_dict(map_chexbert_keys(state), strict=False)
-        missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
-        if missing or result.unexpected_keys:
-            raise MetricUnavailable(
-                f"{metric}: {weights} is not a CheXbert checkpoint of this config: "
-                f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
-            )
+        check_loaded(net.load_state_dict(map_chexbert_keys(state), strict=False), metric, weights, "CheXbert")
         self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
         self.path, self.batch_size, self._model_path = path, batch_size, model_path
         self.model = f"{path.name}@{weights_digest(weights)}"

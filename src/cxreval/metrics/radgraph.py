@@ -42,7 +42,7 @@ import numpy as np
 from cxreval.caches import ENTRY_BYTES, WEIGHT_METRIC_MIB, BoundedCache, mib, text_weight
 from cxreval.metrics.base import MetricUnavailable, PairMeanMetric, check_lengths, register_metric
 from cxreval.metrics.bertscore import checkpoint_json, local_checkpoint, weights_digest, weights_file
-from cxreval.metrics.chexbert import load_state
+from cxreval.metrics.chexbert import check_loaded, load_state
 from cxreval.scores.signature import Signature
 
 EXPECTED = (
@@ -230,13 +230,7 @@ class RadGraphModel:
         net._relation._relation_feedforwards = torch.nn.ModuleDict({rel_ns: _feedforward(torch, 3 * span_dim, hidden)})
         net._relation._relation_scorers = torch.nn.ModuleDict({rel_ns: torch.nn.Linear(hidden[-1], len(self.relation_labels))})
         state = {k: v for k, v in load_state(weights).items() if not k.startswith(_UNUSED) and not k.endswith("position_ids")}
-        result = net.load_state_dict(state, strict=False)
-        missing = [k for k in result.missing_keys if not k.endswith("position_ids")]
-        if missing or result.unexpected_keys:
-            raise MetricUnavailable(
-                f"{metric}: {weights} is not a RadGraph checkpoint of this config: "
-                f"missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
-            )
+        check_loaded(net.load_state_dict(state, strict=False), metric, weights, "RadGraph")
         self.net: Any = net.eval()  # submodules set by name, which torch types as Tensor | Module
         self.bert = bert.eval()
         self.ner_scorer = net._ner._ner_scorers[ner_ns]
