@@ -575,21 +575,22 @@ def green_answer(reference: str, candidate: str) -> dict[str, Any]:
     false finding, significant unless the sentence is a normal statement (:data:`_NORMAL`); a
     prior study the candidate drops is an insignificant missed comparison."""
     ref, cand = _sentences(reference), _sentences(candidate)
-    zero = dict.fromkeys(_GREEN_CATEGORIES, 0)
+    zero: dict[str, list[str]] = {c: [] for c in _GREEN_CATEGORIES}
 
-    def count(sentences: set[str], significant: bool) -> int:
-        return min(sum(bool(_NORMAL.search(s)) != significant for s in sentences), 50)
+    def listed(sentences: set[str], significant: bool) -> list[str]:
+        return sorted(s for s in sentences if bool(_NORMAL.search(s)) != significant)[:12]
 
-    dropped = int("prior" in reference.lower() and "prior" not in candidate.lower())
+    dropped = ["the prior study"] if "prior" in reference.lower() and "prior" not in candidate.lower() else []
     return {
-        "significant": {**zero, "false_finding": count(cand - ref, True), "missing_finding": count(ref - cand, True)},
+        "explanation": "Sentences compared one by one.",
+        "significant": {**zero, "false_finding": listed(cand - ref, True), "missing_finding": listed(ref - cand, True)},
         "insignificant": {
             **zero,
-            "false_finding": count(cand - ref, False),
-            "missing_finding": count(ref - cand, False),
+            "false_finding": listed(cand - ref, False),
+            "missing_finding": listed(ref - cand, False),
             "missing_comparison": dropped,
         },
-        "matched_findings": min(len(ref & cand), 50),
+        "matched_findings": sorted(ref & cand)[:12],
     }
 
 
@@ -622,7 +623,7 @@ def loopback_script(reports: dict[str, str], instructions: str) -> dict[str, Any
 
 def _green_value(name: str, reference: str, candidate: str) -> float:
     answer = green_answer(reference, candidate)
-    matched, significant = answer["matched_findings"], sum(answer["significant"].values())
+    matched, significant = len(answer["matched_findings"]), sum(map(len, answer["significant"].values()))
     if name == "green":  # matched / (matched + significant), 0 when nothing matched
         return 0.0 if matched == 0 else matched / (matched + significant)
     return float(significant == 0)

@@ -216,15 +216,19 @@ def test_compare_under_graded_policy(tiny, ex):
     assert presence(likely, "negative") == "FN"
 
 
-def test_llm_engines_refuse_graded_policies() -> None:
+def test_llm_extract_refuses_graded_policies_and_the_pairwise_judge_is_told_the_grades() -> None:
     from cxreval.engines import get_engine
     from cxreval.llm import LLMConfig
     from cxreval.ontology import load_ontology
 
     cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", local_only=True)
-    for engine in ("llm-pairwise", "llm-extract"):
-        with pytest.raises(ValueError, match="only the rules engine grades"):
-            get_engine(engine, load_ontology(), "probable", llm=cfg)
+    with pytest.raises(ValueError, match="does not grade"):
+        get_engine("llm-extract", load_ontology(), "probable", llm=cfg)
+    judge = get_engine("llm-pairwise", load_ontology(), "probable-alternative", llm=cfg)
+    system = judge.calls.messages("a", "b")[0]["content"]  # type: ignore[union-attr]
+    assert "graded (policy probable-alternative): probable hedges (probable, probably" in system
+    assert "possible hedges (suspected" in system and "count as absent; alternative hedges" in system
+    assert "uncertain:probable-alternative" in str(judge.signature)
     assert get_engine("rules", load_ontology(), "probable-alternative") is not None
 
 

@@ -146,7 +146,7 @@ def test_extract_all_uses_the_engines_extractions(onto, server, tmp_path):
     before = len(server.log)
     got = llm.extract_all(texts)
     assert len(server.log) - before == len(set(texts))  # the LLM read every distinct report
-    assert {t: x.engine for t, x in got.items()} == {t: "llm-extract@3" for t in texts}
+    assert {t: x.engine for t, x in got.items()} == {t: "llm-extract@4" for t in texts}
     for name in ("llm-pairwise", "llm-pairwise-2pass"):
         ev = Evaluator(onto, engine=name, llm=loop_config(server.base_url, tmp_path / "a.sqlite"))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="makes no extraction"):
@@ -156,5 +156,5 @@ def test_extract_all_uses_the_engines_extractions(onto, server, tmp_path):
 def test_two_pass_engine_is_signed_with_the_verification(onto, server, tmp_path):
     one = _engine("llm-pairwise", onto, server, tmp_path).signature
     two = _engine("llm-pairwise-2pass", onto, server, tmp_path).signature
-    assert two.engine == one.engine and two.prompt == f"{one.prompt}+verify@1"
+    assert two.engine == one.engine and two.prompt == f"{one.prompt}+verify@2"
     assert two.options == {**one.options, "passes": "2"}

@@ -22,8 +22,8 @@ from cxreval.testing.loopback import LoopbackServer
 
 from .llm_support import loop_config
 
-ZERO = dict.fromkeys(CATEGORIES, 0)
-# Three pairs we wrote; per pair the scripted GREEN counts and FineRadScore corrections.
+ZERO: dict[str, list[str]] = {c: [] for c in CATEGORIES}
+# Three pairs we wrote; per pair the scripted GREEN lists and FineRadScore corrections.
 PAIRS = [
     (
         "p1",
@@ -35,14 +35,32 @@ PAIRS = [
 ]
 GREEN = {
     # p1: pneumonia invented (a), cardiomegaly missed (b), wrong side (c), wrong size (d); an
-    # insignificant missed detail; effusion and "no pneumothorax" matched.
+    # insignificant missed detail; effusion and "no pneumothorax" matched. GREEN's counts are the
+    # lists' lengths.
     "p1": {
-        "significant": {**ZERO, "false_finding": 1, "missing_finding": 1, "location": 1, "severity": 1},
-        "insignificant": {**ZERO, "missing_finding": 1},
-        "matched_findings": 2,
+        "explanation": "The candidate puts a large effusion on the wrong side, invents a pneumonia and misses the cardiomegaly.",
+        "significant": {
+            **ZERO,
+            "false_finding": ["right upper lobe pneumonia"],
+            "missing_finding": ["mild cardiomegaly"],
+            "location": ["pleural effusion on the right instead of the left"],
+            "severity": ["pleural effusion large instead of small"],
+        },
+        "insignificant": {**ZERO, "missing_finding": ["a detail"]},
+        "matched_findings": ["pleural effusion", "no pneumothorax"],
     },
-    "p2": {"significant": ZERO, "insignificant": ZERO, "matched_findings": 2},
-    "p3": {"significant": ZERO, "insignificant": {**ZERO, "false_comparison": 1}, "matched_findings": 0},
+    "p2": {
+        "explanation": "Same findings.",
+        "significant": ZERO,
+        "insignificant": ZERO,
+        "matched_findings": ["mild cardiomegaly", "clear lungs"],
+    },
+    "p3": {
+        "explanation": "The candidate adds a comparison the reference does not make.",
+        "significant": ZERO,
+        "insignificant": {**ZERO, "false_comparison": ["stable since the prior study"]},
+        "matched_findings": [],
+    },
 }
 FINERAD = {
     "p1": {
@@ -119,10 +137,15 @@ def test_answers_are_validated(tmp_path: Path) -> None:
     g = GreenJudge(cfg)
     ok = g.parse_value(GREEN["p1"], "r", "c")
     assert ok["matched"] == 2 and sum(ok["significant"].values()) == 4
-    with pytest.raises(AnswerError, match="significant.location: -1"):
+    assert ok["lists"]["significant"]["false_finding"] == ["right upper lobe pneumonia"] and ok["explanation"].startswith(
+        "The candidate"
+    )
+    with pytest.raises(AnswerError, match="significant.location: -1 is not a list of at most 12 phrases"):
         g.parse_value({**GREEN["p2"], "significant": {**ZERO, "location": -1}}, "r", "c")
     with pytest.raises(AnswerError, match="unknown categories"):
-        g.parse_value({**GREEN["p2"], "insignificant": {**ZERO, "style": 1}}, "r", "c")
+        g.parse_value({**GREEN["p2"], "insignificant": {**ZERO, "style": []}}, "r", "c")
+    with pytest.raises(AnswerError, match="significant.severity: .* is not a list of at most 12"):
+        g.parse_value({**GREEN["p2"], "significant": {**ZERO, "severity": ["x"] * 13}}, "r", "c")
     with pytest.raises(AnswerError, match="matched_findings"):
         g.parse_value({"significant": ZERO, "insignificant": ZERO}, "r", "c")
     f = FineRadJudge(cfg)
@@ -139,8 +162,8 @@ def test_answers_are_validated(tmp_path: Path) -> None:
     user = f.task("Ref.", cand).messages[1]["content"]
     assert "1. Large right pleural effusion.\n2. Right upper lobe pneumonia.\n3. No pneumothorax." in user
     sig = Signature.parse(str(get_metric("fineradscore", llm=cfg).signature))
-    assert sig.prompt.startswith("fineradscore@1#") and sig.options["significant_from"] == "3"
-    assert Signature.parse(str(get_metric("green", llm=cfg).signature)).prompt.startswith("green@1#")
+    assert sig.prompt.startswith("fineradscore@2#") and sig.options["significant_from"] == "3"
+    assert Signature.parse(str(get_metric("green", llm=cfg).signature)).prompt.startswith("green@2#")
 
 
 def _bench(tmp_path: Path, llm: dict[str, Any]) -> BenchConfig:
@@ -176,7 +199,7 @@ def test_hand_computed_scores_and_rates_per_stratum(tmp_path: Path) -> None:
             for name, value in want.items():
                 assert row.metrics[name].value == pytest.approx(value), (stratum, name)
         info = {m.name: m for m in result.metrics}
-        assert Signature.parse(info["green"].signature).engine == "green-judge@2"
+        assert Signature.parse(info["green"].signature).engine == "green-judge@3"
         assert info["fineradscore"].higher_is_better is False
         # a rerun asks nothing (bench's value cache; then the answer store for a fresh metric)
         n = len(srv.log)

@@ -131,11 +131,22 @@ def test_no_shape_inverts_the_order_and_graded_has_no_tie(shape: str, chain: str
         assert values[2] > values[3], "graded: a denial costs more than an omission"
 
 
-def test_flat_is_refused_for_the_pairwise_engines() -> None:
-    from cxreval.engines import check_engine_options
+def test_the_pairwise_judge_follows_the_hierarchy_or_spec_cxrs_flat_rule() -> None:
+    from cxreval.engines import get_engine
     from cxreval.llm import LLMConfig
+    from cxreval.ontology import load_ontology
 
-    with pytest.raises(ValueError, match="flat already"):
-        check_engine_options(
-            "llm-pairwise", "positive", llm=LLMConfig(model="m", base_url="http://127.0.0.1:1/v1"), hierarchy=False
-        )
+    onto = load_ontology()
+
+    def judge(style: str, hierarchy: bool):  # noqa: ANN202
+        cfg = LLMConfig(model="m", base_url="http://127.0.0.1:1/v1", local_only=True, schema_style=style)  # type: ignore[arg-type]
+        return get_engine("llm-pairwise", onto, "positive", llm=cfg, hierarchy=hierarchy)
+
+    sparse, flat, dense = judge("sparse", True), judge("sparse", False), judge("dense", True)
+    assert "specificity less-specific" in sparse.calls.messages("a", "b")[0]["content"]  # type: ignore[union-attr]
+    for engine in (flat, dense):  # the flat rule: SPEC-CXR's, entity by entity (dense answers cannot say how specific)
+        assert "FN for tension_pneumothorax and FP for pneumothorax" in engine.calls.messages("a", "b")[0]["content"]  # type: ignore[union-attr]
+    assert [str(e.signature).count("hierarchy:is-a") for e in (sparse, flat, dense)] == [1, 0, 0]
+    assert "hierarchy:flat" in str(flat.signature) and "hierarchy:flat" in str(dense.signature)
+    # the worked pair that teaches the hierarchy is not shown to the flat judge
+    assert len(sparse.calls.messages("a", "b")) == 8 and len(flat.calls.messages("a", "b")) == 6  # type: ignore[union-attr]

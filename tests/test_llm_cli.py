@@ -40,7 +40,7 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
             "--price-output",
             "1",
             "--max-cost",
-            "0.02",
+            "0.05",
         )
         assert stopped.returncode == 3, stopped.stderr
         assert "--max-cost" in stopped.stderr and "rerunning the same command resumes" in stopped.stderr
@@ -48,7 +48,7 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         failures = [json.loads(x) for x in (out / "failures.jsonl").read_text().splitlines()]
         assert scores["n_pairs"] + scores["n_failed"] == 20 and scores["n_failed"] == len(failures) > 0
         assert {f["reason"] for f in failures} == {"budget"}
-        assert 0 < scores["usage"]["cost"] <= 0.02 and "engine:llm-pairwise@" in scores["signature"]
+        assert 0 < scores["usage"]["cost"] <= 0.05 and "engine:llm-pairwise@" in scores["signature"]
         # --runs 2 with the extract engine: per-run outputs and a mean +- sd summary
         runs = _cli(
             "evaluate",
@@ -71,7 +71,7 @@ def test_cli_llm_engines_budget_runs_and_cache(tmp_path):
         assert (tmp_path / "runs" / "run-2" / "judgements.jsonl.gz").exists()
         assert "mean +- sd" in runs.stdout
     shown = _cli("cache", "--path", str(cache))
-    assert shown.returncode == 0 and "llm-pairwise@3" in shown.stdout and "llm-extract@3" in shown.stdout
+    assert shown.returncode == 0 and "llm-pairwise@4" in shown.stdout and "llm-extract@4" in shown.stdout
     cleared = _cli("cache", "--path", str(cache), "--clear", "--model", "loopback")
     assert cleared.returncode == 0 and "deleted" in cleared.stdout
     assert "no cache yet" in _cli("cache", "--path", str(tmp_path / "none.sqlite")).stdout

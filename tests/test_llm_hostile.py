@@ -62,7 +62,7 @@ def test_every_malformed_200_ends_scored_or_listed(server, tmp_path, provider, m
     cfg = loop_config(url, tmp_path / "c.sqlite", provider=provider, retries=1)
     result = Evaluator(engine="llm-pairwise", llm=cfg).evaluate(pairs)
     _partition(result, pairs)
-    expected = rule_rows(pairs, flat=True)
+    expected = rule_rows(pairs, flat=True, drop_tn=True)
     got = llm_rows(result.judgements)
     # a fault on the first request only: retried, then scored exactly as the rule engine reads it
     for p in [*once, *written_pairs(3)]:
@@ -456,7 +456,7 @@ def test_unreadable_answers_and_bodies_end_scored_or_listed(server, tmp_path, pr
         pairs
     )
     _partition(result, pairs)
-    expected, got = rule_rows(pairs, flat=True), llm_rows(result.judgements)
+    expected, got = rule_rows(pairs, flat=True, drop_tn=True), llm_rows(result.judgements)
     for p in [*once, *written_pairs(2)]:  # the re-ask / the retry got a proper answer
         assert p.pair_id in result.pair_ids, p.pair_id
         assert got.get(p.pair_id, set()) == expected[p.pair_id]

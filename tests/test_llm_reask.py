@@ -19,10 +19,11 @@ CAND = "Large left pleural effusion. FAULT:schema"
 
 def _answers(reports: dict[str, str], instructions: str) -> dict[str, Any] | None:
     if "ERROR COUNT TASK" in instructions:
-        zero = dict.fromkeys(
-            ("false_finding", "missing_finding", "location", "severity", "false_comparison", "missing_comparison"), 0
-        )
-        return {"significant": {**zero, "severity": 1}, "insignificant": zero, "matched_findings": 0}
+        zero: dict[str, list[str]] = {
+            c: [] for c in ("false_finding", "missing_finding", "location", "severity", "false_comparison", "missing_comparison")
+        }
+        significant = {**zero, "severity": ["effusion size"]}
+        return {"explanation": "x", "significant": significant, "insignificant": zero, "matched_findings": []}
     if "CORRECTION TASK" in instructions:
         return {"corrections": [{"type": "replace", "line": 1, "text": "Small left pleural effusion.", "severity": 2}]}
     return None
@@ -35,7 +36,10 @@ def _reasks(srv: LoopbackServer) -> list[str]:
 def test_each_task_reasks_in_its_own_terms(tmp_path: Path) -> None:
     with LoopbackServer(script=_answers) as srv:
         cfg = loop_config(srv.base_url, tmp_path / "answers.sqlite")
-        for metric, words in (("green", "count (0-50) for every category"), ("fineradscore", "candidate's numbered lines")):
+        for metric, words in (
+            ("green", "list of short phrases (at most 12) for every category"),
+            ("fineradscore", "candidate's numbered lines"),
+        ):
             before = len(_reasks(srv))
             assert get_metric(metric, llm=cfg).score_pairs([REF], [CAND])[0] >= 0  # answered after the re-ask
             asked = _reasks(srv)[before:]

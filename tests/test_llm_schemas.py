@@ -161,7 +161,7 @@ def test_extract_dense_drops_not_mentioned(onto):
 
 
 def test_prompts_are_versioned_files_and_list_every_entity(onto):
-    for name, version in (("pairwise", 2), ("extract", 2), ("reask", 2)):
+    for name, version in (("pairwise", 3), ("extract", 3), ("reask", 2)):
         p = load_prompt(name)
         assert p.signature == f"{name}@{version}" and len(p.sha256) == 64
     listing = entity_list(onto, "pairwise")

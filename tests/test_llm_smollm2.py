@@ -127,7 +127,7 @@ def test_smollm2_produces_schema_valid_judgements(llama_server, tiny, tmp_path, 
     for r in result.judgements:
         assert r.entity in ids and r.presence in ("TP", "FP", "FN", "TN")
     assert result.n_pairs >= 1
-    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@3|model:openai:smollm2-135m")
+    assert str(result.signature).startswith("metric:spec-cxr|ontology:tiny@0.1|engine:" + engine + "@4|model:openai:smollm2-135m")
 
 
 @pytest.mark.parametrize("metric_name", ["green", "fineradscore"])
@@ -165,7 +165,7 @@ def test_smollm2_answers_the_llm_error_metrics(llama_server, tmp_path, metric_na
             assert v >= 0.0 and float(v).is_integer()  # a sum of severity grades
     assert len(run.failures) + int(np.isfinite(values).sum()) == len(PAIRS)
     sig = Signature.parse(str(metric.signature))
-    assert sig.model == "smollm2-135m" and sig.prompt.startswith(f"{metric_name}@1#")
+    assert sig.model == "smollm2-135m" and sig.prompt.startswith(f"{metric_name}@2#")
     # the answers are stored: a second metric of the same family asks the model nothing new
     again = get_metric(metric_name, llm=cfg)
     again.score_pairs(refs, cands)

@@ -122,8 +122,9 @@ def test_a_grade_must_fit_its_status() -> None:
     assert Mention(entity="pleural_effusion", status="uncertain", certainty="alternative").certainty == "alternative"
 
 
-def test_bench_refuses_a_graded_policy_with_an_llm_engine() -> None:
+def test_bench_refuses_a_graded_policy_where_the_engine_cannot_grade() -> None:
     from cxreval.bench.config import EngineConfig
 
-    with pytest.raises(ValueError, match="only the rules engine"):
+    with pytest.raises(ValueError, match="engine 'llm-extract' does not grade"):
         EngineConfig(name="llm-extract", uncertain="probable")
+    assert EngineConfig(name="llm-pairwise", uncertain="probable").uncertain == "probable"  # told the grades

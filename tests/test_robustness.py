@@ -132,7 +132,7 @@ def test_one_pass_and_two_pass_llm_on_loopback(tmp_path: Path, pairs: list[Pertu
         # one verification call per distinct pair: the suite's pairs plus each identity pair
         distinct = {(p.reference, p.candidate) for p in pairs} | {(r, r) for _, r in REPORTS}
         assert len(verify) == len(distinct)
-        assert "verify@1" in str(two.signature) and "passes:2" in str(two.signature)
+        assert "verify@2" in str(two.signature) and "passes:2" in str(two.signature)
         # a rerun is answered from the cache, verification included
         score_suite(pairs, [two])
         assert len(srv.log) == n_calls

@@ -388,6 +388,12 @@ class _LLMEngine:
     def prompt_signature(self) -> str:
         return self.calls.prompt.signature
 
+    @property
+    def judged_by_hierarchy(self) -> bool:
+        """Whether this engine's rows follow the finding hierarchy's rule (the cross-check compares
+        them with the rule engine's under the same rule)."""
+        return self.hierarchy
+
     def signature_options(self) -> dict[str, str]:
         cfg = self.llm
         return {
@@ -405,7 +411,8 @@ class _LLMEngine:
         engine disagree on it (:mod:`cxreval.judge.crosscheck`). The pairwise engines' model
         answers SPEC-CXR's comparison values, so they are compared with the rule engine's."""
         if self._checker is None:
-            self._checker = CrossCheck(self.ontology, self.uncertain, self.spec_compat or self.answers_spec)
+            spec = self.spec_compat or self.answers_spec
+            self._checker = CrossCheck(self.ontology, self.uncertain, spec, hierarchy=self.judged_by_hierarchy)
         kept: list[tuple[ReportPair, list[EntityJudgement]]] = []
         failures: list[Failure] = []
         flags: list[InjectionFlag] = []
@@ -547,7 +554,14 @@ class LLMPairwiseEngine(_LLMEngine):
         from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
         super().__init__(ontology, uncertain, llm, spec_compat, hierarchy)
-        self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain)
+        self.calls: LLMPairwiseJudge = LLMPairwiseJudge(ontology, llm, uncertain, hierarchy)
+
+    @property
+    def judged_by_hierarchy(self) -> bool:
+        return self.calls.hierarchy  # sparse answers only: a dense answer is SPEC-CXR's, flat
+
+    def signature_options(self) -> dict[str, str]:
+        return {**super().signature_options(), "hierarchy": hierarchy_option(self.calls.hierarchy, self.ontology)}
 
     async def first_pass(
         self, pairs: Sequence[ReportPair], run: int, runner: LLMRunner, progress: bool, label: str
@@ -708,18 +722,22 @@ def check_engine_options(
         raise ValueError(f"unknown uncertain policy {uncertain!r}; choose from {', '.join(UNCERTAIN_POLICIES)}")
     if info.needs_llm and llm is None:
         raise ValueError(f"engine {name!r} needs llm=LLMConfig(...)")
-    if not hierarchy and not info.extracts:
-        raise ValueError(
-            f"engine {name!r} judges pairs flat already (SPEC-CXR's prompt asks entity by entity); "
-            "the hierarchy option applies to the engines that compare extractions"
+    problem = graded_policy_problem(name, uncertain)
+    if problem:
+        raise ValueError(problem)
+
+
+def graded_policy_problem(name: str, uncertain: str) -> str | None:
+    """Why engine ``name`` cannot take the uncertainty policy ``uncertain``, or None. llm-extract's
+    answers grade no hedge (a status only): a graded policy would silently read every hedge as
+    "possible". The rule engine grades hedges, and the pairwise judges are told each grade's words."""
+    info = engine_info(name)
+    if info.needs_llm and info.extracts and uncertain not in UNGRADED_POLICIES:
+        return (
+            f"uncertain policy {uncertain!r} counts graded hedges, which engine {name!r} does not grade "
+            "(its answers give a status only); it takes positive or negative"
         )
-    if info.needs_llm and uncertain not in UNGRADED_POLICIES:
-        # the LLM engines grade no hedge (their prompts say positive or absent): a graded policy
-        # would silently read every hedge as "possible"
-        raise ValueError(
-            f"uncertain policy {uncertain!r} counts graded hedges, which only the rules engine "
-            f"grades; engine {name!r} takes positive or negative"
-        )
+    return None
 
 
 def get_engine(

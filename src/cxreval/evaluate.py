@@ -292,7 +292,8 @@ class Evaluator:
         self.spec_compat = spec_compat
         self.hierarchy = hierarchy
         """The finding hierarchy's judgement rule (docs/scoring.md, "The judgement rule"); False:
-        every entity on its own (the engines that compare extractions; the pairwise ones are flat)."""
+        every entity on its own (the engines that compare extractions, and the pairwise judge's sparse
+        answers, which say how specific the candidate is; a dense pairwise answer is SPEC-CXR's, flat)."""
         self.engine: EngineName = engine
         self.llm = llm
         self.retry_failed = retry_failed

@@ -24,6 +24,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cxreval.literals import UncertainLabel
 from cxreval.llm.cache import AnswerCache, cache_key
 from cxreval.llm.config import LLMConfig
 from cxreval.llm.prompts import load_prompt, report_blocks
@@ -31,7 +32,12 @@ from cxreval.llm.runner import LLMRunner, Outcome, Task, Usage
 from cxreval.llm.schemas import AnswerError, ParsedAnswer, load_json
 from cxreval.ontology import Ontology
 
-ENGINE_VERSION = "2"  # 2: chat-template tokens in report text neutralised before sending
+# 2: chat-template tokens in report text neutralised before sending
+# 3: prompt labels@3: a hedged finding is -1 (uncertain), left out of the Ran Score as the paper
+#    leaves uncertain cases out of its reference; exemplars ran21@2
+ENGINE_VERSION = "3"
+#: A label's values: present, absent (denied or not mentioned), uncertain (only raised as a possibility).
+LABEL_VALUES = (1, 0, -1)
 
 
 class LabelExemplars(BaseModel):
@@ -104,7 +110,7 @@ class LLMLabeler:
         self.prompt = load_prompt("labels")
         self.schema: dict[str, Any] = {
             "type": "object",
-            "properties": {k: {"type": "integer", "enum": [0, 1]} for k in self.keys},
+            "properties": {k: {"type": "integer", "enum": list(LABEL_VALUES)} for k in self.keys},
             "required": list(self.keys),
             "additionalProperties": False,
         }
@@ -144,7 +150,7 @@ class LLMLabeler:
         )
 
     def parse(self, raw: str) -> ParsedAnswer:
-        """Every label key present, each 0 or 1 (``true``/``false`` accepted); nothing else."""
+        """Every label key present, each 1, 0 or -1 (``true``/``false`` accepted); nothing else."""
         value, duplicates = load_json(raw)
         if not isinstance(value, dict):
             raise AnswerError(["the answer must be a JSON object of label keys"])
@@ -154,8 +160,8 @@ class LLMLabeler:
             v = value.get(k)
             if isinstance(v, bool):
                 v = int(v)
-            if v not in (0, 1):
-                problems.append(f"{k}: {'missing' if k not in value else f'{v!r} is not 0 or 1'}")
+            if v not in LABEL_VALUES:
+                problems.append(f"{k}: {'missing' if k not in value else f'{v!r} is not 1, 0 or -1'}")
                 continue
             items.append({"label": label, "value": int(v)})
         unknown = sorted(set(value) - set(self.keys))
@@ -278,11 +284,15 @@ def llm_label_metrics(
     labelset: str = "ran21",
     cache: AnswerCache | None = None,
     progress: bool = False,
+    uncertain: UncertainLabel = "exclude",
 ) -> PairLabels:
     """Ran Score (``labelset="ran21"``: macro F1) and the other label metrics, labelled by the LLM.
 
     Each distinct report text costs one call. A pair is scored only when both of its reports got
-    a valid answer; the others are listed in ``failed_pairs`` and left out of every metric.
+    a valid answer; the others are listed in ``failed_pairs`` and left out of every metric. A
+    label either report gives as uncertain (-1) is left out of that pair's counts for that label
+    (``uncertain="exclude"``, as the Ran Score paper leaves uncertain cases out of its reference);
+    ``negative`` or ``positive`` counts it as 0 or 1 instead.
     """
     from cxreval.scores.labels import label_metrics
     from cxreval.scores.signature import Signature
@@ -299,5 +309,5 @@ def llm_label_metrics(
     ref = run.labels.loc[[f"reference:{i}" for i in ok]].set_axis(ok)
     cand = run.labels.loc[[f"candidate:{i}" for i in ok]].set_axis(ok)
     base = Signature(metric="labels", ontology=ontology.signature, engine=run.engine, model=run.model, prompt=run.prompt)
-    metrics = label_metrics(ref, cand, labelset=labelset, signature=base)
+    metrics = label_metrics(ref, cand, labelset=labelset, signature=base, uncertain=uncertain)
     return PairLabels(metrics=metrics, failed_pairs=by_id, run=run)

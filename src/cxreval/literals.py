@@ -42,7 +42,7 @@ HEDGE_GRADES: tuple[HedgeGrade, ...] = get_args(HedgeGrade)
 Certainty = Literal["definite", HedgeGrade, "negated"]
 
 #: The uncertainty policies that need no hedge grade: every hedge counts, or none does. The only
-#: ones the LLM engines take (they grade no hedge).
+#: ones llm-extract takes (its answers grade no hedge; the pairwise judges are told the grades).
 UngradedPolicy = Literal["positive", "negative"]
 UNGRADED_POLICIES: tuple[UngradedPolicy, ...] = get_args(UngradedPolicy)
 #: How hedged findings count: the ``uncertain:`` option of every judge signature (``--uncertain``)

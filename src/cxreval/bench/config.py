@@ -47,7 +47,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from cxreval.io import InputError, InputProblem
 from cxreval.literals import (
     RETRIEVAL_BASELINES,
-    UNGRADED_POLICIES,
     Baseline,
     BenchEngineName,
     Executor,
@@ -183,11 +182,11 @@ class EngineConfig(_Model):
 
     @model_validator(mode="after")
     def _graded_needs_rules(self) -> EngineConfig:
-        if self.name != "rules" and self.uncertain not in UNGRADED_POLICIES:
-            raise ValueError(
-                f"uncertain {self.uncertain!r} counts graded hedges, which only the rules engine "
-                f"grades; engine {self.name!r} takes positive or negative"
-            )
+        from cxreval.engines import graded_policy_problem
+
+        problem = graded_policy_problem(self.name, self.uncertain)
+        if problem:
+            raise ValueError(problem)
         if self.ray_address is not None and self.executor == "local":
             raise ValueError("ray_address applies to executor: ray")
         if self.on_ray and self.name != "rules":

@@ -47,6 +47,7 @@ from cxreval.cli.common import (
 from cxreval.cli.extract import extract
 from cxreval.cli.llm_options import with_llm_options
 from cxreval.cli.meta import meta_app
+from cxreval.cli.prompts import prompts
 from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
@@ -793,6 +794,7 @@ def cache_cmd(
 # `cxreval agree` lives with its readers and tables in cxreval.agree.
 app.command("agree")(agree)
 app.command("extract")(extract)
+app.command("prompts")(prompts)
 app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
 app.add_typer(rules_app, name="rules", help="The rule engine's rules: ids, kinds and docs (what --explain names).")

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from cxreval.cli.common import (
+    EXIT_UNSCORED,
     LLMConfigOption,
     fail,
 )
@@ -219,3 +220,95 @@ def score(
 
 
 meta_app.command("robustness", hidden=True)(score)
+
+
+@meta_app.command("judge-agreement")
+@with_llm_options
+def judge_agreement_cmd(
+    pairs: Path | None = typer.Argument(None, metavar="PAIRS", help="pairs file (id, reference, candidate columns)"),
+    example: bool = typer.Option(False, "--example", help="judge the small example pairs shipped with cxreval"),
+    engine: str = typer.Option("llm-pairwise", "--engine", help="the LLM engine set against the rule engine"),
+    out: Path = typer.Option(..., "--out", "-o", help="folder for both engines' results and the agreement tables"),
+    review_db: Path | None = typer.Option(
+        None, "--review-db", metavar="FILE", help="draw disagreeing pairs into a new review database"
+    ),
+    review_n: int = typer.Option(50, "--review-n", min=1, metavar="N", help="disagreeing pairs to draw for review"),
+    seed: int = typer.Option(0, "--seed", help="seed of the review draw"),
+    top: int = typer.Option(20, "--top", min=1, metavar="N", help="entities shown (all in agreement.csv)"),
+    llm_config: LLMConfigOption = None,
+    llm_options: dict[str, Any] | None = None,
+) -> None:
+    """The rule engine against an LLM engine on your pairs: per-entity agreement and every disagreement."""
+    from rich.console import Console
+
+    from cxreval.evaluate import Evaluator
+    from cxreval.evaluate_files import example_path
+    from cxreval.io import InputError, read_pairs
+    from cxreval.io.writers import OutputError, atomic_write_text, check_out_dir, csv_text
+    from cxreval.llm.config import LLMConfigError
+    from cxreval.meta.judge_agreement import agreement_table, disagreement_rows, entity_rows, judge_agreement
+    from cxreval.render import print_table
+
+    if engine not in LLM_PAIRWISE_ENGINES + ("llm-extract",):
+        _fail(f"--engine {engine!r}: one of {', '.join((*LLM_PAIRWISE_ENGINES, 'llm-extract'))}")
+    if (pairs is None) == (not example):
+        _fail("give a PAIRS file or --example (one of them)")
+    try:
+        check_out_dir(out)
+        llm = _llm_config(llm_config, llm_options or {})
+        if llm is None:
+            _fail(f"{engine} needs --llm-config or --base-url and --model")
+        source = example_path() if example else pairs
+        assert source is not None
+        read = read_pairs(source)
+    except (InputError, OutputError, LLMConfigError) as exc:
+        _fail(str(exc))
+    # a pairwise LLM engine answers SPEC-CXR's three comparison values: the rule engine is asked for the same
+    rules = Evaluator(spec_compat=engine in LLM_PAIRWISE_ENGINES).evaluate(read)
+    other = Evaluator(engine=engine, llm=llm).evaluate(read)
+    scored = [p for p in rules.pair_ids if p in set(other.pair_ids)]
+    result = judge_agreement(
+        rules.judgements,
+        other.judgements,
+        scored,
+        rules.ontology,
+        names=("rules", engine),
+        signatures=(rules.signature, other.signature),
+    )
+    rules.save(out / "rules")
+    other.save(out / engine)
+    atomic_write_text(out / "agreement.csv", csv_text(entity_rows(result)))
+    atomic_write_text(out / "disagreements.csv", csv_text(disagreement_rows(result)))
+    console = Console()
+    print_table(agreement_table(result, top), console if console.is_terminal else Console(width=120))
+    typer.echo(
+        f"{len(result.disagreements)} disagreements on {len(result.disagreeing_pairs)} pairs -> {out / 'disagreements.csv'}"
+    )
+    if review_db is not None:
+        spec = engine in LLM_PAIRWISE_ENGINES
+        _review_disagreements(result.disagreeing_pairs, read, out, review_db, review_n, seed, spec_compat=spec)
+    if other.failures:
+        typer.echo(f"{other.n_failed} pair(s) the {engine} engine did not score: {out / engine / 'failures.jsonl'}", err=True)
+        raise typer.Exit(EXIT_UNSCORED)
+
+
+def _review_disagreements(
+    pair_ids: list[str], pairs: list[Any], out: Path, db: Path, n: int, seed: int, *, spec_compat: bool
+) -> None:
+    """A review database of a seeded, stratified draw of the disagreeing pairs (the rule engine's
+    rows on them, which reviewers confirm or correct)."""
+    from cxreval.evaluate import Evaluator
+    from cxreval.review.db import ReviewDBError
+    from cxreval.review.sampling import ReviewSetupError, init_review
+
+    if not pair_ids:
+        typer.echo("no disagreement: nothing to review")
+        return
+    wanted = set(pair_ids)
+    chosen = [p for p in pairs if p.pair_id in wanted]
+    Evaluator(spec_compat=spec_compat).evaluate(chosen).save(out / "review-rules")
+    try:
+        sample = init_review(out / "review-rules", db, chosen, n, seed=seed, pairs_file="disagreeing pairs")
+    except (ReviewSetupError, ReviewDBError) as exc:
+        _fail(str(exc))
+    typer.echo(f"{len(sample.pairs)} of {len(chosen)} disagreeing pairs drawn into {db}: cxreval review serve {db}")

@@ -14,6 +14,7 @@ import hashlib
 from functools import partial
 from typing import Any
 
+from cxreval.extract.hedges import HEDGE_WORDS
 from cxreval.extract.llm_mentions import (
     EmptyAnswerCheck,
     mention_format,
@@ -24,6 +25,7 @@ from cxreval.extract.models import Extraction, Mention
 from cxreval.llm.cache import cache_key
 from cxreval.llm.config import LLMConfig
 from cxreval.llm.prompts import (
+    attribute_rules,
     entity_list,
     load_prompt,
     ontology_fingerprint,
@@ -35,7 +37,9 @@ from cxreval.ontology import Ontology
 
 # 2: fenced report, empty answers for reports with findings refused
 # 3: chat-template tokens in report text neutralised before sending (what the model reads changed)
-ENGINE_VERSION = "3"
+# 4: prompt 3: the instructions and entity list (with meanings and parents) in the system message,
+#    the same for every call (a prefix cache keeps them), the report alone in the user message
+ENGINE_VERSION = "4"
 
 
 class LLMExtractor:
@@ -51,9 +55,13 @@ class LLMExtractor:
             config.schema_style, ontology, max_items=config.max_items, max_evidence=config.max_evidence_chars
         )
         self.schema_name = schema_name("extract", config.schema_style)
-        self._system = self.prompt.render("system")
-        self._entities = entity_list(ontology, "extract")
-        self._format = mention_format(config.schema_style, config.max_items, config.max_evidence_chars)
+        self._system = self.prompt.render(
+            "system",
+            hedge_words=", ".join(HEDGE_WORDS),
+            attribute_rules=attribute_rules(ontology),
+            entities=entity_list(ontology, "extract"),
+            format=mention_format(config.schema_style, config.max_items, config.max_evidence_chars),
+        )
         self._fingerprint = ontology_fingerprint(ontology)
         self._empty = EmptyAnswerCheck(ontology)
 
@@ -62,7 +70,8 @@ class LLMExtractor:
         return f"{self.name}@{ENGINE_VERSION}"
 
     def messages(self, text: str) -> list[dict[str, str]]:
-        user = self.prompt.render("user", entities=self._entities, format=self._format, **report_blocks(report=text))
+        """The system message (the same for every call), then the fenced report."""
+        user = self.prompt.render("user", **report_blocks(report=text))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": user}]
 
     def key(self, text: str, run: int = 0) -> str:

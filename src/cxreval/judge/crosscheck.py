@@ -101,13 +101,15 @@ class CrossCheck:
     """Flags the pairs an LLM engine judged that read like instructions, and cross-checks them.
 
     ``spec_compat``: compare with the rule engine's SPEC-CXR comparison values (the pairwise
-    engines' model answers those only).
+    engines' model answers those only); ``hierarchy``: under the finding hierarchy's rule, as the
+    engine judged (the rule engine judges flat otherwise).
     """
 
-    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool) -> None:
+    def __init__(self, ontology: Ontology, uncertain: UncertainPolicy, spec_compat: bool, *, hierarchy: bool = False) -> None:
         self.ontology = ontology
         self.uncertain: UncertainPolicy = uncertain
         self.spec_compat = spec_compat
+        self.hierarchy = hierarchy
         self._extractor: RuleExtractor | None = None
 
     def _read(self, text: str) -> Extraction:
@@ -123,7 +125,13 @@ class CrossCheck:
         if not signals:
             return None
         rule_rows = compare_extractions(
-            pair.pair_id, self._read(pair.reference), self._read(pair.candidate), self.ontology, self.uncertain, self.spec_compat
+            pair.pair_id,
+            self._read(pair.reference),
+            self._read(pair.candidate),
+            self.ontology,
+            self.uncertain,
+            self.spec_compat,
+            self.hierarchy,
         )
         differ = disagreements(rows, rule_rows)
         return InjectionFlag(

@@ -19,7 +19,8 @@ from cxreval.judge.models import EntityJudgement
 from cxreval.llm.cache import cache_key
 from cxreval.llm.runner import Task
 
-VERIFY_VERSION = "1"
+# 2: the first judgement is shown as the pairwise judge answers (quotes and specificity on sparse answers)
+VERIFY_VERSION = "2"
 VERIFY_PROMPT = """Here is a first judgement of the CANDIDATE against the REFERENCE:
 
 <first-judgement>
@@ -44,19 +45,21 @@ class TwoPassJudge:
     def prompt_signature(self) -> str:
         return f"{self.judge.prompt.signature}+verify@{VERIFY_VERSION}"
 
-    @staticmethod
-    def first_table(rows: Sequence[EntityJudgement]) -> str:
-        """The first judgement as the model is shown it (and as it would have answered it)."""
-        items = [
-            {
-                "entity": r.entity,
-                "presence": r.presence,
-                "location": r.location,
-                "severity": r.severity,
-                "comparison": r.comparison,
-            }
-            for r in rows
-        ]
+    def first_table(self, rows: Sequence[EntityJudgement]) -> str:
+        """The first judgement as the model is shown it (and as it would have answered it: a sparse
+        answer's items carry the quotes and the specificity)."""
+        quoted = self.judge.config.schema_style == "sparse"
+        evidence = self.judge.config.max_evidence_chars
+        items = []
+        for r in rows:
+            item: dict[str, str] = {"entity": r.entity}
+            if quoted and evidence > 0:
+                item.update(reference_quote=r.reference[:evidence], candidate_quote=r.candidate[:evidence])
+            item["presence"] = r.presence
+            if quoted:
+                item["specificity"] = r.specificity
+            item.update(location=r.location, severity=r.severity, comparison=r.comparison)
+            items.append(item)
         return json.dumps({"entities": items}, indent=1)
 
     def verify_task(self, reference: str, candidate: str, rows: Sequence[EntityJudgement], run: int = 0) -> Task:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import Any
 
 import yaml
 
@@ -73,26 +74,75 @@ def load_prompt(name: str) -> PromptTemplate:
 
 
 def entity_list(ontology: Ontology, mode: Mode) -> str:
-    """One line per entity: the part of the prompt generated from the ontology."""
+    """One line per entity, generated from the ontology: id, name, kind, the attributes judged,
+    its is-a parents, other words for it, and its description (what it means, so that a model can
+    choose between overlapping entities as the ontology does)."""
     lines = []
     for e in ontology.entities:
         attrs = ", ".join(e.attributes) if e.attributes else "presence only"
+        parents = f"; is a: {', '.join(p.id for p in e.parents)}" if e.parents else ""
         syn = [s for s in e.terms if s != e.name.lower()][:MAX_SYNONYMS_SHOWN]
         also = f"; also: {', '.join(syn)}" if syn else ""
-        lines.append(f"- {e.id}: {e.name} ({e.kind}; {attrs}{also})")
+        meaning = f": {e.description}" if e.description else ""
+        lines.append(f"- {e.id}: {e.name} ({e.kind}; {attrs}{parents}{also}){meaning}")
     return "\n".join(lines)
 
 
-def uncertain_rule(policy: str) -> str:
-    if policy == "positive":
-        return "A hedged mention (possible, may represent, cannot be excluded) counts as present."
-    return "A hedged mention (possible, may represent, cannot be excluded) counts as absent."
+def _buckets(mapping: dict[str, str], order: list[str], shown: int = 8) -> str:
+    """``bucket: word, word, ...`` per bucket, in ``order``, at most ``shown`` words each."""
+    words: dict[str, list[str]] = {b: [] for b in order}
+    for phrase, bucket in mapping.items():
+        if bucket in words and phrase != bucket:
+            words[bucket].append(phrase)
+    return "; ".join(f"{b} ({', '.join(sorted(words[b], key=len)[:shown])})" if words[b] else b for b in order)
+
+
+def attribute_rules(ontology: Ontology) -> str:
+    """Operational definitions of the attributes, generated from the attribute vocabulary and the
+    ontology's device positions: the words of each severity and change grade, and for each device
+    where its tip belongs and where it is malpositioned."""
+    from cxreval.ontology.attributes import attribute_vocabulary
+
+    vocab = attribute_vocabulary()
+    lines = [
+        f"Severity grades and words for them: {_buckets(vocab.severity, vocab.buckets['severity'])}.",
+        f"Changes from a prior study and words for them: {_buckets(vocab.comparison, vocab.buckets['comparison'])}.",
+    ]
+    devices = [p for p in ontology.device_positions if p.device in ontology.entity_ids]
+    if devices:
+        lines.append("Device tips (a device's location is where its tip lies):")
+        for p in devices:
+            wrong = f"; malpositioned at: {', '.join(p.malpositioned)}" if p.malpositioned else ""
+            lines.append(f"- {p.device}: belongs at {', '.join(p.expected)}{wrong}")
+    return "\n".join(lines)
 
 
 def ontology_fingerprint(ontology: Ontology) -> str:
-    """Hash of the entity set as the prompt and schema see it (ids, names, kinds, attributes, terms)."""
-    parts = [(e.id, e.name, e.kind, list(e.attributes), e.terms[: MAX_SYNONYMS_SHOWN + 1]) for e in ontology.entities]
+    """Hash of the entity set as the prompts and schemas see it: the entity list (ids, names, kinds,
+    attributes, parents, terms, descriptions) and the attribute definitions."""
+    parts = [entity_list(ontology, "pairwise"), attribute_rules(ontology)]
     return hashlib.sha256(json.dumps([ontology.signature, parts]).encode("utf-8")).hexdigest()[:16]
+
+
+def worked_examples(name: str, ontology: Ontology) -> list[dict[str, Any]]:
+    """The worked pairs of ``exemplars/<name>.yaml`` this ontology can state: an example naming an
+    entity the ontology lacks is left out whole; attributes the ontology does not judge for an
+    entity are left at not-available / other, as the judge's rows would have them."""
+    data = yaml.safe_load((resources.files("cxreval.llm") / "exemplars" / f"{name}.yaml").read_text(encoding="utf-8"))
+    kept = []
+    for ex in data["examples"]:
+        if not all(item["entity"] in ontology.entity_ids for item in ex["entities"]):
+            continue
+        items = []
+        for item in ex["entities"]:
+            attrs = ontology.entity(item["entity"]).attributes
+            unjudged = {k: "other" if k == "comparison" else "not-available" for k in _ATTRS if k not in attrs}
+            items.append({**item, **unjudged})
+        kept.append({**ex, "entities": items})
+    return kept
+
+
+_ATTRS = ("location", "severity", "comparison")
 
 
 # -- fences around report text ---------------------------------------------------------------

@@ -390,7 +390,7 @@ class LLMRunner:
             except AnswerError as exc:
                 error = str(exc)
                 if resp.finish_reason == "length" or resp.finish_reason == "max_tokens":
-                    error += f" (the answer was cut off at max_tokens={max_out})"
+                    error += cut_off_reason(text, max_out)
                 if attempt == 0:
                     usage.reasks += 1
                     messages = [
@@ -575,6 +575,25 @@ def _estimate(text: str) -> int:
 def estimate_tokens(messages: list[dict[str, str]]) -> int:
     """Tokens a prompt may take, at one token per 3 bytes (real tokenisers average ~4)."""
     return sum(_estimate(m.get("content", "")) + 4 for m in messages)
+
+
+#: Whitespace at the end of an answer cut off at its token limit that names a whitespace loop.
+WHITESPACE_LOOP_CHARS = 64
+
+
+def cut_off_reason(text: str, max_tokens: int) -> str:
+    """Why an answer stopped at ``max_tokens``: plainly cut off, or (a run of at least
+    :data:`WHITESPACE_LOOP_CHARS` whitespace characters at its end) caught in the whitespace loop
+    of guided JSON decoding, which a grammar that allows whitespace between tokens lets a model
+    write until the limit (docs/llm.md, "Guided decoding")."""
+    run = len(text) - len(text.rstrip())
+    if run >= WHITESPACE_LOOP_CHARS:
+        return (
+            f" (the answer ended in {run:,} whitespace characters and was cut off at max_tokens={max_tokens}: "
+            "a whitespace loop of guided JSON decoding; start the server with whitespace between JSON tokens "
+            "disallowed, e.g. vLLM's disable_any_whitespace, docs/llm.md 'Guided decoding')"
+        )
+    return f" (the answer was cut off at max_tokens={max_tokens})"
 
 
 def _excerpt(text: str, limit: int) -> str:

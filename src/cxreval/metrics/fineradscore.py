@@ -82,7 +82,8 @@ class FineRadJudge(PairJudge):
     name = "fineradscore-judge"
     # 2: list numbers stay with their sentence; an empty list for differing reports refused
     # 3: chat-template tokens in report text neutralised before sending
-    version = "3"
+    # 4: prompt fineradscore@2: wording is never a correction, each grade with clinical examples
+    version = "4"
     prompt_name = "fineradscore"
     reask_hint = (
         "with corrections whose type is delete, replace or insert, whose line is a number of the "

@@ -1,9 +1,11 @@
-"""A GREEN-style metric through any LLM endpoint (cxreval's prompt ``green@1``, written by us).
+"""A GREEN-style metric through any LLM endpoint (cxreval's prompt ``green@2``, written by us).
 
-After GREEN (Ostmeier et al., 2024, arXiv 2405.03595): the LLM counts the candidate's clinically
-significant and insignificant errors in GREEN's six categories ((a) false finding, (b) missing
-finding, (c) anatomic location, (d) severity, (e) comparison not in the reference, (f) omitted
-comparison) and the matched findings. Per pair:
+After GREEN (Ostmeier et al., 2024, arXiv 2405.03595), as GREEN asks its model: the LLM first
+explains the comparison, then lists the candidate's clinically significant and insignificant
+errors in GREEN's six categories ((a) false finding, (b) missing finding, (c) anatomic location,
+(d) severity, (e) comparison not in the reference, (f) omitted comparison) and the matched
+findings, each as a short phrase; every count is the length of its list (a model names what it
+counts, so a count can be checked against its phrases). Per pair:
 
 - ``green``: matched / (matched + significant errors); 0 when nothing matched (GREEN's own
   implementation returns 0 there, so a pair with no matched finding and no error scores 0);
@@ -31,14 +33,22 @@ CATEGORIES: tuple[str, ...] = (
     "false_comparison",
     "missing_comparison",
 )
-MAX_COUNT = 50
+#: Phrases per list: GREEN's counts run to a handful per category; a tighter bound keeps a server's
+#: grammar for the answer small (llama.cpp expands every bound into rules it checks per token).
+MAX_COUNT = 12
+#: Characters of one listed error or finding ("left pleural effusion missed"), and of the explanation.
+MAX_PHRASE_CHARS = 80
+MAX_EXPLANATION_CHARS = 400
 
 
-def _counts_schema() -> dict[str, Any]:
-    count = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+def _list_schema() -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string", "maxLength": MAX_PHRASE_CHARS}, "maxItems": MAX_COUNT}
+
+
+def _lists_schema() -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {c: count for c in CATEGORIES},
+        "properties": {c: _list_schema() for c in CATEGORIES},
         "required": list(CATEGORIES),
         "additionalProperties": False,
     }
@@ -50,23 +60,27 @@ def green_score(matched: int, significant: int) -> float:
 
 
 class GreenJudge(PairJudge):
-    """One call per pair: significant / insignificant error counts per category, matched findings."""
+    """One call per pair: an explanation, the significant / insignificant errors listed per
+    category and the matched findings listed; the counts are the lists' lengths."""
 
     name = "green-judge"
-    version = "2"  # 2: chat-template tokens in report text neutralised before sending
+    # 2: chat-template tokens in report text neutralised before sending
+    # 3: prompt green@2: an explanation first, errors and matched findings as lists (GREEN's output)
+    version = "3"
     prompt_name = "green"
     reask_hint = (
-        "with a whole-number count (0-50) for every category of significant and insignificant "
-        "errors and the number of matched findings"
+        f"with an explanation, a list of short phrases (at most {MAX_COUNT}) for every category of significant "
+        "and insignificant errors, and the list of matched findings"
     )
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
-            "significant": _counts_schema(),
-            "insignificant": _counts_schema(),
-            "matched_findings": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+            "explanation": {"type": "string", "maxLength": MAX_EXPLANATION_CHARS},
+            "significant": _lists_schema(),
+            "insignificant": _lists_schema(),
+            "matched_findings": _list_schema(),
         },
-        "required": ["significant", "insignificant", "matched_findings"],
+        "required": ["explanation", "significant", "insignificant", "matched_findings"],
         "additionalProperties": False,
     }
 
@@ -74,33 +88,45 @@ class GreenJudge(PairJudge):
         return {**fenced(reference=reference, candidate=candidate), "max_count": str(MAX_COUNT)}
 
     def parse_value(self, value: dict[str, Any], reference: str, candidate: str) -> dict[str, Any]:
-        """Every count present, a whole number in [0, MAX_COUNT]; unknown fields refused."""
+        """Every list present, of at most MAX_COUNT phrases; unknown fields refused. The item keeps
+        the counts (lists' lengths), the lists and the explanation."""
         from cxreval.llm.schemas import raise_problems
 
         problems: list[str] = []
 
-        def count(where: str, v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT:
-                problems.append(f"{where}: {v!r} is not a whole number from 0 to {MAX_COUNT}")
-                return 0
-            return v
+        def phrases(where: str, v: Any) -> list[str]:
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or len(v) > MAX_COUNT:
+                problems.append(f"{where}: {_shown(v)} is not a list of at most {MAX_COUNT} phrases")
+                return []
+            return [x.strip()[:MAX_PHRASE_CHARS] for x in v]
 
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"lists": {}}
         for part in ("significant", "insignificant"):
             block = value.get(part)
             if not isinstance(block, dict):
-                problems.append(f"{part}: missing or not an object of the six counts")
+                problems.append(f"{part}: missing or not an object of the six lists")
                 continue
             unknown = sorted(set(block) - set(CATEGORIES))
             if unknown:
                 problems.append(f"{part}: unknown categories {unknown}; use only {', '.join(CATEGORIES)}")
-            out[part] = {c: count(f"{part}.{c}", block.get(c, "missing")) for c in CATEGORIES}
-        out["matched"] = count("matched_findings", value.get("matched_findings", "missing"))
-        unknown = sorted(set(value) - {"significant", "insignificant", "matched_findings"})
+            lists = {c: phrases(f"{part}.{c}", block.get(c, "missing")) for c in CATEGORIES}
+            out["lists"][part] = lists
+            out[part] = {c: len(v) for c, v in lists.items()}
+        matched = phrases("matched_findings", value.get("matched_findings", "missing"))
+        out["lists"]["matched_findings"] = matched
+        out["matched"] = len(matched)
+        explanation = value.get("explanation", "")
+        out["explanation"] = explanation[:MAX_EXPLANATION_CHARS] if isinstance(explanation, str) else ""
+        unknown = sorted(set(value) - {"explanation", "significant", "insignificant", "matched_findings"})
         if unknown:
             problems.append(f"unknown fields {unknown}")
         raise_problems(problems)
         return out
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _significant(item: dict[str, Any]) -> int:

@@ -9,22 +9,24 @@ out of their fences with :func:`cxreval.llm.prompts.read_fenced`, whole whatever
 (fenced blocks it cannot read exactly get a 400); the mode and options come from the prompt text
 before the first fence only, never from report text.
 
-Faults are asked for by writing ``FAULT:<name>`` in a report: ``timeout`` (first request sleeps
-past the client's timeout), ``429`` (first request: 429 with ``Retry-After: 1``), ``500`` (first
-two requests), ``drop`` (first request: connection closed without an answer), ``truncate`` (first
-answer cut in half), ``schema`` (first answer has a value outside the enum), ``unknown`` (first
-answer names an entity that does not exist), ``duplicate`` / ``duplicate-tie`` (an entity judged
-three times, majority = the right verdict / twice, right verdict first), the malformed HTTP 200s
-of :data:`MALFORMED` (``cut-body``, ``no-message``, ``content-not-string``, ``usage-not-int``,
-``no-usage``, ``negative-usage``, ``zero-usage`` (0 tokens in and out), ``not-a-message``,
-``bad-block``, ``deep-body`` (the body nested 3,000 deep), ``long-int-body`` (the body holds a
-5,000-digit integer)), ``deep-answer`` / ``long-int-answer`` (first answer's content nested 3,000
-deep / holding a 5,000-digit integer; Anthropic: as a text block), ``echo-key-answer`` (a 200
-whose answer quotes the key), ``huge`` (an answer with a 3 MB extra field), ``empty`` (first answer
-lists no entity: ``{"entities": []}``; dense: every entity TN / not-mentioned), ``echo-key`` (a
-500 whose body quotes the request's Authorization header), ``echo-key-pad-<N>`` (the same, after
-N dots: the key lands where an error message may be cut), ``echo-key-escaped`` (a 500 whose body,
-cut-off JSON, quotes the credentials JSON-escaped: ``/`` as ``\\/``). ``<name>-always`` repeats the
+Faults are asked for by writing ``FAULT:<name>`` in a report: ``timeout`` (first request sleeps past
+the client's timeout), ``429`` (first request: 429 with ``Retry-After: 1``), ``500`` (first two
+requests), ``drop`` (first request: connection closed without an answer), ``truncate`` (first answer
+cut in half), ``whitespace-loop`` (first answer cut in half and followed by whitespace up to its
+limit, finish reason ``length``: guided decoding's whitespace loop), ``schema`` (first answer has a
+value outside the enum), ``unknown`` (first answer names an entity that does not exist),
+``duplicate`` / ``duplicate-tie`` (an entity judged three times, majority = the right verdict /
+twice, right verdict first), the malformed HTTP 200s of :data:`MALFORMED` (``cut-body``,
+``no-message``, ``content-not-string``, ``usage-not-int``, ``no-usage``, ``negative-usage``,
+``zero-usage`` (0 tokens in and out), ``not-a-message``, ``bad-block``, ``deep-body`` (the body
+nested 3,000 deep), ``long-int-body`` (the body holds a 5,000-digit integer)), ``deep-answer`` /
+``long-int-answer`` (first answer's content nested 3,000 deep / holding a 5,000-digit integer;
+Anthropic: as a text block), ``echo-key-answer`` (a 200 whose answer quotes the key), ``huge`` (an
+answer with a 3 MB extra field), ``empty`` (first answer lists no entity: ``{"entities": []}``;
+dense: every entity TN / not-mentioned), ``echo-key`` (a 500 whose body quotes the request's
+Authorization header), ``echo-key-pad-<N>`` (the same, after N dots: the key lands where an error
+message may be cut), ``echo-key-escaped`` (a 500 whose body, cut-off JSON, quotes the credentials
+JSON-escaped: ``/`` as ``\\/``). ``<name>-always`` repeats the
 fault on every request (``echo-key-pad-<N>`` and ``echo-key-escaped`` always do). ``latency``
 delays every answer; ``hold_after`` holds every request after the first N until
 :meth:`LoopbackServer.release` (to kill a client at a moment when no answer is in flight);
@@ -85,7 +87,10 @@ class Oracle:
         return [
             {
                 "entity": r.entity,
+                "reference_quote": r.reference,
+                "candidate_quote": r.candidate,
                 "presence": r.presence,
+                "specificity": r.specificity,
                 "location": r.location,
                 "severity": r.severity,
                 "comparison": r.comparison,
@@ -112,7 +117,7 @@ class Oracle:
         return out
 
     def labels(self, text: str, prompt: str) -> dict[str, int]:
-        """A labeler's answer: the rule engine's projection (present = 1, anything else = 0)."""
+        """A labeler's answer: the rule engine's projection (present 1, uncertain -1, anything else 0)."""
         from cxreval.labelers import label_key
         from cxreval.scores.labels import project_extraction
 
@@ -126,7 +131,7 @@ class Oracle:
             "ran21",
         )
         values = project_extraction(self.extract(text), self.ontology, labelset)
-        return {label_key(k): int(v == 1) for k, v in values.items()}
+        return {label_key(k): 1 if v == 1 else -1 if v == -1 else 0 for k, v in values.items()}
 
     def states(self, text: str) -> dict[str, dict[str, Any]]:
         return {
@@ -161,7 +166,8 @@ def _schema_info(schema: dict[str, Any] | None, reports: dict[str, str]) -> tupl
     props = schema.get("properties", {})
     if "entities" in props and props["entities"].get("type") == "array":
         items = props["entities"]
-        ev = items["items"]["properties"].get("evidence", {}).get("maxLength", 0)
+        fields = items["items"]["properties"]
+        ev = (fields.get("evidence") or fields.get("reference_quote") or {}).get("maxLength", 0)
         return mode, "sparse", int(items.get("maxItems", 40)), int(ev)
     return mode, "dense", 0, 0
 
@@ -458,9 +464,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, body: dict[str, Any], anthropic: bool) -> None:
         srv = self.server
         messages = body.get("messages", [])
-        users = [m for m in messages if m.get("role") == "user"]
-        first_user = _text(users[0]["content"]) if users else ""
-        reask = len(users) > 1
+        users = [_text(m["content"]) for m in messages if m.get("role") == "user"]
+        # the call's own message is the last one with fenced reports: worked examples come before
+        # it, a re-ask after it (a re-ask quotes no report)
+        fenced = [i for i, u in enumerate(users) if FENCE_OPEN.search(u)]
+        own = fenced[-1] if fenced else 0
+        first_user = users[own] if users else ""
+        reask = len(users) > own + 1
+        system = _system_text(body, messages, anthropic)
         schema = _answer_schema(body, anthropic)
         faults = set(_FAULT.findall(first_user))
         convo = hashlib.sha256(first_user.encode("utf-8")).hexdigest()[:16]
@@ -476,9 +487,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "attempt": attempt,
                 "status": None,
                 "fault": None,
-                "reask_text": _text(users[-1]["content"]) if reask else "",
+                "reask_text": users[-1] if reask else "",
                 "auth": bool(self.headers.get("Authorization") or self.headers.get("x-api-key")),
                 "params": {k: v for k, v in body.items() if k in _SAMPLING_PARAMS},
+                "cached_prefix": _cache_marked(body),
             }
             srv.log.append(entry)
             hold = srv.hold_after is not None and srv.admitted >= srv.hold_after
@@ -501,12 +513,13 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             reports, instructions = read_prompt(first_user)
+            instructions = system + "\n" + instructions
         except ValueError as exc:
             entry["fault"] = "unreadable-prompt"
             self._reply(entry, 400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
             return
         mode, style, max_items, max_evidence = _schema_info(schema, reports)
-        uncertain = "negative" if _UNCERTAIN_NEG in instructions else "positive"
+        uncertain = _policy(instructions)
         scripted = srv.script(reports, instructions) if srv.script is not None else None
         if scripted is not None:
             mode, style = "scripted", "dense"
@@ -555,14 +568,16 @@ class _Handler(BaseHTTPRequestHandler):
 
         if mode == "pairwise":
             items = oracle.pairwise(tag("reference"), tag("candidate"), uncertain)
-            if style == "sparse":
-                return {"entities": items[:max_items]}
+            if style == "sparse":  # what a report states, quoted (a true negative is not listed)
+                listed = [{**i, **_quotes(i, max_evidence)} for i in items if i["presence"] != "TN"]
+                return {"entities": listed[:max_items]}
+            verdict = ("presence", "location", "severity", "comparison")
             dense = {
                 e: {"presence": "TN", "location": "not-available", "severity": "not-available", "comparison": "other"}
                 for e in oracle.ontology.entity_ids
             }
             for i in items:
-                dense[i["entity"]] = {k: v for k, v in i.items() if k != "entity"}
+                dense[i["entity"]] = {k: i[k] for k in verdict}
             return dense
         text = tag("report")
         if style == "sparse":
@@ -573,6 +588,13 @@ class _Handler(BaseHTTPRequestHandler):
         }
         states.update(oracle.states(text))
         return states
+
+
+def _quotes(item: dict[str, Any], max_evidence: int) -> dict[str, str]:
+    """A sparse pairwise item's quotes as the schema bounds them (none when evidence is off)."""
+    if not max_evidence:
+        return {"reference_quote": "", "candidate_quote": ""}
+    return {side: item[side][:max_evidence] for side in ("reference_quote", "candidate_quote")}
 
 
 #: HTTP 200 answers that are not what the API promises (each a ``FAULT:<name>``).
@@ -672,6 +694,28 @@ def _answer_schema(body: dict[str, Any], anthropic: bool) -> dict[str, Any] | No
     return rf.get("json_schema", {}).get("schema") if rf.get("type") == "json_schema" else rf.get("schema")
 
 
+def _policy(instructions: str) -> str:
+    """The uncertainty policy a prompt states: a graded one by name, else negative or positive."""
+    graded = re.search(r"graded \(policy ([a-z-]+)\)", instructions)
+    if graded:
+        return graded.group(1)
+    return "negative" if _UNCERTAIN_NEG in instructions else "positive"
+
+
+def _cache_marked(body: dict[str, Any]) -> bool:
+    """Whether the request marks its system prompt for the provider's prompt cache (Anthropic's
+    ``cache_control`` on a system block)."""
+    system = body.get("system")
+    return isinstance(system, list) and any(isinstance(b, dict) and "cache_control" in b for b in system)
+
+
+def _system_text(body: dict[str, Any], messages: list[dict[str, Any]], anthropic: bool) -> str:
+    """The system prompt of a request: Anthropic's ``system`` (text or blocks), or the system messages."""
+    if anthropic:
+        return _text(body.get("system", ""))
+    return "\n".join(_text(m["content"]) for m in messages if m.get("role") == "system")
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -690,6 +734,8 @@ def _corrupt(
 
     if want("truncate"):
         return text[: max(1, len(text) // 2)], "length", "truncate"
+    if want("whitespace-loop"):  # guided decoding that allows whitespace between tokens, run away
+        return text[: max(1, len(text) // 2)] + " \n" * 200, "length", "whitespace-loop"
     if want("deep-answer"):
         return '{"entities": ' + "[" * DEEP + "]" * DEEP + "}", "stop", "deep-answer"
     if want("long-int-answer"):
