@@ -273,3 +273,9 @@ def test_no_corrections_for_reports_that_differ_is_asked_again_then_a_failure(tm
         assert run is not None and list(run.failures) == [0] and "no correction" in run.failures[0]
         assert np.isnan(values[0]) and values[1] == 0.0  # p2: the same findings, nothing to correct
         assert run.usage.reasks >= 1
+
+
+def test_a_blank_phrase_names_no_error(tmp_path: Path) -> None:
+    g = GreenJudge(loop_config("http://127.0.0.1:9/v1", tmp_path / "c.sqlite"))
+    answer = {**GREEN["p2"], "significant": {**ZERO, "missing_finding": ["", "  ", "left effusion"]}}
+    assert g.parse_value(answer, "r", "c")["significant"]["missing_finding"] == 1

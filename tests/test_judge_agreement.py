@@ -90,3 +90,17 @@ def test_the_command_needs_a_model_and_one_input(tmp_path: Path):
         meta_app, ["judge-agreement", "--out", str(tmp_path / "o"), "--model", "m", "--base-url", "http://x"]
     )
     assert res.exit_code == 2 and "give a PAIRS file or --example" in res.output
+
+
+def test_the_rule_engine_judges_by_the_other_engines_rule(tmp_path: Path):
+    """A dense pairwise answer is SPEC-CXR's flat rule: the rule engine is set against it flat too,
+    so no disagreement comes from the rules alone."""
+    out = tmp_path / "dense"
+    with LoopbackServer() as srv:
+        args = ["judge-agreement", "--example", "--out", str(out), "--base-url", srv.base_url, "--model", "loopback"]
+        res = CliRunner().invoke(meta_app, [*args, "--local-only", "--cache", str(tmp_path / "c.sqlite"), "--schema", "dense"])
+    assert res.exit_code == 0, res.output
+    with (out / "agreement.csv").open(encoding="utf-8") as fh:
+        signature = next(csv.DictReader(fh))["signature"]
+    assert "rules.hierarchy:flat" in signature and "llm-pairwise.hierarchy:flat" in signature
+    assert "0 disagreements on 0 pairs" in res.output  # the loopback answers with the flat reading

@@ -173,3 +173,36 @@ def test_the_prompts_command_prints_a_users_pair_as_sent(tmp_path):
     assert "more, one line each" not in full.output and "- hemothorax: Hemothorax" in full.output
     bad = CliRunner().invoke(app, ["prompts", "gpt"])
     assert bad.exit_code == 2 and "unknown engine 'gpt'" in bad.output
+
+
+def test_an_empty_answer_is_right_where_only_hedges_the_policy_does_not_count(onto, tmp_path):
+    """A sparse answer lists no true negative: "possible pneumonia" against a normal candidate is an
+    empty answer under the negative policy, and must not be refused (nor under positive accepted)."""
+    from cxreval.llm.schemas import AnswerError
+
+    ref, cand = "Possible right lower lobe pneumonia.", "No focal consolidation."
+    negative = _judge(onto, tmp_path, schema_style="sparse")
+    negative = LLMPairwiseJudge(onto, negative.config, "negative")
+    assert negative.parse('{"entities": []}', ref, cand).items == []
+    positive = LLMPairwiseJudge(onto, negative.config, "positive")
+    with pytest.raises(AnswerError, match="the reference report states 1 finding"):
+        positive.parse('{"entities": []}', ref, cand)
+
+
+def test_every_rendered_rule_is_part_of_the_cache_key(onto, tmp_path):
+    config = _judge(onto, tmp_path).config
+    keys = {
+        LLMPairwiseJudge(onto, config, "positive", True).key("a", "b"),
+        LLMPairwiseJudge(onto, config, "positive", False).key("a", "b"),
+        LLMPairwiseJudge(onto, config, "probable", True).key("a", "b"),
+        LLMPairwiseJudge(onto, config, "negative", True).key("a", "b"),
+    }
+    assert len(keys) == 4
+
+
+def test_the_flat_judge_neither_asks_nor_keeps_a_specificity(onto, tmp_path):
+    flat = LLMPairwiseJudge(onto, _judge(onto, tmp_path).config, "positive", hierarchy=False)
+    assert "specificity" not in flat.schema["properties"]["entities"]["items"]["properties"]
+    answer = {"entities": [{"entity": "pneumothorax", "presence": "TP", "specificity": "less-specific"}]}
+    (row,) = flat.rows("p", {"items": flat.parse(json.dumps(answer), "Pneumothorax.", "Pneumothorax.").items})
+    assert row.specificity == "exact"

@@ -31,6 +31,7 @@ def prompt_messages(
     *,
     style: str = "sparse",
     uncertain: str = "positive",
+    hierarchy: bool = True,
     ontology: Ontology | None = None,
 ) -> Messages:
     """The messages ``engine`` sends for the pair (``llm-extract`` and ``llm-labels``: for the
@@ -38,7 +39,7 @@ def prompt_messages(
     onto = ontology or load_ontology()
     config = _config(style)
     builders: dict[str, Callable[[], Messages]] = {
-        "llm-pairwise": lambda: _pairwise(onto, config, uncertain, reference, candidate),
+        "llm-pairwise": lambda: _pairwise(onto, config, uncertain, hierarchy, reference, candidate),
         "llm-extract": lambda: _extract(onto, config, reference),
         "llm-labels": lambda: _labels(onto, config, reference),
         "green": lambda: _pair_metric("green", config, reference, candidate),
@@ -49,10 +50,10 @@ def prompt_messages(
     return builders[engine]()
 
 
-def _pairwise(onto: Ontology, config: LLMConfig, uncertain: str, reference: str, candidate: str) -> Messages:
+def _pairwise(onto: Ontology, config: LLMConfig, uncertain: str, hierarchy: bool, reference: str, candidate: str) -> Messages:
     from cxreval.judge.llm_pairwise import LLMPairwiseJudge
 
-    return LLMPairwiseJudge(onto, config, uncertain).messages(reference, candidate)  # type: ignore[arg-type]
+    return LLMPairwiseJudge(onto, config, uncertain, hierarchy).messages(reference, candidate)  # type: ignore[arg-type]
 
 
 def _extract(onto: Ontology, config: LLMConfig, text: str) -> Messages:

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from cxreval.cli.common import (
+    EXIT_STOPPED,
     EXIT_UNSCORED,
     LLMConfigOption,
     fail,
@@ -263,9 +264,13 @@ def judge_agreement_cmd(
         read = read_pairs(source)
     except (InputError, OutputError, LLMConfigError) as exc:
         _fail(str(exc))
-    # a pairwise LLM engine answers SPEC-CXR's three comparison values: the rule engine is asked for the same
-    rules = Evaluator(spec_compat=engine in LLM_PAIRWISE_ENGINES).evaluate(read)
-    other = Evaluator(engine=engine, llm=llm).evaluate(read)
+    judge = Evaluator(engine=engine, llm=llm)
+    # the rule engine judges as the other does: SPEC-CXR's three comparison values for a pairwise
+    # engine, and the same rule (the finding hierarchy, or flat: a dense pairwise answer is flat)
+    spec = engine in LLM_PAIRWISE_ENGINES
+    hierarchy = bool(getattr(judge.judge_engine, "judged_by_hierarchy", True))
+    rules = Evaluator(spec_compat=spec, hierarchy=hierarchy).evaluate(read)
+    other = judge.evaluate(read)
     scored = [p for p in rules.pair_ids if p in set(other.pair_ids)]
     result = judge_agreement(
         rules.judgements,
@@ -285,15 +290,17 @@ def judge_agreement_cmd(
         f"{len(result.disagreements)} disagreements on {len(result.disagreeing_pairs)} pairs -> {out / 'disagreements.csv'}"
     )
     if review_db is not None:
-        spec = engine in LLM_PAIRWISE_ENGINES
-        _review_disagreements(result.disagreeing_pairs, read, out, review_db, review_n, seed, spec_compat=spec)
+        _review_disagreements(
+            result.disagreeing_pairs, read, out, review_db, review_n, seed, spec_compat=spec, hierarchy=hierarchy
+        )
     if other.failures:
         typer.echo(f"{other.n_failed} pair(s) the {engine} engine did not score: {out / engine / 'failures.jsonl'}", err=True)
-        raise typer.Exit(EXIT_UNSCORED)
+        stopped = other.usage is not None and other.usage.stopped
+        raise typer.Exit(EXIT_STOPPED if stopped else EXIT_UNSCORED)
 
 
 def _review_disagreements(
-    pair_ids: list[str], pairs: list[Any], out: Path, db: Path, n: int, seed: int, *, spec_compat: bool
+    pair_ids: list[str], pairs: list[Any], out: Path, db: Path, n: int, seed: int, *, spec_compat: bool, hierarchy: bool
 ) -> None:
     """A review database of a seeded, stratified draw of the disagreeing pairs (the rule engine's
     rows on them, which reviewers confirm or correct)."""
@@ -306,7 +313,7 @@ def _review_disagreements(
         return
     wanted = set(pair_ids)
     chosen = [p for p in pairs if p.pair_id in wanted]
-    Evaluator(spec_compat=spec_compat).evaluate(chosen).save(out / "review-rules")
+    Evaluator(spec_compat=spec_compat, hierarchy=hierarchy).evaluate(chosen).save(out / "review-rules")
     try:
         sample = init_review(out / "review-rules", db, chosen, n, seed=seed, pairs_file="disagreeing pairs")
     except (ReviewSetupError, ReviewDBError) as exc:

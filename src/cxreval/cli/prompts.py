@@ -17,12 +17,16 @@ def prompts(
     engine: Annotated[str, typer.Argument(metavar="ENGINE", help="llm-pairwise, llm-extract, llm-labels, green or fineradscore")],
     reference: Annotated[str | None, typer.Option("--reference", help="The reference report [default: an example].")] = None,
     candidate: Annotated[str | None, typer.Option("--candidate", help="The candidate report [default: an example].")] = None,
-    style: Annotated[
-        str, typer.Option("--schema-style", help="sparse or dense (the judgement engines' answer layout).")
-    ] = "sparse",
+    style: Annotated[str, typer.Option("--schema", help="sparse or dense (the judgement engines' answer layout).")] = "sparse",
     uncertain: Annotated[
-        str, typer.Option("--uncertain", help="positive or negative: how the pairwise judge counts a hedge.")
+        str,
+        typer.Option(
+            "--uncertain", help="How the pairwise judge counts a hedge: positive, negative, probable, probable-alternative."
+        ),
     ] = "positive",
+    hierarchy: Annotated[
+        bool, typer.Option("--hierarchy/--no-hierarchy", help="The pairwise judge's rule: the finding hierarchy, or flat.")
+    ] = True,
     full: Annotated[bool, typer.Option("--full", help="Print the entity list whole (else its first six lines).")] = False,
     ontology: Annotated[Path | None, typer.Option("--ontology", help="Your own ontology YAML.")] = None,
 ) -> None:
@@ -31,14 +35,17 @@ def prompts(
 
     if engine not in PROMPT_ENGINES:
         fail(f"unknown engine {engine!r}; one of {', '.join(PROMPT_ENGINES)}")
-    if style not in ("sparse", "dense") or uncertain not in ("positive", "negative"):
-        fail("--schema-style is sparse or dense; --uncertain is positive or negative")
+    from cxreval.literals import UNCERTAIN_POLICIES
+
+    if style not in ("sparse", "dense") or uncertain not in UNCERTAIN_POLICIES:
+        fail(f"--schema is sparse or dense; --uncertain is one of {', '.join(UNCERTAIN_POLICIES)}")
     messages = prompt_messages(
         engine,
         reference or EXAMPLE_REFERENCE,
         candidate or EXAMPLE_CANDIDATE,
         style=style,
         uncertain=uncertain,
+        hierarchy=hierarchy,
         ontology=ontology_or_fail(ontology),
     )
     typer.echo(messages_text(messages, elide=not full), nl=False)

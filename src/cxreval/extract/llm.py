@@ -62,6 +62,8 @@ class LLMExtractor:
             entities=entity_list(ontology, "extract"),
             format=mention_format(config.schema_style, config.max_items, config.max_evidence_chars),
         )
+        #: Every value rendered into the system message is part of each cache key through this hash.
+        self._system_sha = hashlib.sha256(self._system.encode("utf-8")).hexdigest()[:16]
         self._fingerprint = ontology_fingerprint(ontology)
         self._empty = EmptyAnswerCheck(ontology)
 
@@ -80,6 +82,7 @@ class LLMExtractor:
                 "engine": self.signature,
                 "prompt": self.prompt.signature,
                 "prompt_sha": self.prompt.sha256,
+                "system_sha": self._system_sha,
                 "ontology": self._fingerprint,
                 "params": self.config.answer_params(),
                 "run": run,

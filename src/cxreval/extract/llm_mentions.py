@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from cxreval.extract.models import ComparisonChange, Severity, Side, Status
+from cxreval.extract.models import ComparisonChange, EntityState, Severity, Side, Status
 from cxreval.extract.rules import RuleExtractor
 from cxreval.llm.schemas import (
     AnswerError,
@@ -152,13 +152,24 @@ class EmptyAnswerCheck:
         self.ontology = ontology
         self._extractor: RuleExtractor | None = None
 
-    def findings(self, text: str) -> tuple[str, ...]:
+    def findings(self, text: str, policy: str | None = None) -> tuple[str, ...]:
         """Entity ids the rule engine reads as present or uncertain in ``text`` (a text read
-        before comes from the extractor's bounded report cache)."""
+        before comes from the extractor's bounded report cache). With an uncertainty ``policy``
+        (a pairwise judge, whose answer lists only what counts as present), a hedged finding counts
+        only where the policy counts its grade: "possible pneumonia" is no finding under ``negative``."""
+        from cxreval.extract.models import CERTAINTY_POLICIES
+
         if self._extractor is None:  # built on the first empty answer only
             self._extractor = RuleExtractor(self.ontology)
         states = self._extractor.extract(text).states()
-        return tuple(e for e, s in states.items() if s.status != "absent")
+        counted = None if policy is None else CERTAINTY_POLICIES[policy]  # type: ignore[index]
+
+        def counts(s: EntityState) -> bool:
+            if s.status == "uncertain" and counted is not None:
+                return s.certainty in counted
+            return s.status != "absent"
+
+        return tuple(e for e, s in states.items() if counts(s))
 
     @staticmethod
     def is_empty(parsed: ParsedAnswer, mode: Mode, style: Style) -> bool:
@@ -166,11 +177,14 @@ class EmptyAnswerCheck:
             return all(i["presence"] == "TN" for i in parsed.items)
         return not parsed.items
 
-    def check(self, parsed: ParsedAnswer, mode: Mode, style: Style, reports: dict[str, str | None]) -> ParsedAnswer:
-        """``parsed`` unchanged, or an :class:`AnswerError` naming the reports (``"the report"``: text) with findings."""
+    def check(
+        self, parsed: ParsedAnswer, mode: Mode, style: Style, reports: dict[str, str | None], policy: str | None = None
+    ) -> ParsedAnswer:
+        """``parsed`` unchanged, or an :class:`AnswerError` naming the reports (``"the report"``: text)
+        with findings (``policy``: hedges count as the judge's uncertainty policy counts them)."""
         if not self.is_empty(parsed, mode, style):
             return parsed
-        stating = {name: n for name, text in reports.items() if text is not None and (n := len(self.findings(text)))}
+        stating = {name: n for name, text in reports.items() if text is not None and (n := len(self.findings(text, policy)))}
         if stating:
             where = " and ".join(f"{name} states {n} finding{'s' if n > 1 else ''}" for name, n in stating.items())
             raise AnswerError(

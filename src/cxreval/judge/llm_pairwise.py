@@ -68,7 +68,9 @@ class LLMPairwiseJudge:
         self.hierarchy = hierarchy and config.schema_style == "sparse"
         self.prompt = load_prompt("pairwise")
         style, evidence = config.schema_style, config.max_evidence_chars
-        self.schema = pairwise_schema(style, ontology, max_items=config.max_items, max_evidence=evidence)
+        self.schema = pairwise_schema(
+            style, ontology, max_items=config.max_items, max_evidence=evidence, specificity=self.hierarchy
+        )
         self.schema_name = schema_name("pairwise", style)
         self._system = self.prompt.render(
             "system",
@@ -77,7 +79,7 @@ class LLMPairwiseJudge:
             uncertain_rule=uncertain_rule(uncertain, ontology),
             presence_rules=PRESENCE_RULES[(style, self.hierarchy)],
             quote_rule=QUOTE_RULE if style == "sparse" and evidence > 0 else "",
-            format=pairwise_format(style, config.max_items, evidence),
+            format=pairwise_format(style, config.max_items, evidence, specificity=self.hierarchy),
         )
         #: The worked pairs as earlier turns (sparse answers only: a dense example repeats every
         #: entity, some 6,000 tokens each).
@@ -85,7 +87,9 @@ class LLMPairwiseJudge:
         self._fingerprint = ontology_fingerprint(ontology)
         self._order = {eid: i for i, eid in enumerate(ontology.entity_ids)}
         self._empty = EmptyAnswerCheck(ontology)
-        self._examples_sha = hashlib.sha256(json.dumps(self._examples).encode("utf-8")).hexdigest()[:16]
+        #: The rendered prefix (system message and worked pairs): every rule, word list and example
+        #: rendered into it is part of each cache key through this hash.
+        self._prefix_sha = hashlib.sha256(json.dumps([self._system, self._examples]).encode("utf-8")).hexdigest()[:16]
 
     def _worked(self, style: str, evidence: int) -> list[dict[str, str]]:
         if style != "sparse":
@@ -127,7 +131,7 @@ class LLMPairwiseJudge:
                 "engine": self.signature,
                 "prompt": self.prompt.signature,
                 "prompt_sha": self.prompt.sha256,
-                "examples_sha": self._examples_sha,
+                "prefix_sha": self._prefix_sha,
                 "ontology": self._fingerprint,
                 "params": self.config.answer_params(),
                 "run": run,
@@ -144,7 +148,7 @@ class LLMPairwiseJudge:
             raw, style, self.ontology, max_items=self.config.max_items, max_evidence=self.config.max_evidence_chars
         )
         reports = {"the reference report": reference, "the candidate report": candidate}
-        return self._empty.check(parsed, "pairwise", style, reports)
+        return self._empty.check(parsed, "pairwise", style, reports, policy=self.uncertain)
 
     def parser(self, reference: str, candidate: str) -> Callable[[str], ParsedAnswer]:
         """:meth:`parse` for one pair, as a task's ``parse``."""
@@ -179,7 +183,7 @@ class LLMPairwiseJudge:
                     location=item["location"] if tp and "location" in attrs else "not-available",
                     severity=item["severity"] if tp and "severity" in attrs else "not-available",
                     comparison=item["comparison"] if tp and "comparison" in attrs else "other",
-                    specificity=item.get("specificity", "exact") if tp else "exact",
+                    specificity=item.get("specificity", "exact") if tp and self.hierarchy else "exact",
                     reference=item.get("reference_quote", ""),
                     candidate=item.get("candidate_quote", ""),
                 )

@@ -54,10 +54,13 @@ class PairwiseItem(PairwiseVerdict):
 SPARSE_PRESENCE: tuple[Presence, ...] = ("TP", "FN", "FP")
 
 
-def pairwise_schema(style: Style, ontology: Ontology, *, max_items: int = 40, max_evidence: int = 200) -> dict[str, Any]:
+def pairwise_schema(
+    style: Style, ontology: Ontology, *, max_items: int = 40, max_evidence: int = 200, specificity: bool = True
+) -> dict[str, Any]:
     """The JSON schema a pairwise answer must follow (given to the server as ``response_format`` /
     tool input). Sparse items: entity, the two quotes (``max_evidence`` characters each; none when
-    0), presence, specificity, then the attributes: a model writes them in this order."""
+    0), presence, specificity (under the finding hierarchy's rule only), then the attributes: a
+    model writes them in this order."""
     verdict = {
         "presence": enum_schema(PRESENCE_VALUES),
         "location": enum_schema(ATTRIBUTE_VALUES),
@@ -69,7 +72,7 @@ def pairwise_schema(style: Style, ontology: Ontology, *, max_items: int = 40, ma
     sparse = {
         **quotes,
         "presence": enum_schema(SPARSE_PRESENCE),
-        "specificity": enum_schema(SPECIFICITY_VALUES),
+        **({"specificity": enum_schema(SPECIFICITY_VALUES)} if specificity else {}),
         "location": verdict["location"],
         "severity": verdict["severity"],
         "comparison": verdict["comparison"],
@@ -77,13 +80,14 @@ def pairwise_schema(style: Style, ontology: Ontology, *, max_items: int = 40, ma
     return entity_answer_schema(style, ontology, verdict, sparse, max_items=max_items)
 
 
-def pairwise_format(style: Style, max_items: int, max_evidence: int = 200) -> str:
+def pairwise_format(style: Style, max_items: int, max_evidence: int = 200, *, specificity: bool = True) -> str:
     """The pairwise answer's shape in words and an example, for servers that do not enforce the schema."""
     verdict = {"presence": "TP", "location": "aligned", "severity": "not-available", "comparison": "other"}
     if style == "sparse":
         quotes = {"reference_quote": "<its words>", "candidate_quote": "<its words>"} if max_evidence > 0 else {}
         attributes = {k: v for k, v in verdict.items() if k != "presence"}
-        item = {"entity": "<entity id>", **quotes, "presence": "TP", "specificity": "exact", **attributes}
+        how = {"specificity": "exact"} if specificity else {}
+        item = {"entity": "<entity id>", **quotes, "presence": "TP", **how, **attributes}
         limit = f"; each quote at most {max_evidence} characters" if max_evidence > 0 else ""
         return (
             f"Answer with JSON only, in this shape: {json.dumps({'entities': [item]})}. List every entity "

@@ -412,7 +412,7 @@ class AnthropicBackend(_Base):
             "tools": [{"name": name, "description": "Record the structured answer.", "input_schema": schema}],
             "tool_choice": {"type": "tool", "name": name},
         }
-        if system:  # cached: the instructions, entity list and worked pairs are the same for every call
+        if system:  # the system prompt (instructions, entity list) is the same for every call: cached
             kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         kwargs["temperature"] = self.config.temperature
         deadline = asyncio.get_running_loop().time() + self.config.timeout
@@ -458,8 +458,9 @@ class AnthropicBackend(_Base):
 
 def _prompt_tokens(usage: Any) -> int | None:
     """Every prompt token of an Anthropic answer: its ``input_tokens`` leave out the tokens written to
-    or read from the prompt cache, which are counted here too (at the input price: a cache read costs
-    a tenth of it, a cache write 1.25 times, so the cost shown is about an upper bound)."""
+    or read from the prompt cache, which are counted here too, at the input price (Anthropic bills a
+    cache read at a tenth of it and a cache write at 1.25 times: the cost shown is above the bill
+    once the cache is warm, below it on a call that writes the cache)."""
     base = _tokens(usage, "input_tokens")
     if base is None:
         return None

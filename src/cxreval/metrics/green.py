@@ -98,7 +98,7 @@ class GreenJudge(PairJudge):
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or len(v) > MAX_COUNT:
                 problems.append(f"{where}: {_shown(v)} is not a list of at most {MAX_COUNT} phrases")
                 return []
-            return [x.strip()[:MAX_PHRASE_CHARS] for x in v]
+            return [x.strip()[:MAX_PHRASE_CHARS] for x in v if x.strip()]  # a blank phrase names no error
 
         out: dict[str, Any] = {"lists": {}}
         for part in ("significant", "insignificant"):
