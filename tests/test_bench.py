@@ -125,6 +125,12 @@ def test_leaderboard_ranks_strata_sites_and_rates(bench_dir: Path) -> None:
         assert r.rank_low <= r.rank <= r.rank_high or r.rank_low <= r.rank_high
     strata = {b.stratum: b.n_pairs for b in result.leaderboards}
     assert strata == {"all": 8, "normal": 3, "abnormal": 5, "site:A": 4, "site:B": 4}
+    # a stratum of fewer than MIN_PAIRS_FOR_INTERVAL (5) studies gets no interval; the others do
+    for board in result.leaderboards:
+        ivs = [iv for r in board.rows for iv in r.metrics.values() if iv.value is not None]
+        few = board.n_pairs < 5
+        assert all((iv.low is None and iv.high is None) == few for iv in ivs), board.stratum
+        assert not few or all(r.rank_low == r.rank == r.rank_high for r in board.rows)
     cells = [c for c in result.sites if c.metric == "spec-errors" and c.site == "B"]
     assert len(cells) == 4 and min(c.rank for c in cells if c.rank is not None) == 1
     assert stats.pairs == 32 and stats.failed == 0

@@ -193,3 +193,23 @@ def test_setup_problems_are_listed_together(bench_dir: Path, tmp_path: Path) -> 
     with pytest.raises(SetupError) as err:
         run_benchmark(cfg, tmp_path / "afile")
     assert len(err.value.problems) == 2
+
+
+def test_a_misspelt_key_anywhere_in_a_config_gets_a_did_you_mean(tmp_path) -> None:
+    from cxreval.bench.config import load_config
+    from cxreval.io import InputError
+
+    path = tmp_path / "bench.yaml"
+    path.write_text(
+        "name: x\nmetrcs: [spec-errors]\ndatasets:\n  - name: d\n    references: {path: r.csv, id_colum: id}\n"
+        "systems:\n  - {name: s, dataset: d, path: s.csv}\nengine: {name: rules, workrs: 2}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError) as caught:
+        load_config(path)
+    text = str(caught.value)
+    assert "field 'metrcs': unknown key 'metrcs'; did you mean 'metrics'? (the keys here: name, out," in text
+    assert "field 'engine.workrs': unknown key 'workrs'; did you mean 'workers'?" in text
+    assert "field 'datasets.0.references.id_colum': unknown key 'id_colum'; did you mean 'id_col'?" in text
+    assert "Extra inputs are not permitted" not in text
+

@@ -34,6 +34,11 @@ EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 RowStyle = Literal["compact", "full"]
 ROW_STYLES: tuple[RowStyle, ...] = get_args(RowStyle)
 
+#: What a join of two files does with an id in one file only (``--on-missing``): stop with every
+#: such id listed (the default), or leave them out, counted (:func:`cxreval.io.read_pair_files`).
+OnMissing = Literal["error", "skip"]
+ON_MISSING: tuple[OnMissing, ...] = get_args(OnMissing)
+
 # -- certainty -----------------------------------------------------------------------------------
 #: The hedged certainty grades, strongest first (``extract/rules/cues.yaml`` grades each hedge).
 HedgeGrade = Literal["probable", "possible", "alternative"]

@@ -264,10 +264,12 @@ class ClinicalReward:
         if self.shape == "entity-f1":
             return np.where(np.isnan(values), 1.0, values)  # undefined: both reports normal, full agreement
         if self.shape == "critical-weighted":
-            return -(values + (self.critical_weight - 1) * stats.critical_errors(specificity=False))
-        if self.shape == "graded":
-            return -graded_cost(stats)
-        return -values
+            cost = values + (self.critical_weight - 1) * stats.critical_errors(specificity=False)
+        elif self.shape == "graded":
+            cost = graded_cost(stats)
+        else:
+            cost = values
+        return 0.0 - cost  # a cost of 0 is a reward of 0.0, never -0.0 (which a log prints as "-0.0")
 
     def score(self, references: Sequence[Any], completions: Sequence[Any]) -> list[float]:
         """Rewards of completions against their references, in order (one table for the batch)."""

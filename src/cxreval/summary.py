@@ -27,7 +27,7 @@ def _acc(score: AttributeScore, counts: bool = True) -> str:
 
 def print_summary(result: EvaluationScores, console: Console, top: int = 15) -> None:
     """Overall metrics, per-group and top per-entity tables, report-level error distribution."""
-    console.print(f"[bold]cxreval[/] scored {result.n_pairs} pairs", highlight=False)
+    console.print(f"[bold]cxreval[/] scored {result.n_pairs} pair{'' if result.n_pairs == 1 else 's'}", highlight=False)
 
     print_table(
         Table(

@@ -112,6 +112,11 @@ class PairTable:
         return self.stats.reference_positive()
 
 
+#: Below this many pairs a stratum gets no bootstrap interval nor rank interval (its values are
+#: shown alone): resampling a handful of pairs mostly repeats them, and the interval says nothing.
+MIN_PAIRS_FOR_INTERVAL = 5
+
+
 def pair_table(sys: SystemRun, ontology: Ontology, ids: Sequence[str]) -> PairTable:
     """The statistics of a system's compact judgement rows (:class:`TableStatistics`, what every
     table metric computes from) and its SPEC tables (:func:`cxreval.scores.spec_scores`)."""
@@ -183,6 +188,8 @@ def leaderboard(
 ) -> Leaderboard:
     """One leaderboard over the pairs ``idx``; ``systems`` = (name, baseline, features, n_failed)."""
     n = len(idx)
+    if n < MIN_PAIRS_FOR_INTERVAL:  # a stratum of 1 pair resampled is that pair again: [2.000, 2.000]
+        resamples = 0
     names = systems[0][2].names
     point = np.stack([f.scores(f.sums(idx))[0] for _, _, f, _ in systems])
     boots = np.full((len(systems), resamples, len(names)), np.nan)

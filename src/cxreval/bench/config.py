@@ -334,9 +334,35 @@ def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
 
 
 def _messages(err: Any) -> list[str]:
-    """A pydantic error's message(s): a validator's own problems one per line, unprefixed."""
+    """A pydantic error's message(s): a validator's own problems one per line, unprefixed; an
+    unknown key named with the closest known one and the keys allowed there."""
+    if err["type"] == "extra_forbidden" and err["loc"]:
+        key = str(err["loc"][-1])
+        known = _keys_at(BenchConfig, err["loc"][:-1])
+        if known:
+            return [f"unknown key {key!r}{did_you_mean(key, known)} (the keys here: {', '.join(known)})"]
     cause = err.get("ctx", {}).get("error") if err["type"] == "value_error" else None
     return str(cause).splitlines() if isinstance(cause, ValueError) else [err["msg"]]
+
+
+def _keys_at(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The keys a config model takes at ``loc`` (list positions skipped), [] when not a model."""
+    import typing
+
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)) or part not in current.model_fields:
+            return []
+        current = current.model_fields[part].annotation
+        while typing.get_origin(current) is not None:  # list[X], X | None, dict[str, X]: the model inside
+            models = [a for a in typing.get_args(current) if isinstance(a, type) and issubclass(a, BaseModel)]
+            inner = [a for a in typing.get_args(current) if typing.get_origin(a) is not None]
+            current = models[0] if models else (inner[0] if inner else None)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
 
 
 def load_config(path: str | Path) -> BenchConfig:

@@ -52,11 +52,12 @@ from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
 from cxreval.evaluate_files import example_path  # noqa: F401  (re-exported: it has always been importable from here)
-from cxreval.io import CopiedCandidatesWarning, InputError
+from cxreval.io import CopiedCandidatesWarning, InputError, MissingIdsSkipped
 from cxreval.literals import (
     ENGINES,
     EXECUTORS,
     INPUT_FORMATS,
+    ON_MISSING,
     REPORT_SECTIONS,
     ROW_STYLES,
     UNCERTAIN_POLICIES,
@@ -87,6 +88,7 @@ if not out_console.is_terminal:
 # cxreval.engines, holds the same ones; a test keeps them so): the engines are not imported here.
 Uncertain = Enum("Uncertain", choice_members(UNCERTAIN_POLICIES), type=str)  # type: ignore[misc]
 Section = Enum("Section", choice_members(REPORT_SECTIONS), type=str)  # type: ignore[misc]
+OnMissingChoice = Enum("OnMissingChoice", choice_members(ON_MISSING), type=str)  # type: ignore[misc]
 InputFormat = Enum("InputFormat", choice_members(INPUT_FORMATS), type=str)  # type: ignore[misc]
 Engine = Enum("Engine", choice_members(ENGINES), type=str)  # type: ignore[misc]
 Executor = Enum("Executor", choice_members(EXECUTORS), type=str)  # type: ignore[misc]
@@ -220,6 +222,14 @@ def evaluate(
         Section | None,
         typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT),
     ] = None,
+    on_missing: Annotated[
+        OnMissingChoice,
+        typer.Option(
+            "--on-missing",
+            help="Two files: an id in one only stops the run (error), or is left out and counted (skip).",
+            rich_help_panel=INPUT,
+        ),
+    ] = OnMissingChoice.error,  # type: ignore[attr-defined]
     ontology: Annotated[
         Path | None, typer.Option("--ontology", help="Your own ontology YAML instead of the packaged one.")
     ] = None,
@@ -329,6 +339,7 @@ def evaluate(
             system_col=system_col,
             meta_cols=meta_col or [],
             section=section.value if section else None,
+            on_missing=on_missing.value,
         )
         where = executor.value if executor else ("ray" if ray_address else "local")
         check_executor(engine.value, where, ray_address, runs)
@@ -454,6 +465,7 @@ def _run_evaluate(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", CopiedCandidatesWarning)
+            warnings.simplefilter("always", MissingIdsSkipped)
             outcome = evaluate_files(
                 source,
                 out,
@@ -483,15 +495,16 @@ def _run_evaluate(
     finally:
         _print_copied(caught)
         for w in caught:  # every other warning (look-alike letters) as it would have been shown
-            if not issubclass(w.category, CopiedCandidatesWarning):
+            if not issubclass(w.category, (CopiedCandidatesWarning, MissingIdsSkipped)):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return outcome
 
 
 def _print_copied(caught: Sequence[warnings.WarningMessage]) -> None:
-    """Say on stderr which candidates copy their reference (:class:`CopiedCandidatesWarning`)."""
+    """Say on stderr which candidates copy their reference (:class:`CopiedCandidatesWarning`) and
+    what ``--on-missing skip`` left out (:class:`MissingIdsSkipped`)."""
     for w in caught:
-        if issubclass(w.category, CopiedCandidatesWarning):
+        if issubclass(w.category, (CopiedCandidatesWarning, MissingIdsSkipped)):
             err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
 
 

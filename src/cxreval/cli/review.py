@@ -198,7 +198,7 @@ def stats(
         return
     _out.print(
         f"{escape(str(db))}: {result.pairs_reviewed} of {result.pairs_sampled} sampled pairs checked "
-        f"({result.reviews} reviews by {', '.join(result.reviewers) or 'nobody yet'}); the weighted estimate "
+        f"({_reviews_by(result.reviews, result.reviewers)}); the weighted estimate "
         f"stands for {result.pairs_represented} of {result.pairs_in_results} pairs",
         highlight=False,
     )
@@ -250,3 +250,10 @@ def export(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _reviews_by(reviews: int, reviewers: list[str]) -> str:
+    """ "3 reviews by ann, bob", "1 review by ann", or "no review yet"."""
+    if not reviews:
+        return "no review yet"
+    return f"{reviews} review{'' if reviews == 1 else 's'} by {', '.join(reviewers)}"

@@ -23,7 +23,7 @@ from cxreval.io.records import (
     record_id,
     report_text,
 )
-from cxreval.literals import Section
+from cxreval.literals import ON_MISSING, OnMissing, Section
 
 #: ``section=`` values for the ReXrank JSON layout (:data:`cxreval.literals.REPORT_SECTIONS`, in
 #: order) and the study field each one reads.
@@ -52,6 +52,10 @@ class ReportPair(BaseModel):
     """Extra columns the caller asked to keep (model, dataset, site, ...), as text."""
     system: str | None = None
     """The system (model) that wrote the candidate, for long-format input with a system column."""
+
+
+class MissingIdsSkipped(UserWarning):
+    """Ids in one of two joined files only were left out (``on_missing="skip"``); the message counts them."""
 
 
 class CopiedCandidatesWarning(UserWarning):
@@ -348,6 +352,7 @@ def read_pair_files(
     section: str | None = None,
     meta_cols: Sequence[str] = (),
     system_col: str | None = None,
+    on_missing: OnMissing = "error",
 ) -> list[ReportPair]:
     """Join a references file and a candidates file on id, in candidate-file order.
 
@@ -364,8 +369,13 @@ def read_pair_files(
 
     Problems in both files are collected and raised together; only when both files are clean
     are the ids matched, and then every id present in one file only is a problem, in both
-    directions (with a hint when the ids differ only by leading zeros or ``.0``).
+    directions (with a hint when the ids differ only by leading zeros or ``.0``). With
+    ``on_missing="skip"`` such ids are left out instead and counted in a :class:`MissingIdsSkipped`
+    warning (a model that failed on a few studies: the shared ids are scored); no shared id at all
+    is still an error.
     """
+    if on_missing not in ON_MISSING:
+        raise ValueError(f"on_missing must be one of {', '.join(ON_MISSING)}, got {on_missing!r}")
     if section is not None:
         _section_field(section)  # an unknown section is a programming error, raised at once
     ref_id = ref_id_col or id_col or "id"
@@ -413,17 +423,13 @@ def read_pair_files(
         raise InputError(problems)
     assert ref_col is not None and cand_col is not None
     ref_by_id = {r.ident: r for r in ref_rows}
-    by_system: dict[str | None, set[str]] = {}
-    for r in cand_rows:
-        name = r.meta[system_col] if system_col else None
-        by_system.setdefault(name, set()).add(r.ident)
-        if r.ident not in ref_by_id:
-            problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
-    for name, ids in by_system.items():
-        of = f" from system {name!r}" if system_col else ""
-        for r in ref_rows:
-            if r.ident not in ids:
-                problems.append(refs.problem(f"id has no candidate{of} in {cands.file}", r.rec, id=r.ident))
+    problems = _unmatched(refs, cands, ref_rows, cand_rows, system_col)
+    if problems and on_missing == "skip":
+        cand_rows = [r for r in cand_rows if r.ident in ref_by_id]
+        _warn_skipped(problems, refs.file, cands.file, len(cand_rows))
+        if not cand_rows:
+            raise InputError([InputProblem(file=cands.file, message=f"no id of this file is in {refs.file}: nothing to score")])
+        problems = []
     if problems:
         loose_refs = {_loose_id(i) for i in ref_by_id}
         near = [(r.ident, i) for r in cand_rows if r.ident not in ref_by_id for i in [_loose_id(r.ident)] if i in loose_refs]
@@ -452,6 +458,39 @@ def read_pair_files(
     ]
     _warn_copied(pairs, f"{cands.file} (field {cand_col!r})")
     return pairs
+
+
+def _unmatched(
+    refs: RecordTable, cands: RecordTable, ref_rows: Sequence[_Row], cand_rows: Sequence[_Row], system_col: str | None
+) -> list[InputProblem]:
+    """A problem for each candidate id without a reference, and each reference id without a
+    candidate (of each system, in long format)."""
+    ref_ids = {r.ident for r in ref_rows}
+    problems: list[InputProblem] = []
+    by_system: dict[str | None, set[str]] = {}
+    for r in cand_rows:
+        name = r.meta[system_col] if system_col else None
+        by_system.setdefault(name, set()).add(r.ident)
+        if r.ident not in ref_ids:
+            problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
+    for name, ids in by_system.items():
+        of = f" from system {name!r}" if system_col else ""
+        for r in ref_rows:
+            if r.ident not in ids:
+                problems.append(refs.problem(f"id has no candidate{of} in {cands.file}", r.rec, id=r.ident))
+    return problems
+
+
+def _warn_skipped(problems: Sequence[InputProblem], refs_file: str, cands_file: str, kept: int) -> None:
+    """Count what ``on_missing="skip"`` left out, in one warning naming the files."""
+    no_ref = sum(p.file == cands_file and "has no reference" in p.message for p in problems)
+    no_cand = len(problems) - no_ref
+    warnings.warn(
+        f"--on-missing skip: {no_ref} candidate row(s) in {cands_file} without a reference and {no_cand} reference(s) "
+        f"in {refs_file} without a candidate were left out; {kept} pair(s) scored",
+        MissingIdsSkipped,
+        stacklevel=3,
+    )
 
 
 def _warn_copied(pairs: Sequence[ReportPair], source: str) -> None:
