@@ -212,4 +212,3 @@ def test_a_misspelt_key_anywhere_in_a_config_gets_a_did_you_mean(tmp_path) -> No
     assert "field 'engine.workrs': unknown key 'workrs'; did you mean 'workers'?" in text
     assert "field 'datasets.0.references.id_colum': unknown key 'id_colum'; did you mean 'id_col'?" in text
     assert "Extra inputs are not permitted" not in text
-
