@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from cxreval._version import __version__
@@ -41,6 +40,7 @@ from cxreval.cli.common import (
     first_problem,
     interrupt_code,
     ontology_or_fail,
+    out_console,
     sigterm_as_interrupt,
     user_rules,
 )
@@ -79,9 +79,6 @@ app = typer.Typer(
     # click's plain help: no <bool> metavars, choices never broken mid-word, [default: x] kept
     rich_markup_mode=None,
 )
-out_console = Console()
-if not out_console.is_terminal:
-    out_console = Console(width=120)  # pipes and CI logs: wide enough for the summary tables
 
 
 # The choices of evaluate's options, from cxreval.literals (the engines' names: the registry,

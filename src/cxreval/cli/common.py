@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 LLM_PANEL = "LLM engines"
 err_console = Console(stderr=True)
+#: Standard output: the terminal's width, or 120 columns on a pipe or in a CI log (wide enough for
+#: the summary tables).
+out_console = Console()
+if not out_console.is_terminal:
+    out_console = Console(width=120)
 
 
 def choice_members(values: Iterable[str]) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from cxreval.cli.common import (
     EXIT_UNSCORED,
     LLMConfigOption,
     fail,
+    out_console,
 )
 from cxreval.cli.llm_options import with_llm_options
 from cxreval.literals import LLM_PAIRWISE_ENGINES
@@ -240,7 +241,6 @@ def judge_agreement_cmd(
     llm_options: dict[str, Any] | None = None,
 ) -> None:
     """The rule engine against an LLM engine on your pairs: per-entity agreement and every disagreement."""
-    from rich.console import Console
 
     from cxreval.evaluate import Evaluator
     from cxreval.evaluate_files import example_path
@@ -284,8 +284,7 @@ def judge_agreement_cmd(
     other.save(out / engine)
     atomic_write_text(out / "agreement.csv", csv_text(entity_rows(result)))
     atomic_write_text(out / "disagreements.csv", csv_text(disagreement_rows(result)))
-    console = Console()
-    print_table(agreement_table(result, top), console if console.is_terminal else Console(width=120))
+    print_table(agreement_table(result, top), out_console)
     typer.echo(
         f"{len(result.disagreements)} disagreements on {len(result.disagreeing_pairs)} pairs -> {out / 'disagreements.csv'}"
     )

@@ -425,8 +425,10 @@ def read_pair_files(
     ref_by_id = {r.ident: r for r in ref_rows}
     problems = _unmatched(refs, cands, ref_rows, cand_rows, system_col)
     if problems and on_missing == "skip":
-        cand_rows = [r for r in cand_rows if r.ident in ref_by_id]
-        _warn_skipped(problems, refs.file, cands.file, len(cand_rows))
+        kept = [r for r in cand_rows if r.ident in ref_by_id]
+        no_reference = len(cand_rows) - len(kept)
+        _warn_skipped(no_reference, len(problems) - no_reference, refs.file, cands.file, len(kept))
+        cand_rows = kept
         if not cand_rows:
             raise InputError([InputProblem(file=cands.file, message=f"no id of this file is in {refs.file}: nothing to score")])
         problems = []
@@ -481,10 +483,8 @@ def _unmatched(
     return problems
 
 
-def _warn_skipped(problems: Sequence[InputProblem], refs_file: str, cands_file: str, kept: int) -> None:
+def _warn_skipped(no_ref: int, no_cand: int, refs_file: str, cands_file: str, kept: int) -> None:
     """Count what ``on_missing="skip"`` left out, in one warning naming the files."""
-    no_ref = sum(p.file == cands_file and "has no reference" in p.message for p in problems)
-    no_cand = len(problems) - no_ref
     warnings.warn(
         f"--on-missing skip: {no_ref} candidate row(s) in {cands_file} without a reference and {no_cand} reference(s) "
         f"in {refs_file} without a candidate were left out; {kept} pair(s) scored",

@@ -24,10 +24,10 @@ MIN_NAME_WIDTH = 22
 _LATEX_ALIGN = {"left": "l", "right": "r", "center": "c"}
 
 
-def _kept_columns(table: Table, width: int) -> tuple[list[int], int]:
-    """The columns that fit in ``width`` and the first column's width: the first column is cut
-    down to :data:`MIN_NAME_WIDTH` first, then the others go in order of ``keep`` (lowest first)."""
-    rows = table.text_rows()
+def _kept_columns(table: Table, rows: list[list[str]], width: int) -> tuple[list[int], list[int], int]:
+    """The columns that fit in ``width``, every column's natural width and the first column's
+    width: the first column is cut down to :data:`MIN_NAME_WIDTH` first, then the others go in
+    order of ``keep`` (lowest first)."""
     widths = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(table.columns)]
     kept = list(range(len(table.columns)))
 
@@ -41,7 +41,7 @@ def _kept_columns(table: Table, width: int) -> tuple[list[int], int]:
         if total(first) <= width:
             break
         kept.remove(i)
-    return kept, first
+    return kept, widths, first
 
 
 def to_terminal(table: Table, console: Console) -> RichTable:
@@ -52,21 +52,20 @@ def to_terminal(table: Table, console: Console) -> RichTable:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    kept, first = _kept_columns(table, console.width)
+    rows = table.text_rows()
+    kept, widths, first = _kept_columns(table, rows, console.width)
     dropped = [c.header for i, c in enumerate(table.columns) if i not in kept]
     caption = f"not shown at this width: {', '.join(dropped)} ({table.note})" if dropped else None
     out = RichTable(
         title=Text(table.title) if table.title else None, title_justify="left", caption=caption, caption_justify="left"
     )
-    rows = table.text_rows()
     for i in kept:
         c = table.columns[i]
-        width = max([len(c.header), *(len(r[i]) for r in rows)])
         out.add_column(
             Text(c.header),
             justify=c.align,
             no_wrap=True,
-            **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": width}),
+            **({"overflow": "ellipsis", "max_width": first} if i == 0 else {"min_width": widths[i]}),
         )
     for n, r in enumerate(rows):
         out.add_row(*(Text(r[i]) for i in kept), end_section=n in table.rules_after)
