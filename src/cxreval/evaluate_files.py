@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from cxreval.io import FORMATS, InputError, InputProblem, PairStream, ReportPair, read_pair_files, read_pairs
-from cxreval.literals import OnMissing
+from cxreval.literals import DatasetLayout, OnMissing
 
 if TYPE_CHECKING:
     from cxreval.evaluate import EvaluationResult, EvaluationScores, Evaluator
@@ -65,6 +65,8 @@ class FilesInput(BaseModel):
     system_col: str | None = None
     meta_cols: list[str] = []
     section: str | None = None
+    refs_layout: DatasetLayout | None = None
+    """``refs`` is a public dataset in its own layout (:mod:`cxreval.io.datasets`): a pool of references."""
     on_missing: OnMissing = "error"
     """Two files: an id in one only stops the run (``error``) or is left out, counted (``skip``)."""
 
@@ -75,8 +77,11 @@ class FilesInput(BaseModel):
             raise ValueError("give exactly one input: --pairs FILE, or --refs FILE --cands FILE, or --example")
         if (self.refs is None) != (self.cands is None):
             raise ValueError("--refs and --cands go together")
-        if (self.ref_id_col or self.cand_id_col or self.section or self.on_missing != "error") and self.refs is None:
-            raise ValueError("--ref-id-col, --cand-id-col, --section and --on-missing apply to two-file input (--refs, --cands)")
+        two_file_only = self.ref_id_col or self.cand_id_col or self.section or self.refs_layout or self.on_missing != "error"
+        if two_file_only and self.refs is None:
+            raise ValueError(
+                "--ref-id-col, --cand-id-col, --section, --refs-layout and --on-missing apply to two-file input (--refs, --cands)"
+            )
         if str(self.refs) == "-" and str(self.cands) == "-":
             raise ValueError("only one of --refs and --cands can be - (standard input)")
         from cxreval.judge.models import ERROR_KINDS
@@ -118,6 +123,7 @@ class FilesInput(BaseModel):
             meta_cols=self.meta_cols,
             system_col=self.system_col,
             on_missing=self.on_missing,
+            reference_layout=self.refs_layout,
         )
 
     def _columns(self) -> dict[str, Any]:

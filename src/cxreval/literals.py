@@ -80,6 +80,10 @@ INPUT_FORMATS: tuple[InputFormat, ...] = get_args(InputFormat)
 #: :data:`cxreval.io.SECTIONS`).
 Section = Literal["report", "findings", "impression"]
 REPORT_SECTIONS: tuple[Section, ...] = get_args(Section)
+#: The public datasets whose own layout a references file may be in (``--refs-layout``,
+#: ``references.layout``; :mod:`cxreval.io.datasets`).
+DatasetLayout = Literal["mimic-cxr", "mimic-cxr-sectioned", "chexpert-plus", "rexgradient", "rexrank"]
+DATASET_LAYOUTS: tuple[DatasetLayout, ...] = get_args(DatasetLayout)
 
 # -- bench ---------------------------------------------------------------------------------------
 #: The baselines drawn from the IU X-ray train split (:func:`cxreval.datasets.baselines.baseline_reports`).

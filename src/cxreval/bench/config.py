@@ -20,6 +20,10 @@ datasets:
     references: {path: "{data_dir}/rexrank-iu/ReXRank_IUXray_test.json", section: findings}
     normal_from: findings            # or: metadata (with metadata.normal_col)
     metadata: {path: meta.csv, id_col: id, site_col: site, normal_col: normal}   # optional
+  # a public dataset in its own layout (cxreval.io.datasets): mimic-cxr (the report tree),
+  # mimic-cxr-sectioned, chexpert-plus, rexgradient, rexrank; where: picks the studies by field
+  - name: chexpert-plus-valid
+    references: {path: df_chexpert_plus_240401.csv, layout: chexpert-plus, section: findings, where: {split: valid}}
 systems:
   - {name: MoERad, path: "{data_dir}/iu-gen-moerad/preds.csv", id_col: study_id, text_col: report}
   # a ReXrank-layout JSON reads text_col, else section, else model_prediction (the generated report)
@@ -49,6 +53,7 @@ from cxreval.literals import (
     RETRIEVAL_BASELINES,
     Baseline,
     BenchEngineName,
+    DatasetLayout,
     Executor,
     Section,
     UncertainPolicy,
@@ -86,6 +91,16 @@ class ReferencesConfig(_Model):
     id_col: str = "id"
     text_col: str | None = None
     section: Section = "findings"
+    layout: DatasetLayout | None = None
+    """A public dataset in its own layout (:mod:`cxreval.io.datasets`); ``section`` picks the text."""
+    where: dict[str, str | list[str]] = Field(default_factory=dict)
+    """With ``layout``: the studies to benchmark, by field (``{split: test}``)."""
+
+    @model_validator(mode="after")
+    def _layout_options(self) -> ReferencesConfig:
+        if self.where and self.layout is None:
+            raise ValueError("references: where selects studies of a dataset layout; give layout too")
+        return self
 
 
 class MetadataConfig(_Model):

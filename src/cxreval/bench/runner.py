@@ -34,7 +34,15 @@ from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, PREDICTION_FIELD, B
 from cxreval.bench.models import BenchmarkResult
 from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine
 from cxreval.executors import executor
-from cxreval.io import CopiedCandidatesWarning, InputError, InputProblem, ReportPair, read_reports, warn_if_copied
+from cxreval.io import (
+    CopiedCandidatesWarning,
+    InputError,
+    InputProblem,
+    ReportPair,
+    StudiesWithoutText,
+    read_reports,
+    warn_if_copied,
+)
 from cxreval.io.writers import OutputError, check_out_dir
 from cxreval.metrics import MetricUnavailable, PairMeanMetric, ReportMetric, UnknownMetric, get_metric, metric_spec
 from cxreval.metrics.table import TableMetric, table_metric, table_metric_names
@@ -126,6 +134,8 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
         text_col=ref.text_col,
         format=ref.format,
         section=ref.section if ref.text_col is None else None,
+        layout=ref.layout,
+        where=ref.where or None,
     )
     ids = list(refs)
     sites: list[str] | None = None
@@ -433,7 +443,7 @@ class Runner:
         data: Any = None  # the IU X-ray data of the retrieval baselines, read once for all of them
         for d in self.config.datasets:
             try:
-                ids, refs, sites, normal = load_dataset(d)
+                ids, refs, sites, normal = self._read_dataset(d)
             except InputError as exc:
                 problems.extend(exc.problems)
                 continue
@@ -460,6 +470,19 @@ class Runner:
         if problems:
             raise InputError(problems)
         return runs
+
+    def _read_dataset(self, d: DatasetConfig) -> tuple[list[str], list[str], list[str] | None, np.ndarray | None]:
+        """:func:`load_dataset`, saying (through ``warn``, and in the run's warnings) which studies
+        of a dataset layout had no text to read."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", StudiesWithoutText)
+            loaded = load_dataset(d)
+        for w in caught:
+            if issubclass(w.category, StudiesWithoutText):
+                message = f"dataset {d.name!r}: {w.message}"
+                self.stats.warnings.append(message)
+                self.warn(message)
+        return loaded
 
     def _check_copied(self, system: str, dataset: str, refs: Sequence[str], cands: Sequence[str]) -> None:
         """Warn (through ``warn``, and in the result's notes) when most candidates are the reference."""

@@ -52,8 +52,9 @@ from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
 from cxreval.evaluate_files import example_path  # noqa: F401  (re-exported: it has always been importable from here)
-from cxreval.io import CopiedCandidatesWarning, InputError, MissingIdsSkipped
+from cxreval.io import CopiedCandidatesWarning, InputError, MissingIdsSkipped, StudiesWithoutText
 from cxreval.literals import (
+    DATASET_LAYOUTS,
     ENGINES,
     EXECUTORS,
     INPUT_FORMATS,
@@ -86,6 +87,7 @@ app = typer.Typer(
 Uncertain = Enum("Uncertain", choice_members(UNCERTAIN_POLICIES), type=str)  # type: ignore[misc]
 Section = Enum("Section", choice_members(REPORT_SECTIONS), type=str)  # type: ignore[misc]
 OnMissingChoice = Enum("OnMissingChoice", choice_members(ON_MISSING), type=str)  # type: ignore[misc]
+RefsLayout = Enum("RefsLayout", choice_members(DATASET_LAYOUTS), type=str)  # type: ignore[misc]
 InputFormat = Enum("InputFormat", choice_members(INPUT_FORMATS), type=str)  # type: ignore[misc]
 Engine = Enum("Engine", choice_members(ENGINES), type=str)  # type: ignore[misc]
 Executor = Enum("Executor", choice_members(EXECUTORS), type=str)  # type: ignore[misc]
@@ -217,7 +219,20 @@ def evaluate(
     ] = None,
     section: Annotated[
         Section | None,
-        typer.Option("--section", help="Which text of a ReXrank JSON references file [default: report].", rich_help_panel=INPUT),
+        typer.Option(
+            "--section",
+            help="Which text of a ReXrank JSON or --refs-layout references file [default: report].",
+            rich_help_panel=INPUT,
+        ),
+    ] = None,
+    refs_layout: Annotated[
+        RefsLayout | None,
+        typer.Option(
+            "--refs-layout",
+            metavar="LAYOUT",
+            help="--refs is a public dataset in its own layout, a pool of references; --section picks the text: mimic-cxr (the report tree), mimic-cxr-sectioned, chexpert-plus, rexgradient or rexrank (docs/data.md).",
+            rich_help_panel=INPUT,
+        ),
     ] = None,
     on_missing: Annotated[
         OnMissingChoice,
@@ -336,6 +351,7 @@ def evaluate(
             system_col=system_col,
             meta_cols=meta_col or [],
             section=section.value if section else None,
+            refs_layout=refs_layout.value if refs_layout else None,
             on_missing=on_missing.value,
         )
         where = executor.value if executor else ("ray" if ray_address else "local")
@@ -461,8 +477,8 @@ def _run_evaluate(
     run = OutputRun()  # every file lands beside the earlier run's, and replaces it when all are written
     try:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", CopiedCandidatesWarning)
-            warnings.simplefilter("always", MissingIdsSkipped)
+            for notice in _INPUT_NOTICES:
+                warnings.simplefilter("always", notice)
             outcome = evaluate_files(
                 source,
                 out,
@@ -492,16 +508,20 @@ def _run_evaluate(
     finally:
         _print_copied(caught)
         for w in caught:  # every other warning (look-alike letters) as it would have been shown
-            if not issubclass(w.category, (CopiedCandidatesWarning, MissingIdsSkipped)):
+            if not issubclass(w.category, _INPUT_NOTICES):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return outcome
 
 
+#: What the readers say of an input that was read: candidates that copy their reference, ids
+#: ``--on-missing skip`` left out, dataset studies without the text asked for.
+_INPUT_NOTICES = (CopiedCandidatesWarning, MissingIdsSkipped, StudiesWithoutText)
+
+
 def _print_copied(caught: Sequence[warnings.WarningMessage]) -> None:
-    """Say on stderr which candidates copy their reference (:class:`CopiedCandidatesWarning`) and
-    what ``--on-missing skip`` left out (:class:`MissingIdsSkipped`)."""
+    """Say on stderr what the readers noticed of the input (:data:`_INPUT_NOTICES`)."""
     for w in caught:
-        if issubclass(w.category, (CopiedCandidatesWarning, MissingIdsSkipped)):
+        if issubclass(w.category, _INPUT_NOTICES):
             err_console.print(f"[bold yellow]WARNING:[/] {escape(str(w.message))}", highlight=False, soft_wrap=True)
 
 

@@ -27,6 +27,11 @@ input and needs the format named):
     of ``section`` and candidates read ``model_prediction``, the field ReXrank's prediction
     files use. A named field is never replaced by another one.
 
+Public datasets in their own layouts (MIMIC-CXR's report tree and sectioned CSV, CheXpert Plus,
+ReXGradient, ReXrank's JSON of any dataset) are read by :mod:`~cxreval.io.datasets` into the
+ReXrank layout's fields (``layout=`` of :func:`read_reports`, ``reference_layout=`` of
+:func:`read_pair_files`).
+
 JSON values keep their types (the :mod:`json` module is used rather than pandas, which would
 coerce numbers and dates), so a number, null or list where a report is expected is reported.
 Text files must be UTF-8; a UTF-8 byte order mark is accepted. Ids are compared as strings,
@@ -46,6 +51,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from cxreval.io.datasets import StudiesWithoutText, load_layout
 from cxreval.io.errors import MAX_LISTED_PROBLEMS, InputError, InputProblem, Unit
 from cxreval.io.pairs import (
     COPIED_WARN_SHARE,
@@ -98,6 +104,8 @@ __all__ = [
     "STREAM_FORMATS",
     "TRUE_WORDS",
     "ChunkCensus",
+    "StudiesWithoutText",
+    "load_layout",
     "CopiedCandidatesWarning",
     "MissingIdsSkipped",
     "InputError",

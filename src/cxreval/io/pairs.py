@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cxreval.io.datasets import keep_studies_with, load_layout, select_studies
 from cxreval.io.errors import InputError, InputProblem
 from cxreval.io.records import (
     PathLike,
@@ -23,7 +24,7 @@ from cxreval.io.records import (
     record_id,
     report_text,
 )
-from cxreval.literals import ON_MISSING, OnMissing, Section
+from cxreval.literals import ON_MISSING, DatasetLayout, OnMissing, Section
 
 #: ``section=`` values for the ReXrank JSON layout (:data:`cxreval.literals.REPORT_SECTIONS`, in
 #: order) and the study field each one reads.
@@ -295,11 +296,17 @@ def _reports_rows(
     keyed_default: str | None,
     meta_cols: Sequence[str] = (),
     system_col: str | None = None,
+    pool: bool = False,
 ) -> tuple[list[_Row], str | None]:
-    """Validated rows of a one-text-per-id table and the text field they were read from."""
+    """Validated rows of a one-text-per-id table and the text field they were read from.
+
+    ``pool``: a dataset's table (:mod:`cxreval.io.datasets`), whose studies without that text are
+    left out, counted in a :class:`~cxreval.io.datasets.StudiesWithoutText` warning."""
     col = _text_field(table, text_col, section, default, keyed_default)
     if col is None:
         return [], None
+    if pool:
+        keep_studies_with(table, col)
     return _extract(table, id_col, [col], meta_cols, system_col), col
 
 
@@ -311,6 +318,8 @@ def read_reports(
     format: str | None = None,
     section: str | None = None,
     keyed_default: str | None = None,
+    layout: DatasetLayout | None = None,
+    where: Mapping[str, str | Sequence[str]] | None = None,
 ) -> dict[str, str]:
     """Read one report text per id, in file order.
 
@@ -321,11 +330,25 @@ def read_reports(
     ``impression`` (``section_impression``), or else ``keyed_default`` (for example
     :data:`PREDICTION_FIELD` for a file of generated reports); naming none is an error, never a
     guess.
+
+    ``layout`` reads a public dataset in its own layout (:mod:`cxreval.io.datasets`: keyed by
+    study id, fields named as in ReXrank's JSON, ``section`` default ``report``); its studies
+    without the text asked for are left out and counted in a warning. ``where`` keeps the studies
+    whose fields hold the values given (``{"split": "test"}``; layouts only).
     """
     if section is not None:
         _section_field(section)  # an unknown section is a programming error, raised at once
-    table = load_table(path, format, [id_col, text_col or "report"], keyed_ok=True)
-    rows, col = _reports_rows(table, id_col, text_col, section, default="report", keyed_default=keyed_default)
+    if layout is not None:
+        table = load_layout(path, layout, format)
+        select_studies(table, where or {})
+        keyed_default = keyed_default or SECTIONS["report"]
+    elif where:
+        raise ValueError("where= selects studies of a dataset layout; give layout= too")
+    else:
+        table = load_table(path, format, [id_col, text_col or "report"], keyed_ok=True)
+    rows, col = _reports_rows(
+        table, id_col, text_col, section, default="report", keyed_default=keyed_default, pool=layout is not None
+    )
     if table.problems:
         raise InputError(table.problems)
     assert col is not None
@@ -353,6 +376,7 @@ def read_pair_files(
     meta_cols: Sequence[str] = (),
     system_col: str | None = None,
     on_missing: OnMissing = "error",
+    reference_layout: DatasetLayout | None = None,
 ) -> list[ReportPair]:
     """Join a references file and a candidates file on id, in candidate-file order.
 
@@ -373,6 +397,12 @@ def read_pair_files(
     ``on_missing="skip"`` such ids are left out instead and counted in a :class:`MissingIdsSkipped`
     warning (a model that failed on a few studies: the shared ids are scored); no shared id at all
     is still an error.
+
+    ``reference_layout`` reads the references in a public dataset's own layout
+    (:mod:`cxreval.io.datasets`; ``section`` picks the text, default ``report``). Such a file is a
+    pool: its studies without a candidate are not scored and not an error, and its studies
+    without the text asked for are left out, counted in a warning; a candidate id it lacks is an
+    error as always.
     """
     if on_missing not in ON_MISSING:
         raise ValueError(f"on_missing must be one of {', '.join(ON_MISSING)}, got {on_missing!r}")
@@ -381,12 +411,22 @@ def read_pair_files(
     ref_id = ref_id_col or id_col or "id"
     cand_id = cand_id_col or id_col or "id"
     system = [system_col] if system_col else []
-    refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
+    if reference_layout is not None:
+        refs = load_layout(refs_path, reference_layout, reference_format)
+    else:
+        refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
     cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system], keyed_ok=True)
     cand_meta = [c for c in meta_cols if c in cands.columns or c not in refs.columns]
     ref_meta = [c for c in meta_cols if c not in cand_meta]
     ref_rows, ref_col = _reports_rows(
-        refs, ref_id, reference_col, section, default="reference", keyed_default=SECTIONS["report"], meta_cols=ref_meta
+        refs,
+        ref_id,
+        reference_col,
+        section,
+        default="reference",
+        keyed_default=SECTIONS["report"],
+        meta_cols=ref_meta,
+        pool=reference_layout is not None,
     )
     cand_rows, cand_col = _reports_rows(
         cands,
@@ -423,7 +463,7 @@ def read_pair_files(
         raise InputError(problems)
     assert ref_col is not None and cand_col is not None
     ref_by_id = {r.ident: r for r in ref_rows}
-    problems = _unmatched(refs, cands, ref_rows, cand_rows, system_col)
+    problems = _unmatched(refs, cands, ref_rows, cand_rows, system_col, pool=reference_layout is not None)
     if problems and on_missing == "skip":
         kept = [r for r in cand_rows if r.ident in ref_by_id]
         no_reference = len(cand_rows) - len(kept)
@@ -463,10 +503,16 @@ def read_pair_files(
 
 
 def _unmatched(
-    refs: RecordTable, cands: RecordTable, ref_rows: Sequence[_Row], cand_rows: Sequence[_Row], system_col: str | None
+    refs: RecordTable,
+    cands: RecordTable,
+    ref_rows: Sequence[_Row],
+    cand_rows: Sequence[_Row],
+    system_col: str | None,
+    *,
+    pool: bool = False,
 ) -> list[InputProblem]:
     """A problem for each candidate id without a reference, and each reference id without a
-    candidate (of each system, in long format)."""
+    candidate (of each system, in long format) unless the references are a dataset's ``pool``."""
     ref_ids = {r.ident for r in ref_rows}
     problems: list[InputProblem] = []
     by_system: dict[str | None, set[str]] = {}
@@ -475,7 +521,7 @@ def _unmatched(
         by_system.setdefault(name, set()).add(r.ident)
         if r.ident not in ref_ids:
             problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
-    for name, ids in by_system.items():
+    for name, ids in by_system.items() if not pool else ():
         of = f" from system {name!r}" if system_col else ""
         for r in ref_rows:
             if r.ident not in ids:

@@ -1,0 +1,343 @@
+"""Reference reports in the layouts public chest X-ray datasets ship, read without conversion.
+
+Every layout becomes one table keyed by study id whose fields are named as in ReXrank's JSON:
+``section_findings``, ``section_impression`` and ``report`` (``"Findings: F Impression: I"``,
+ReXrank's composition, a part the study lacks left out), plus the layout's other fields. So
+``section=`` (``--section``) and ``text_col`` pick the text exactly as they do for a ReXrank file,
+and every check of :mod:`cxreval.io.pairs` applies. A study without the text asked for is not an
+error: a dataset is a pool to look references up in (:func:`cxreval.io.read_pair_files`).
+
+Layouts (:data:`cxreval.literals.DATASET_LAYOUTS`), each with its own dataset's section rules:
+
+``mimic-cxr``
+    The report tree of MIMIC-CXR (``files/p10/p10000032/s50414267.txt``; give ``files/`` or any
+    folder under it). Sectioned by :func:`mimic_sections`, a re-implementation of the official
+    section parser (MIT-LCP ``txt/section_parser.py`` and ``txt/create_section_files.py``, read
+    at commits 58b29874e4599d291848779e58aa93e0047d1007 and 18cdc41ca483f98659a8e649081f17c10558c3c3
+    of the ``txt/`` folder as mirrored in MIT-LCP/mimic-code). Study id: the file name's stem
+    (``s50414267``, the official ``study`` column); field ``subject`` is the patient folder.
+``mimic-cxr-sectioned``
+    ``mimic_cxr_sectioned.csv`` as ``create_section_files.py`` writes it: ``study, impression,
+    findings, last_paragraph, comparison`` (an empty cell: the section is absent).
+``chexpert-plus``
+    ``df_chexpert_plus_240401.csv``: one row per image, sections in ``section_findings`` and
+    ``section_impression`` (the release's own sectioning). Study id: the study folder of
+    ``path_to_image`` (``train/patient00001/study1``); the rows of one study must carry the same
+    sections.
+``rexgradient``
+    ReXGradient-160K's ``metadata/{train,valid,test}_metadata.csv`` (or JSON): sections in
+    ``Findings`` and ``Impression`` as released (the dataset ships them split; it has no section
+    parser). Study id: column ``id``, else ``StudyInstanceUid``; a JSON object keyed by study is
+    keyed by its keys.
+``rexrank``
+    ReXrank's JSON for any of its datasets (IU X-ray, MIMIC-CXR, CheXpert Plus, ReXGradient):
+    an object keyed by study id with ``section_findings``, ``section_impression`` and ``report``
+    (``reports`` in some files; read as ``report``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cxreval.io.errors import InputError, InputProblem, file_error
+from cxreval.io.records import PathLike, Record, RecordTable, decode_utf8, load_table
+from cxreval.literals import DATASET_LAYOUTS, DatasetLayout
+
+#: The fields every layout's table holds (ReXrank's names; :data:`cxreval.io.SECTIONS`).
+FINDINGS, IMPRESSION, REPORT = "section_findings", "section_impression", "report"
+
+
+class StudiesWithoutText(UserWarning):
+    """Studies of a dataset that lack the text asked for were left out of the pool; the message counts them."""
+
+
+# -- MIMIC-CXR's official section rules ----------------------------------------------------------
+
+#: A section header: a new line, one space, upper-case words, a colon (``section_parser.section_text``).
+_MIMIC_HEADER = re.compile(r"\n ([A-Z ()/,-]+):\s", re.DOTALL)
+
+#: Header names (lower-cased, stripped) and the section each one is (``normalize_section_names``'s
+#: ``frequent_sections``, grouped by section; typos included, as the official parser lists them).
+# fmt: off
+_MIMIC_NAMES: dict[str, tuple[str, ...]] = {
+    "preamble": ("preamble",),
+    "impression": (
+        "impression", "conclusion", "findings and impression", "findings/impression", "findings/ impression",
+        "ndication", "impresson", "imprression", "imoression", "impressoin", "imprssion", "impresion",
+        "imperssion", "mpression", "impession",
+    ),
+    "comparison": (
+        "comparison", "comparisons", "reference exam", "comparison exam", "comparison film", "comparision",
+        "comparsion", "comparrison", "comparisions",
+    ),
+    "indication": ("indication", "reason for examination", "reason for exam", "clinical indication", "idication"),
+    "findings": (
+        "findings", "chest, two views", "finding", "findins", "findindgs", "findgings", "findngs", "findnings",
+        "finidngs", "reference findings",
+    ),
+    "examination": ("examination", "exam", "type of examination"),
+    "technique": ("technique",),
+    "history": ("history", "clinical history", "clinical information", "patient history", "pfi"),
+    "notification": ("notification",),
+    "recommendations": ("recommendation(s)", "recommendations", "recommendation"),
+    "addendum": ("addendum",),
+    "date": ("date",),
+    "comment": ("comment",),
+    "wet read": ("wet read", "wetread"),
+}
+# fmt: on
+_MIMIC_NAME_OF = {raw: name for name, raws in _MIMIC_NAMES.items() for raw in raws}
+#: Sections a header naming one of them becomes (first match wins), then view words that make it findings.
+_MIMIC_MAIN = ("impression", "findings", "history", "comparison", "addendum")
+_MIMIC_VIEW_WORDS = re.compile(
+    "(chest|portable|pa and lateral|lateral and pa|ap and lateral|lateral and ap|frontal and|two views|frontal view"
+    "|pa view|ap view|one view|lateral view|bone window|frontal upright|frontal semi-upright|ribs|pa and lat)"
+)
+#: Studies the official tool sections by hand (``custom_mimic_cxr_rules``) and therefore leaves out
+#: of ``mimic_cxr_sectioned.csv``; the tree reader leaves them out too, so both layouts agree.
+MIMIC_HAND_SECTIONED = frozenset(
+    "s50913680 s59363654 s59279892 s59768032 s57936451 s50058765 s53356173 s53202765 s50808053 s51966317 "
+    "s50743547 s56451190 s59067458 s59215320 s55124749 s54365831 s59087630 s58157373 s56482935 s58375018 "
+    "s54654948 s55157853 s51491012 s50525523 s57564132 s59982525 s53488209 s54875119 s50196495 s56579911 "
+    "s52648681 s59889364 s53514462 s59505494 s53182247 s51410602 s56412866 s54986978 s59003148 s57150433 "
+    "s56760320 s59562049 s52674888 s55258338 s59330497 s52119491 s58235663 s50798377 s54168089 s53071062 "
+    "s56724958 s54231141 s53607029 s52035334".split()
+)
+#: The sections ``mimic_cxr_sectioned.csv`` holds (the last one of each name in a report).
+MIMIC_SECTIONED = ("impression", "findings", "last_paragraph", "comparison")
+
+
+def mimic_section_name(header: str) -> str:
+    """The section a MIMIC-CXR header names, by the official parser's rules."""
+    name = header.lower().strip()
+    if name in _MIMIC_NAME_OF:
+        return _MIMIC_NAME_OF[name]
+    for main in _MIMIC_MAIN:
+        if main in name:
+            return main
+    return "findings" if _MIMIC_VIEW_WORDS.search(name) else name
+
+
+def split_mimic_report(text: str) -> list[tuple[str, str]]:
+    """A MIMIC-CXR report as (section, text) in order, by the official parser's rules.
+
+    Headers are upper-case words after a new line and one space; a section runs to the next
+    header found after its own first line break. Empty findings and impression sections are
+    dropped; a report with neither gets its last paragraph (after the first blank line of its
+    last section) as ``last_paragraph``.
+    """
+    found = _MIMIC_HEADER.search(text)
+    if found is None:
+        parts = [("full report", text)]
+    else:
+        parts = [("preamble", text[: found.start(1)])]
+        while found is not None:
+            header, start = found.group(1), found.end()
+            line_break = text.find("\n", start)
+            found = _MIMIC_HEADER.search(text, start if line_break == -1 else line_break)
+            parts.append((header, text[start : len(text) if found is None else found.start()]))
+    sections = [(mimic_section_name(h), t) for h, t in parts]
+    sections = [(n, t) for n, t in sections if not (n in ("impression", "findings") and not t.strip())]
+    names = {n for n, _ in sections}
+    if "impression" not in names and "findings" not in names and "\n \n" in sections[-1][1]:
+        name, last = sections[-1]
+        head, *rest = last.split("\n \n")
+        sections[-1] = (name, head)
+        sections.append(("last_paragraph", "\n \n".join(rest)))
+    return sections
+
+
+def mimic_sections(text: str) -> dict[str, str]:
+    """The sections ``mimic_cxr_sectioned.csv`` holds for a report: the last of each name, stripped."""
+    last = {name: body.strip() for name, body in split_mimic_report(text)}
+    return {name: last[name] for name in MIMIC_SECTIONED if name in last}
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def compose_report(findings: str | None, impression: str | None) -> str | None:
+    """ReXrank's ``report``: ``"Findings: F Impression: I"``, a part that is absent left out."""
+    parts = [f"{label}: {text}" for label, text in (("Findings", findings), ("Impression", impression)) if text]
+    return " ".join(parts) or None
+
+
+def _text(value: Any) -> str | None:
+    """A section's text, or None when it is absent (missing, null, empty, NaN from a Parquet float)."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return None
+
+
+def _absent(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and value != value)
+
+
+def _study(key: str, findings: Any, impression: Any, extra: Mapping[str, Any], pos: int | None = None) -> Record:
+    f, i = _text(findings), _text(impression)
+    values = {**extra, FINDINGS: f, IMPRESSION: i, REPORT: compose_report(f, i)}
+    return Record(pos=pos, values=values, key=key)
+
+
+def _keyed(file: str, records: list[Record], problems: list[InputProblem]) -> RecordTable:
+    columns: dict[str, None] = {}
+    for rec in records:
+        columns.update(dict.fromkeys(rec.values))
+    return RecordTable(file=file, unit="item", columns=list(columns), records=records, problems=problems, keyed=True)
+
+
+def _mimic_files(root: Path) -> Iterator[Path]:
+    """Every ``s<digits>.txt`` under ``root`` in a patient folder ``p<digits>``, in path order."""
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        if re.fullmatch(r"p\d+", Path(folder).name):
+            yield from (Path(folder) / f for f in sorted(files) if re.fullmatch(r"s\d+\.txt", f))
+
+
+def _mimic_tree(path: PathLike, format: str | None) -> RecordTable:
+    root, file = Path(path), os.fspath(path)
+    if not root.is_dir():
+        raise file_error(file, "layout mimic-cxr reads the report tree: give the files/ folder (or one under it)")
+    records: list[Record] = []
+    problems: list[InputProblem] = []
+    seen: dict[str, Path] = {}
+    for txt in _mimic_files(root):
+        study = txt.stem
+        if study in MIMIC_HAND_SECTIONED:
+            continue
+        if study in seen:
+            problems.append(InputProblem(file=str(txt), unit="item", id=study, message=f"study also at {seen[study]}"))
+            continue
+        seen[study] = txt
+        sections = mimic_sections(decode_utf8(txt.read_bytes(), str(txt)))
+        extra = {"subject": txt.parent.name, **{k: sections.get(k) for k in ("last_paragraph", "comparison")}}
+        records.append(_study(study, sections.get("findings"), sections.get("impression"), extra))
+    if not records and not problems:
+        raise file_error(file, "no report files (p<digits>/s<digits>.txt) under this folder")
+    return _keyed(file, records, problems)
+
+
+def _rows(path: PathLike, format: str | None, need: tuple[str, ...]) -> RecordTable:
+    """A tabular release file, its needed columns checked."""
+    table = load_table(path, format, need, keyed_ok=True)
+    absent = [c for c in need if c not in table.columns]
+    if absent:
+        raise InputError([InputProblem(file=table.file, field=c, message="column of this layout is missing") for c in absent])
+    return table
+
+
+def _scalars(values: Mapping[str, Any], skip: tuple[str, ...]) -> dict[str, Any]:
+    """The other fields of a row kept beside the sections (``--meta-col`` can read them)."""
+    return {k: v for k, v in values.items() if k not in skip and (v is None or isinstance(v, str | int | float | bool))}
+
+
+def _mimic_sectioned(path: PathLike, format: str | None) -> RecordTable:
+    table = _rows(path, format, ("study", *MIMIC_SECTIONED))
+    records = [
+        _study(
+            str(r.values["study"]).strip(), r.values["findings"], r.values["impression"], _scalars(r.values, ("study",)), r.pos
+        )
+        for r in table.records
+    ]
+    return _keyed(table.file, records, table.problems)
+
+
+def _chexpert_plus(path: PathLike, format: str | None) -> RecordTable:
+    table = _rows(path, format, ("path_to_image", FINDINGS, IMPRESSION))
+    studies: dict[str, Record] = {}
+    for rec in table.records:
+        image = str(rec.values["path_to_image"]).strip()
+        key = os.path.dirname(image) or image
+        study = _study(key, rec.values[FINDINGS], rec.values[IMPRESSION], _scalars(rec.values, ("path_to_image",)), rec.pos)
+        first = studies.setdefault(key, study)
+        if first is not study and any(first.values[f] != study.values[f] for f in (FINDINGS, IMPRESSION)):
+            table.problems.append(
+                table.problem(f"study {key!r} has other sections than at {table.unit} {first.pos}", rec, FINDINGS, id=key)
+            )
+    return _keyed(table.file, list(studies.values()), table.problems)
+
+
+def _rexgradient(path: PathLike, format: str | None) -> RecordTable:
+    table = _rows(path, format, ("Findings", "Impression"))
+    id_col = next((c for c in ("id", "StudyInstanceUid") if c in table.columns), None)
+    if id_col is None and not table.keyed:
+        raise file_error(table.file, "layout rexgradient needs a study id: column 'id' or 'StudyInstanceUid'")
+    records = []
+    for rec in table.records:
+        key = rec.key if table.keyed else str(rec.values.get(id_col or "", "")).strip()
+        extra = _scalars(rec.values, ("Findings", "Impression"))
+        records.append(_study(key or "", rec.values["Findings"], rec.values["Impression"], extra, rec.pos))
+    return _keyed(table.file, records, table.problems)
+
+
+def _rexrank(path: PathLike, format: str | None) -> RecordTable:
+    table = load_table(path, format or "json", (), keyed_ok=True)
+    if not table.keyed:
+        raise file_error(table.file, "layout rexrank is a JSON object keyed by study id")
+    for rec in table.records:
+        values = dict(rec.values)
+        if REPORT not in values and "reports" in values:
+            values[REPORT] = values["reports"]
+        rec.values = {**values, **{name: None for name in (FINDINGS, IMPRESSION, REPORT) if values.get(name) is None}}
+    return _keyed(table.file, table.records, table.problems)
+
+
+_READERS = {
+    "mimic-cxr": _mimic_tree,
+    "mimic-cxr-sectioned": _mimic_sectioned,
+    "chexpert-plus": _chexpert_plus,
+    "rexgradient": _rexgradient,
+    "rexrank": _rexrank,
+}
+
+
+def load_layout(path: PathLike, layout: DatasetLayout, format: str | None = None) -> RecordTable:
+    """A dataset's references as a table keyed by study id (fields: see the module's docstring).
+
+    ``format`` names the file format where the suffix does not tell (not for ``mimic-cxr``, a
+    folder). Problems of single studies are collected in the table; a file that is not in the
+    layout raises :class:`InputError` naming what is missing.
+    """
+    if layout not in _READERS:
+        raise ValueError(f"layout must be one of {', '.join(DATASET_LAYOUTS)}, got {layout!r}")
+    return _READERS[layout](path, format)
+
+
+def keep_studies_with(table: RecordTable, field: str) -> int:
+    """Drop the studies whose ``field`` is absent (missing, null or blank), warning with their count.
+
+    A value of another type stays, so that the reader reports it as the error it is."""
+    kept = [r for r in table.records if not _absent(r.values.get(field))]
+    dropped = len(table.records) - len(kept)
+    if dropped:
+        table.records = kept
+        warnings.warn(
+            f"{dropped} of {dropped + len(kept)} studies in {table.file} have no {field!r} and are not references",
+            StudiesWithoutText,
+            stacklevel=3,
+        )
+    return dropped
+
+
+def select_studies(table: RecordTable, where: Mapping[str, str | Sequence[str]]) -> None:
+    """Keep the studies whose every named field holds one of the values given (``split: test``).
+
+    A field the layout does not have is an error naming the fields it has; a value is compared
+    as text (``1`` and ``"1"`` match)."""
+    absent = [name for name in where if name not in table.columns]
+    if absent:
+        raise InputError(
+            [
+                InputProblem(
+                    file=table.file, field=name, message=f"no such field to select on (fields: {', '.join(table.columns)})"
+                )
+                for name in absent
+            ]
+        )
+    wanted = {name: {values} if isinstance(values, str) else set(values) for name, values in where.items()}
+    table.records = [r for r in table.records if all(str(r.values.get(n)) in v for n, v in wanted.items())]
