@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from cxreval._version import __version__
 from cxreval.cli.agree import agree
+from cxreval.cli.baseline import baseline
 from cxreval.cli.bench import bench
 from cxreval.cli.common import (
     EXIT_INPUT,  # noqa: F401  (re-exported: the exit codes are part of cxreval.cli)
@@ -825,6 +826,7 @@ def cache_cmd(
 app.command("agree")(agree)
 app.command("extract")(extract)
 app.command("prompts")(prompts)
+app.command("baseline")(baseline)
 app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
 app.add_typer(rules_app, name="rules", help="The rule engine's rules: ids, kinds and docs (what --explain names).")
