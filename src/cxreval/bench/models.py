@@ -3,11 +3,19 @@
 Frozen pydantic v2 models. ``None`` means undefined (never zero). Lists are sorted the way a
 reader wants them (leaderboard rows by rank). ``BenchmarkResult`` is written as ``result.json``
 and can be read back with ``BenchmarkResult.model_validate_json``.
+
+Report text lives in one place only: the example pairs (:class:`ExamplePair`: evidence sentences,
+and the cue phrases their rule lines quote). :meth:`BenchmarkResult.without_text` leaves it out.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
+#: The note a result without report text carries (:meth:`BenchmarkResult.without_text`); the page shows it.
+TEXT_LEFT_OUT = (
+    "report text left out (--no-text): example pairs give their pair id, error kind and rule ids, no sentence or quoted cue"
+)
 
 
 class _Frozen(BaseModel):
@@ -164,6 +172,25 @@ class BenchmarkResult(_Frozen):
     notes: list[str] = []
     baselines: list[str] = []  # systems that are built-in baselines
     timings: dict[str, float] = {}  # seconds per stage
+
+    @property
+    def has_text(self) -> bool:
+        """False for a result made by :meth:`without_text` (it carries :data:`TEXT_LEFT_OUT`)."""
+        return TEXT_LEFT_OUT not in self.notes
+
+    def without_text(self) -> BenchmarkResult:
+        """This result with no report text, to share it (``--no-text``): the example pairs keep
+        their pair id, kind and rule ids, lose their sentences and the cue phrases their rule lines
+        quote from the reports, and a note says so. Every number is unchanged."""
+        from cxreval.extract.explain import without_cues
+
+        def bare(x: ExamplePair) -> ExamplePair:
+            rules = {"reference_rules": without_cues(x.reference_rules), "candidate_rules": without_cues(x.candidate_rules)}
+            return x.model_copy(update={"reference": "", "candidate": "", **rules})
+
+        entities = [e.model_copy(update={"examples": [bare(x) for x in e.examples]}) for e in self.entities]
+        notes = self.notes if not self.has_text else [*self.notes, TEXT_LEFT_OUT]
+        return self.model_copy(update={"entities": entities, "notes": notes})
 
     def metric(self, name: str) -> MetricInfo:
         """The ``MetricInfo`` called ``name`` (KeyError if absent)."""

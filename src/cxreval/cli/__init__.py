@@ -725,6 +725,9 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="The page to write [default: report.html beside RESULT_JSON].")
     ] = None,
+    no_text: Annotated[
+        bool, typer.Option("--no-text", help="No report text on the page (example sentences, quoted cues), to share it.")
+    ] = False,
 ) -> None:
     """Render a saved benchmark result as the self-contained HTML page again."""
     from pydantic import ValidationError
@@ -740,7 +743,8 @@ def report_cmd(
     except ValidationError as exc:
         _fail(f"{result}: not a cxreval bench result.json ({exc.error_count()} problems, first: {first_problem(exc)})")
         return
-    out_console.print(str(write_html(loaded, out or result.with_name("report.html"))), highlight=False, soft_wrap=True)
+    page = write_html(loaded, out or result.with_name("report.html"), include_text=not no_text)
+    out_console.print(str(page), highlight=False, soft_wrap=True)
 
 
 @app.command("ontology")

@@ -127,6 +127,14 @@ def bench(
         int | None, typer.Option("--resamples", min=0, metavar="N", help="bootstrap resamples (override)")
     ] = None,
     html: Annotated[bool, typer.Option("--html/--no-html", help="write report.html")] = True,
+    no_text: Annotated[
+        bool,
+        typer.Option(
+            "--no-text",
+            help="no report text (example sentences, quoted cues) in report.html or result.json, to share them; "
+            "cache.sqlite still holds evidence sentences",
+        ),
+    ] = False,
     progress: Annotated[
         bool | None, typer.Option("--progress/--no-progress", help="progress bars on stderr (default: when stderr is a terminal)")
     ] = None,
@@ -137,7 +145,7 @@ def bench(
     try:
         with sigterm_as_interrupt():
             result, stats, out_dir = _run(config, out, resamples, bars, stores)
-            _write_outputs(result, stats, out_dir, html)
+            _write_outputs(result.without_text() if no_text else result, stats, out_dir, html)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         _interrupted(exc, stores["cache"], stores["answers"])
         raise typer.Exit(interrupt_code(exc)) from None
@@ -217,3 +225,10 @@ def _write_outputs(result: BenchmarkResult, stats: RunStats, out_dir: Path, html
         + f"; {result.timings.get('total', 0):.1f} s"
     )
     _out.print(f"wrote {paths['json']}, CSV and LaTeX tables in {out_dir}")
+    if not result.has_text:
+        _out.print(
+            "no report text in report.html, result.json or the tables; the judgement cache "
+            f"{escape(str(out_dir / 'cache.sqlite'))} holds evidence sentences: do not share it",
+            highlight=False,
+            soft_wrap=True,
+        )

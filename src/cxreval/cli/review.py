@@ -230,6 +230,14 @@ def export(
         Path | None,
         typer.Option("--ontology", metavar="FILE", help="The ontology the sample was drawn with, if not the packaged one."),
     ] = None,
+    no_text: Annotated[
+        bool,
+        typer.Option(
+            "--no-text",
+            help="No report text in any file, to share the export: evidence as offsets (evaluate's compact rows), "
+            "no quoted cues, empty reference/candidate cells in human_ratings.csv.",
+        ),
+    ] = False,
 ) -> None:
     """Write the reviewed judgements as a gold judgement table (the files cxreval evaluate writes)."""
     from cxreval.io.writers import OutputError, check_out_dir
@@ -240,7 +248,7 @@ def export(
     try:
         check_out_dir(out)
         with ReviewDB.open(db) as opened:
-            result = export_gold(opened, out, prefer=prefer or [], ontology_path=ontology)
+            result = export_gold(opened, out, prefer=prefer or [], ontology_path=ontology, include_text=not no_text)
     except (OutputError, OntologyError, ValueError) as exc:  # ReviewDBError is a ValueError
         fail(str(exc))
     _out.print(
@@ -250,6 +258,13 @@ def export(
         highlight=False,
         soft_wrap=True,
     )
+    if no_text:
+        _out.print(
+            "no report text in these files: evidence as offsets into the pairs' texts; human_ratings.csv's "
+            "reference and candidate cells are empty (fill them in by id before cxreval meta human)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _reviews_by(reviews: int, reviewers: list[str]) -> str:

@@ -12,11 +12,15 @@ status. Two forms show them:
 - :func:`explain_mention`, one line per reading with the rule's one-line doc, for
   ``cxreval extract --explain``.
 
+The cue is quoted from the report; :func:`without_cues` gives a line's rule ids alone, for the
+outputs written with ``--no-text`` (the page, a review export) that must hold no report text.
+
 :func:`mention_line` is the summary line ``cxreval extract`` prints for each mention.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from cxreval.extract.models import RULE_READINGS, Mention, ReadingRules
@@ -60,6 +64,25 @@ def _new_line(rules: str | ReadingRules, cue: str | None) -> str:
 
 def _with_cue(rule: str, is_status: bool, cue: str | None) -> str:
     return f"{rule} {cue!r}" if is_status and cue else rule
+
+
+#: One part of a :func:`rules_line`: a rule id, maybe a cue as ``repr`` quotes it, then ``"; "`` or the end.
+_LINE_PART = re.compile(r"""([A-Za-z0-9_.:@-]+)(?: (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))?(?:; |$)""")
+
+
+def without_cues(line: str) -> str:
+    """The rule ids of a :func:`rules_line` without the cue phrase (``finding.name; negation.pre``):
+    the cue is the report's own words. A line that cannot be read as :func:`rules_line` writes it
+    gives "" rather than risk keeping a piece of report text."""
+    ids: list[str] = []
+    pos = 0
+    while pos < len(line):
+        part = _LINE_PART.match(line, pos)
+        if part is None or part.end() == pos:
+            return ""
+        ids.append(part.group(1))
+        pos = part.end()
+    return "; ".join(ids)
 
 
 def mention_line(m: Mention) -> str:

@@ -8,6 +8,11 @@ Layout: a header with the run's provenance, an overview across datasets, one tab
 (leaderboards per stratum, spider charts over the ontology's plot groups, the per-group table,
 the system x entity matrix with drill-down to example pairs, the site heatmap and the metric
 correlation heatmaps), and the metric signatures.
+
+Report text enters the page only through the example pairs of the drill-down (their sentences
+and the cue phrases of their rule lines). ``include_text=False`` (``--no-text``) renders
+:meth:`BenchmarkResult.without_text <cxreval.bench.models.BenchmarkResult.without_text>`, so the
+page holds none, and says so; a result saved without text renders the same way.
 """
 
 from __future__ import annotations
@@ -155,6 +160,7 @@ class _Builder:
         self.color = {s: charts.system_color(i) for i, s in enumerate(self.order)}
         self.texts: list[str] = []
         self._text_index: dict[str, int] = {}
+        self.has_text = result.has_text
         self.slugs: set[str] = set()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -172,7 +178,10 @@ class _Builder:
         info = self.metric_info.get(metric)
         return info.label if info and info.label else metric
 
-    def _text(self, s: str) -> int:
+    def _text(self, s: str) -> int | None:
+        """``s``'s index in the page's string table; None on a page without report text."""
+        if not self.has_text:
+            return None
         idx = self._text_index.get(s)
         if idx is None:
             idx = self._text_index[s] = len(self.texts)
@@ -616,7 +625,7 @@ class _Builder:
             }
             for m in r.metrics
         ]
-        data = {"texts": self.texts, "datasets": drill}
+        data = {"texts": self.texts, "datasets": drill, "has_text": self.has_text}
         qcss = []
         for q in range(10):
             bg = charts.sequential_color((q + 0.5) / 10)
@@ -647,18 +656,21 @@ def _environment() -> Environment:
     return env
 
 
-def render_html(result: BenchmarkResult, top_k: int = TOP_K) -> str:
+def render_html(result: BenchmarkResult, top_k: int = TOP_K, *, include_text: bool = True) -> str:
     """Render ``result`` as a self-contained HTML page (a string); ``top_k`` systems are drawn
-    on the spider charts by default (the others can be switched on in the legend)."""
-    view = _Builder(result, top_k=top_k).build()
+    on the spider charts by default (the others can be switched on in the legend).
+    ``include_text=False``: no report text on the page (example pairs by id, kind and rule ids
+    only), to share it."""
+    view = _Builder(result if include_text else result.without_text(), top_k=top_k).build()
     return _environment().get_template("report.html.j2").render(**view)
 
 
-def write_html(result: BenchmarkResult, path: str | Path, top_k: int = TOP_K) -> Path:
-    """Write the page for ``result`` to ``path`` (parent folders created); returns the path."""
+def write_html(result: BenchmarkResult, path: str | Path, top_k: int = TOP_K, *, include_text: bool = True) -> Path:
+    """Write the page for ``result`` to ``path`` (parent folders created); returns the path.
+    ``include_text``: as for :func:`render_html`."""
     from cxreval.io.writers import atomic_write_text
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, render_html(result, top_k=top_k))
+    atomic_write_text(out, render_html(result, top_k=top_k, include_text=include_text))
     return out

@@ -13,6 +13,14 @@ layout ``cxreval meta human`` reads: ``id, reference, candidate, rater_1 .. rate
 ``rater_i_<kind>`` per error kind, raters numbered in alphabetical order of reviewer
 (``human_ratings.json`` names them); a pair a reviewer did not check has empty cells. So a
 team's reviews measure how well any metric follows its radiologists.
+
+``include_text=False`` (``cxreval review export --no-text``) writes no report text, to share the
+export: the judgement rows in the compact style of ``cxreval evaluate --rows compact`` (evidence as
+``[start, end]`` offsets into the pair's texts; an engine quote that is no slice of them is
+dropped; the true negatives without error, which count in no score, left out), rule lines
+without their quoted cue, and ``human_ratings.csv`` with its ``reference`` / ``candidate``
+columns empty (``cxreval meta human`` needs them filled in by id from the pairs first). The
+scores are the same either way.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cxreval.extract.explain import without_cues
 from cxreval.judge import EntityJudgement
 from cxreval.judge.models import ERROR_KINDS, row_errors
 from cxreval.review.db import FIELDS, IMPLICIT, ReviewDB
@@ -89,10 +98,30 @@ def gold_signature(db: ReviewDB, reviewers: Sequence[str]) -> Signature:
     return source.model_copy(update={"engine": "human-review", "model": "none", "prompt": "none", "options": options})
 
 
+def row_without_text(row: EntityJudgement, texts: tuple[str, str]) -> EntityJudgement:
+    """``row`` holding no report text: its evidence as offsets into the pair's ``texts``
+    (reference, candidate), as a compact judgements file keeps it, or none where the evidence is
+    no slice of them (an LLM's loose quote); its rule lines without their quoted cue."""
+    update: dict[str, object] = {}
+    for side, text in zip(("reference", "candidate"), texts, strict=True):
+        evidence: str = getattr(row, side)
+        start = text.find(evidence) if evidence else -1
+        update[side] = ""
+        update[f"{side}_span"] = (start, start + len(evidence)) if start >= 0 else None
+        update[f"{side}_rules"] = without_cues(getattr(row, f"{side}_rules"))
+    return row.model_copy(update=update)
+
+
 def export_gold(
-    db: ReviewDB, out_dir: str | Path, prefer: Sequence[str] = (), ontology_path: str | Path | None = None
+    db: ReviewDB,
+    out_dir: str | Path,
+    prefer: Sequence[str] = (),
+    ontology_path: str | Path | None = None,
+    *,
+    include_text: bool = True,
 ) -> EvaluationResult:
-    """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``."""
+    """Score the gold table and write judgements.jsonl.gz, errors.csv and scores.json to ``out_dir``
+    (``include_text=False``: with no report text in any file, see the module's doc)."""
     from cxreval.evaluate import score_judgements
     from cxreval.io import ReportPair
     from cxreval.ontology import load_ontology
@@ -109,18 +138,22 @@ def export_gold(
     if not pair_ids:
         raise ValueError(f"{db.path}: no pair has been checked yet; nothing to export")
     reviewers = sorted({r for r, _ in db.checked()})
-    result = score_judgements(rows, pair_ids, onto, gold_signature(db, reviewers))
     texts = {p.pair_id: p for p in db.pairs()}
     scored = [ReportPair(pair_id=p, reference=texts[p].reference, candidate=texts[p].candidate) for p in pair_ids]
+    pair_texts = {p.pair_id: (p.reference, p.candidate) for p in scored}
+    if not include_text:
+        rows = [row_without_text(r, pair_texts[r.pair_id]) for r in rows]
+    result = score_judgements(rows, pair_ids, onto, gold_signature(db, reviewers))
     result.references_sha256 = references_fingerprint(scored)
     result.candidates_sha256 = candidates_fingerprint(scored)
-    result.texts = {p.pair_id: (p.reference, p.candidate) for p in scored}
+    result.texts = pair_texts if include_text else {}
     from cxreval.io.writers import OutputRun
 
     with OutputRun("review-export") as run:  # the export replaces an earlier one in out_dir whole, or not at all
         folder = run.folder(out_dir)
-        result.write_to(folder, rows="full")  # every row the reviewers confirmed, true negatives too
-        write_human_ratings(db, Path(out_dir), pair_ids, folder)
+        # with text: every row the reviewers confirmed, true negatives too; without: evaluate's compact rows
+        result.write_to(folder, rows="full" if include_text else "compact")
+        write_human_ratings(db, Path(out_dir), pair_ids, folder, include_text=include_text)
     return result
 
 
@@ -128,16 +161,25 @@ def export_gold(
 RATINGS_FILES = ("human_ratings.csv", "human_ratings.json")
 
 
-def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str], folder: OutputManifest | None = None) -> Path:
+def write_human_ratings(
+    db: ReviewDB,
+    out_dir: Path,
+    pair_ids: Sequence[str],
+    folder: OutputManifest | None = None,
+    *,
+    include_text: bool = True,
+) -> Path:
     """``human_ratings.csv`` (and the names of its raters in ``human_ratings.json``); ``folder``:
-    the manifest of ``out_dir`` in the run that writes them (None: written on their own)."""
+    the manifest of ``out_dir`` in the run that writes them (None: written on their own).
+    ``include_text=False``: the ``reference`` and ``candidate`` cells are empty (the layout is
+    kept, so they can be filled in by id), and ``human_ratings.json`` says ``"report_text": false``."""
     import json
 
     from cxreval.io.writers import OutputRun, write_csv
 
     if folder is None:
         with OutputRun("human-ratings") as run:
-            return write_human_ratings(db, out_dir, pair_ids, run.folder(out_dir))
+            return write_human_ratings(db, out_dir, pair_ids, run.folder(out_dir), include_text=include_text)
 
     reviewers = sorted({r for r, _ in db.checked()})
     checked = db.checked()
@@ -155,7 +197,7 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str], fo
         header += [f"rater_{i}", *(f"rater_{i}_{kind}" for kind in ERROR_KINDS)]
     rows: list[list[str | int]] = [header]
     for pid in pair_ids:
-        row: list[str | int] = [pid, texts[pid].reference, texts[pid].candidate]
+        row: list[str | int] = [pid, *((texts[pid].reference, texts[pid].candidate) if include_text else ("", ""))]
         for r in reviewers:
             kept = counts.get((r, pid)) if (r, pid) in checked else None
             row += ["" if kept is None else kept["errors"], *("" if kept is None else kept[kind] for kind in ERROR_KINDS)]
@@ -163,5 +205,6 @@ def write_human_ratings(db: ReviewDB, out_dir: Path, pair_ids: Sequence[str], fo
     with folder.writer(RATINGS_FILES[0], newline="") as fh:
         write_csv(fh, rows)
     names = {f"rater_{i}": r for i, r in enumerate(reviewers, start=1)}
-    folder.write_text(RATINGS_FILES[1], json.dumps({"raters": names}, indent=2) + "\n")
+    about: dict[str, object] = {"raters": names} if include_text else {"raters": names, "report_text": False}
+    folder.write_text(RATINGS_FILES[1], json.dumps(about, indent=2) + "\n")
     return out_dir / RATINGS_FILES[0]
