@@ -1,9 +1,10 @@
-"""Command line: ``cxreval evaluate``, ``extract``, ``ontology``, ``cache``, ``agree``, ``bench``, ``meta`` and ``snapshot``.
+"""Command line: ``cxreval evaluate``, ``compare``, ``report``, ``extract``, ``ontology``, ``cache``, ``agree``,
+``prompts``, ``baseline``, ``bench``, ``meta``, ``rules``, ``snapshot``, ``weights`` and ``review``.
 
-Exit codes (docs/cli.md): 0 done; 2 bad input or settings; 3 an LLM run stopped early
+Exit codes (docs/cli.md): 0 done; 1 results could not be written; 2 bad input or settings; 3 an LLM run stopped early
 (``--max-cost`` reached, or the endpoint refused the run); 4 more pairs left unscored (listed in
 ``failures.jsonl``) than ``--allow-failures`` accepts; 130 interrupted (Ctrl-C), 143 stopped by
-SIGTERM. What was finished is cached, the earlier results are left whole, and rerunning resumes.
+SIGTERM; 5 (``cxreval weights fetch`` only) a download failed or was refused. What was finished is cached, the earlier results are left whole, and rerunning resumes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from cxreval.cli.prompts import prompts
 from cxreval.cli.review import review_app
 from cxreval.cli.rules import rules_app
 from cxreval.cli.snapshot import snapshot_app
+from cxreval.cli.weights import weights_app
 from cxreval.evaluate_files import example_path  # noqa: F401  (re-exported: it has always been importable from here)
 from cxreval.io import CopiedCandidatesWarning, InputError, MissingIdsSkipped, StudiesWithoutText
 from cxreval.literals import (
@@ -470,7 +472,7 @@ def _run_evaluate(
     ray_address: str | None,
 ) -> FilesOutcome:
     """:func:`cxreval.evaluate_files.evaluate_files`, with the command's messages and exit codes:
-    what was kept when interrupted, a bad input or folder (2), a disk that fails (5)."""
+    what was kept when interrupted, a bad input or folder (2), a disk that fails (1)."""
     from cxreval.evaluate_files import evaluate_files
     from cxreval.io.writers import OutputError, OutputRun
     from cxreval.ray_executor import RayUnavailable
@@ -835,6 +837,9 @@ app.command("bench")(bench)
 app.add_typer(meta_app, name="meta", help="Meta-evaluation: human alignment, perturbation suite, discrimination and robustness.")
 app.add_typer(rules_app, name="rules", help="The rule engine's rules: ids, kinds and docs (what --explain names).")
 app.add_typer(snapshot_app, name="snapshot", help="Pin what the rule engine reads in a corpus; show what a change alters.")
+app.add_typer(
+    weights_app, name="weights", help="Fetch the weight-based metrics' checkpoints (only when asked); list what is present."
+)
 app.add_typer(
     review_app, name="review", help="Radiologists check the engine's judgements in a browser; its accuracy on your data."
 )

@@ -21,6 +21,7 @@ EXIT_WRITE = 1  # results could not be written
 EXIT_INPUT = 2  # bad input or settings
 EXIT_STOPPED = 3  # an LLM run stopped early
 EXIT_UNSCORED = 4  # more pairs unscored than allowed
+EXIT_DOWNLOAD = 5  # cxreval weights fetch: a download failed or was refused
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (a scheduler's, `timeout`'s or `kill`'s stop): handled as Ctrl-C is
 
