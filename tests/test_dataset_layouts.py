@@ -97,6 +97,8 @@ def _mimic_tree(root: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{study}.txt").write_text(text, encoding="utf-8")
     (files / "p10" / "index.html").write_text("not a report", encoding="utf-8")  # other files are not read
+    crlf = files / "p11" / "p11000002" / "s50000003.txt"  # Windows line ends read as the official tool's text mode does
+    crlf.write_bytes(crlf.read_bytes().replace(b"\n", b"\r\n"))
     return files
 
 

@@ -214,7 +214,8 @@ def _mimic_tree(path: PathLike, format: str | None) -> RecordTable:
             problems.append(InputProblem(file=str(txt), unit="item", id=study, message=f"study also at {seen[study]}"))
             continue
         seen[study] = txt
-        sections = mimic_sections(decode_utf8(txt.read_bytes(), str(txt)))
+        text = decode_utf8(txt.read_bytes(), str(txt))
+        sections = mimic_sections(text.replace("\r\n", "\n").replace("\r", "\n"))  # as Python's text mode reads it
         extra = {"subject": txt.parent.name, **{k: sections.get(k) for k in ("last_paragraph", "comparison")}}
         records.append(_study(study, sections.get("findings"), sections.get("impression"), extra))
     if not records and not problems:
