@@ -711,10 +711,10 @@ class _MeshReport:
 class PerturbationSuite:
     """Builds labelled pairs from reference reports.
 
-    >>> suite = PerturbationSuite(seed=0)
-    >>> pairs = suite.perturb("r1", "Findings: Small left pleural effusion. Impression: No pneumothorax.")
-    >>> sorted({p.perturbation for p in pairs if p.significant})[:3]
-    ['add_finding', 'change_severity', 'false_change']
+        >>> suite = PerturbationSuite(seed=0)
+        >>> pairs = suite.perturb("r1", "Findings: Small left pleural effusion. Impression: No pneumothorax.")
+        >>> sorted({p.perturbation for p in pairs if p.significant})[:3]
+        ['add_finding', 'change_severity', 'false_change']
 
     ``targets`` names the target variants made for the significant types (both by default);
     ``mesh`` targets need the report's MeSH field (``perturb(uid, text, mesh)``): a report given
