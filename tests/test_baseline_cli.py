@@ -52,3 +52,18 @@ def test_bad_kind_and_missing_data_stop_with_a_message(tmp_path: Path) -> None:
     )
     assert res.exit_code == 2 and "iu-xray/indiana_reports.csv" in res.output
     assert not (tmp_path / "o.csv").exists()
+
+
+@needs_data
+def test_ids_the_baselines_cannot_serve_and_a_bad_out_are_refused(tmp_path: Path) -> None:
+    mimic = tmp_path / "mimic.csv"
+    mimic.write_text("id,report\ns50000001,Clear.\n", encoding="utf-8")
+    args = ["baseline", "retrieval-oracle", "--data-dir", str(DATA)]
+    res = CliRunner().invoke(app, [*args, "--refs", str(mimic), "--out", str(tmp_path / "o.csv")])
+    assert res.exit_code == 2 and "1 of 1 ids" in res.output and "no IU X-ray study" in res.output
+    res = CliRunner().invoke(app, [*args, "--refs", str(IU_TEST), "--out", str(tmp_path / "missing" / "o.csv")])
+    assert res.exit_code == 2 and "existing folder" in res.output
+    twice = tmp_path / "twice.csv"
+    twice.write_text("study,report\nCXR1_IM-0001,a\nCXR1_IM-0001,b\n", encoding="utf-8")
+    res = CliRunner().invoke(app, [*args, "--refs", str(twice), "--id-col", "study", "--out", str(tmp_path / "o.csv")])
+    assert res.exit_code == 2 and "ids given twice" in res.output

@@ -231,7 +231,7 @@ def test_chexpert_plus_one_study_per_folder(tmp_path: Path) -> None:
     }
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
     rows[1]["section_findings"] = "Another text."  # the lateral image's row disagrees with the frontal's
-    with pytest.raises(InputError, match=r"line 3 \(id 'train/patient00001/study1'\).*other sections than at line 2"):
+    with pytest.raises(InputError, match=r"line 3 \(id 'train/patient00001/study1'\).*another text than at line 2"):
         read_reports(_csv(tmp_path / "bad.csv", rows), layout="chexpert-plus", section="findings")
     with pytest.raises(InputError, match="no such field to select on"):
         read_reports(path, layout="chexpert-plus", where={"fold": "1"})
@@ -291,6 +291,19 @@ def test_bench_config_over_two_dataset_layouts(tmp_path: Path) -> None:
     _mimic_tree(tmp_path)
     sectioned = _csv(tmp_path / "mimic_cxr_sectioned.csv", SECTIONED)
     chexpert = _chexpert_plus(tmp_path / "df_chexpert_plus_240401.csv")
+    split = _csv(
+        tmp_path / "mimic-cxr-2.0.0-split.csv",
+        [
+            {"dicom_id": f"d{n}", "study_id": study, "subject_id": "10000001", "split": split}
+            for n, (study, split) in enumerate(
+                [("50000001", "test"), ("50000001", "test"), ("50000002", "test"), ("50000004", "train")]
+            )
+        ],
+    )
+    mimic_test_preds = _csv(
+        tmp_path / "mimic_test_preds.csv",
+        [{"id": "s50000001", "report": "Small right pleural effusion."}, {"id": "s50000002", "report": "Clear lungs."}],
+    )
     mimic_preds = _csv(
         tmp_path / "mimic_preds.csv",
         [
@@ -316,6 +329,15 @@ def test_bench_config_over_two_dataset_layouts(tmp_path: Path) -> None:
                 "name": "mimic",
                 "references": {"path": str(sectioned), "layout": "mimic-cxr-sectioned", "section": "impression"},
             },
+            {  # the report tree, its test split chosen by the official split file (one row per image)
+                "name": "mimic-test",
+                "references": {
+                    "path": str(tmp_path / "files"),
+                    "layout": "mimic-cxr",
+                    "section": "findings",
+                    "studies": {"path": str(split), "id_col": "study_id", "where": {"split": "test"}},
+                },
+            },
             {
                 "name": "chexpert-plus-valid",
                 "references": {
@@ -328,6 +350,7 @@ def test_bench_config_over_two_dataset_layouts(tmp_path: Path) -> None:
         ],
         "systems": [
             {"name": "model-m", "path": str(mimic_preds), "text_col": "report", "datasets": ["mimic"]},
+            {"name": "model-t", "path": str(mimic_test_preds), "text_col": "report", "datasets": ["mimic-test"]},
             {"name": "model-c", "path": str(chexpert_preds), "text_col": "report", "datasets": ["chexpert-plus-valid"]},
             {"name": "copy-reference", "baseline": "copy-reference"},
         ],
@@ -339,14 +362,106 @@ def test_bench_config_over_two_dataset_layouts(tmp_path: Path) -> None:
     assert (
         said
         == stats.warnings
-        == [f"dataset 'mimic': 1 of 4 studies in {sectioned} have no 'section_impression' and are not references"]
+        == [
+            f"dataset 'mimic': 1 of 4 studies in {sectioned} have no 'section_impression' and are not references",
+            f"dataset 'mimic-test': 1 studies in {tmp_path / 'files'} are sectioned by hand in the official tool and "
+            "left out, as its mimic_cxr_sectioned.csv leaves them out",
+        ]
     )
-    assert result.datasets == ["mimic", "chexpert-plus-valid"]
+    assert result.datasets == ["mimic", "mimic-test", "chexpert-plus-valid"]
     boards = {d: {r.system: r for r in result.leaderboard(d).rows} for d in result.datasets}
     assert set(boards["mimic"]) == {"model-m", "copy-reference"}
     assert set(boards["chexpert-plus-valid"]) == {"model-c", "copy-reference"}
     assert boards["mimic"]["model-m"].n_pairs == 3  # the studies with an impression
+    assert boards["mimic-test"]["model-t"].n_pairs == 2  # the test split's studies, each once
     assert boards["chexpert-plus-valid"]["model-c"].n_pairs == 2  # the valid split only
     assert boards["chexpert-plus-valid"]["copy-reference"].metrics["spec-errors"].value == 0.0
     # model-c missed the pneumonia of one study of two: errors per report above zero
     assert boards["chexpert-plus-valid"]["model-c"].metrics["spec-errors"].value > 0
+
+
+# -- what a fresh reading of the readers found ---------------------------------------------------
+
+
+def test_parquet_layouts_read_every_column(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [
+        {"id": "GRDN1_s1", "Findings": "Heart is enlarged.", "Impression": "Cardiomegaly.", "split": "test", "PatientAge": 61.0},
+        {"id": "GRDN2_s1", "Findings": "No effusion.", "Impression": None, "split": "valid", "PatientAge": None},
+    ]
+    path = tmp_path / "test_metadata.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert read_reports(path, layout="rexgradient", section="findings", where={"split": "test"}) == {
+        "GRDN1_s1": "Heart is enlarged."
+    }
+    # numbers and text compare as text; an absent value matches nothing
+    assert list(read_reports(path, layout="rexgradient", section="findings", where={"PatientAge": 61})) == ["GRDN1_s1"]
+    assert list(read_reports(path, layout="rexgradient", section="findings", where={"PatientAge": ["61", "None"]})) == [
+        "GRDN1_s1"
+    ]
+    with pytest.raises(InputError, match=r"no study meets the selection .*split: test, valid"):
+        read_reports(path, layout="rexgradient", where={"split": "validation"})
+
+
+def test_ids_and_texts_of_the_wrong_type_are_reported_not_guessed(tmp_path: Path) -> None:
+    path = tmp_path / "meta.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": None, "Findings": "Clear.", "Impression": ""},
+                {"id": 7.5, "Findings": "Effusion.", "Impression": ""},
+                {"id": "S3", "Findings": 5, "Impression": ""},
+            ]
+        )
+    )
+    with pytest.raises(InputError) as err:
+        read_reports(path, layout="rexgradient", section="findings")
+    text = str(err.value)
+    assert "line 1, field 'id': empty id (null)" in text
+    assert "line 2, field 'id': id must be text or an integer" in text
+    assert "line 3 (id 'S3'), field 'section_findings': expected report text, got number" in text
+
+
+def test_a_named_id_column_is_the_one_used_or_refused_with_the_reason(tmp_path: Path) -> None:
+    rows = [
+        {"id": "a1", "StudyInstanceUid": "1.2.3", "Findings": "Clear.", "Impression": "Normal."},
+        {"id": "a2", "StudyInstanceUid": "1.2.4", "Findings": "Effusion.", "Impression": "Effusion."},
+    ]
+    path = _csv(tmp_path / "test_metadata.csv", rows)
+    assert list(read_reports(path, layout="rexgradient", id_col="StudyInstanceUid", section="findings")) == ["1.2.3", "1.2.4"]
+    tree = _mimic_tree(tmp_path)
+    with pytest.raises(InputError, match="names its study ids itself.*--cand-id-col"):
+        read_reports(tree, layout="mimic-cxr", id_col="study")
+    # --id-col with a layout names the candidates' column only
+    cands = _csv(tmp_path / "c.csv", [{"study": "s50000002", "candidate": "Pneumonia."}])
+    pairs = read_pair_files(tree, cands, id_col="study", reference_layout="mimic-cxr", section="impression")
+    assert [p.pair_id for p in pairs] == ["s50000002"]
+
+
+def test_what_leaves_the_pool_is_counted_and_named(tmp_path: Path) -> None:
+    tree = _mimic_tree(tmp_path)
+    with pytest.warns(StudiesWithoutText, match="1 studies .* sectioned by hand"):
+        load_layout(tree, "mimic-cxr")
+    cands = _csv(tmp_path / "c.csv", [{"id": "s50000003", "candidate": "Clear."}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StudiesWithoutText)
+        with pytest.raises(
+            InputError, match=r"id has no reference in .* \(the study is in the dataset but has no 'section_findings'\)"
+        ):
+            read_pair_files(tree, cands, reference_layout="mimic-cxr", section="findings")
+
+
+def test_chexpert_plus_keeps_study_fields_and_its_own_report_column(tmp_path: Path) -> None:
+    path = _chexpert_plus(tmp_path / "df.csv")
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    for i, row in enumerate(rows):
+        row["frontal_lateral"] = "Frontal" if i % 2 == 0 else "Lateral"  # one value per image
+    table = load_layout(_csv(tmp_path / "views.csv", rows), "chexpert-plus")
+    assert "frontal_lateral" not in table.columns  # a field of one image is no field of the study
+    assert {"split", "deid_patient_id", "release_report"} <= set(table.columns)
+    first = table.records[0].values
+    assert first["release_report"].startswith("FINDINGS: Small left pleural effusion.")  # the release's column, kept
+    assert first["report"] == "Findings: Small left pleural effusion. Impression: Left effusion."

@@ -414,6 +414,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "confusable-homoglyphs package ships it, not user input",
     ("testing/results.py", "pyarrow.parquet.read_table"): "compares the judgements.parquet of two results "
     "folders cxreval itself wrote (tests, benchmarks)",
+    ("weights.py", "json.loads(file text)"): "reads the config.json of a checkpoint it has just fetched and verified "
+    "(the radgraph archive names its encoder there), not a table of reports; errors are FetchError naming the file",
     ("metrics/bertscore.py", "json.loads(file text)"): "checkpoint_json reads a model checkpoint's config.json "
     "(not a table of reports); errors are MetricUnavailable "
     "naming the file",

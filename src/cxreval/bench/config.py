@@ -79,6 +79,16 @@ class _Model(BaseModel):
 PREDICTION_FIELD = "model_prediction"
 
 
+class StudiesConfig(_Model):
+    """A table listing the studies to benchmark (one row per study or per image), e.g.
+    ``{path: mimic-cxr-2.0.0-split.csv.gz, id_col: study_id, where: {split: test}}``."""
+
+    path: Path
+    format: str | None = None
+    id_col: str = "study_id"
+    where: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
+
+
 class ReferencesConfig(_Model):
     """Where a dataset's reference reports are (any format ``cxreval.io.read_reports`` reads).
 
@@ -88,18 +98,21 @@ class ReferencesConfig(_Model):
 
     path: Path
     format: str | None = None
-    id_col: str = "id"
+    id_col: str | None = None
+    """The id column of a tabular file (default ``id``); with a layout, only where it has several."""
     text_col: str | None = None
     section: Section = "findings"
     layout: DatasetLayout | None = None
     """A public dataset in its own layout (:mod:`cxreval.io.datasets`); ``section`` picks the text."""
-    where: dict[str, str | list[str]] = Field(default_factory=dict)
+    where: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
     """With ``layout``: the studies to benchmark, by field (``{split: test}``)."""
+    studies: StudiesConfig | None = None
+    """With ``layout``: the studies to benchmark, listed in a table (MIMIC-CXR's split file)."""
 
     @model_validator(mode="after")
     def _layout_options(self) -> ReferencesConfig:
-        if self.where and self.layout is None:
-            raise ValueError("references: where selects studies of a dataset layout; give layout too")
+        if (self.where or self.studies) and self.layout is None:
+            raise ValueError("references: where and studies select studies of a dataset layout; give layout too")
         return self
 
 
@@ -339,8 +352,14 @@ def resolve_paths(config: BenchConfig, base: Path) -> BenchConfig:
         value = getattr(model, field)
         return model if value is None else model.model_copy(update={field: _resolve(value, base, data_dir)})
 
+    def fix_references(ref: ReferencesConfig) -> ReferencesConfig:
+        ref = fix(ref)
+        return ref if ref.studies is None else ref.model_copy(update={"studies": fix(ref.studies)})
+
     datasets = [
-        d.model_copy(update={"references": fix(d.references), "metadata": None if d.metadata is None else fix(d.metadata)})
+        d.model_copy(
+            update={"references": fix_references(d.references), "metadata": None if d.metadata is None else fix(d.metadata)}
+        )
         for d in config.datasets
     ]
     systems = [fix(s) for s in config.systems]

@@ -30,7 +30,16 @@ from typing import Any
 import numpy as np
 
 from cxreval.bench.cache import RULE_ROWS, BenchCache, compact_rows, dumps, pair_key
-from cxreval.bench.config import DATA_DIR_ENV, IU_BASELINES, PREDICTION_FIELD, BenchConfig, DatasetConfig, Section, SystemConfig
+from cxreval.bench.config import (
+    DATA_DIR_ENV,
+    IU_BASELINES,
+    PREDICTION_FIELD,
+    BenchConfig,
+    DatasetConfig,
+    ReferencesConfig,
+    Section,
+    SystemConfig,
+)
 from cxreval.bench.models import BenchmarkResult
 from cxreval.engines import PARALLEL_MIN_PAIRS, RulesEngine
 from cxreval.executors import executor
@@ -41,6 +50,7 @@ from cxreval.io import (
     ReportPair,
     StudiesWithoutText,
     read_reports,
+    read_study_ids,
     warn_if_copied,
 )
 from cxreval.io.writers import OutputError, check_out_dir
@@ -125,6 +135,15 @@ _TRUE = {"1", "true", "yes", "y", "normal", "t"}
 _FALSE = {"0", "false", "no", "n", "abnormal", "f"}
 
 
+def _listed_studies(ref: ReferencesConfig) -> tuple[list[str], str] | None:
+    """The study ids ``references.studies`` lists, and the file that lists them (None: no list)."""
+    listed = ref.studies
+    if listed is None or ref.layout is None:
+        return None
+    ids = read_study_ids(listed.path, ref.layout, id_col=listed.id_col, format=listed.format, where=listed.where)
+    return ids, str(listed.path)
+
+
 def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | None, np.ndarray | None]:
     """ids, reference texts, sites (or None) and metadata normal flags (or None), in file order."""
     ref = cfg.references
@@ -136,6 +155,7 @@ def load_dataset(cfg: DatasetConfig) -> tuple[list[str], list[str], list[str] | 
         section=ref.section if ref.text_col is None else None,
         layout=ref.layout,
         where=ref.where or None,
+        studies=_listed_studies(ref),
     )
     ids = list(refs)
     sites: list[str] | None = None

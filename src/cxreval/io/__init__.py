@@ -51,7 +51,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from cxreval.io.datasets import StudiesWithoutText, load_layout
+from cxreval.io.datasets import StudiesWithoutText, load_layout, read_study_ids
 from cxreval.io.errors import MAX_LISTED_PROBLEMS, InputError, InputProblem, Unit
 from cxreval.io.pairs import (
     COPIED_WARN_SHARE,
@@ -106,6 +106,7 @@ __all__ = [
     "ChunkCensus",
     "StudiesWithoutText",
     "load_layout",
+    "read_study_ids",
     "CopiedCandidatesWarning",
     "MissingIdsSkipped",
     "InputError",

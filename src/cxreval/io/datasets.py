@@ -38,14 +38,16 @@ Layouts (:data:`cxreval.literals.DATASET_LAYOUTS`), each with its own dataset's 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cxreval.io.errors import InputError, InputProblem, file_error
-from cxreval.io.records import PathLike, Record, RecordTable, decode_utf8, load_table
+from cxreval.io.records import PathLike, Record, RecordTable, decode_utf8, load_table, record_id
 from cxreval.literals import DATASET_LAYOUTS, DatasetLayout
 
 #: The fields every layout's table holds (ReXrank's names; :data:`cxreval.io.SECTIONS`).
@@ -161,34 +163,38 @@ def mimic_sections(text: str) -> dict[str, str]:
 # -- tables --------------------------------------------------------------------------------------
 
 
-def compose_report(findings: str | None, impression: str | None) -> str | None:
+def compose_report(findings: Any, impression: Any) -> str | None:
     """ReXrank's ``report``: ``"Findings: F Impression: I"``, a part that is absent left out."""
-    parts = [f"{label}: {text}" for label, text in (("Findings", findings), ("Impression", impression)) if text]
+    parts = [f"{label}: {text}" for label, text in (("Findings", findings), ("Impression", impression)) if isinstance(text, str)]
     return " ".join(parts) or None
 
 
-def _text(value: Any) -> str | None:
-    """A section's text, or None when it is absent (missing, null, empty, NaN from a Parquet float)."""
+def _text(value: Any) -> Any:
+    """A section's text (stripped), None when it is absent (missing, null, blank, a Parquet NaN);
+    a value of another type stays as it is, so that the reader reports it."""
     if isinstance(value, str):
         return value.strip() or None
-    return None
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return value
 
 
 def _absent(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and value != value)
+    return _text(value) is None
 
 
 def _study(key: str, findings: Any, impression: Any, extra: Mapping[str, Any], pos: int | None = None) -> Record:
     f, i = _text(findings), _text(impression)
     values = {**extra, FINDINGS: f, IMPRESSION: i, REPORT: compose_report(f, i)}
-    return Record(pos=pos, values=values, key=key)
+    return Record(pos=pos, values=values, key=key, ident=key)
 
 
-def _keyed(file: str, records: list[Record], problems: list[InputProblem]) -> RecordTable:
+def _keyed(source: RecordTable, records: list[Record], problems: list[InputProblem]) -> RecordTable:
+    """The layout's table: keyed by study id, positions in the unit of the file read."""
     columns: dict[str, None] = {}
     for rec in records:
         columns.update(dict.fromkeys(rec.values))
-    return RecordTable(file=file, unit="item", columns=list(columns), records=records, problems=problems, keyed=True)
+    return RecordTable(file=source.file, unit=source.unit, columns=list(columns), records=records, problems=problems, keyed=True)
 
 
 def _mimic_files(root: Path) -> Iterator[Path]:
@@ -199,16 +205,20 @@ def _mimic_files(root: Path) -> Iterator[Path]:
             yield from (Path(folder) / f for f in sorted(files) if re.fullmatch(r"s\d+\.txt", f))
 
 
-def _mimic_tree(path: PathLike, format: str | None) -> RecordTable:
+def _mimic_tree(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
     root, file = Path(path), os.fspath(path)
+    if not root.exists():
+        raise file_error(file, "folder not found")
     if not root.is_dir():
         raise file_error(file, "layout mimic-cxr reads the report tree: give the files/ folder (or one under it)")
     records: list[Record] = []
     problems: list[InputProblem] = []
     seen: dict[str, Path] = {}
+    by_hand = 0
     for txt in _mimic_files(root):
         study = txt.stem
         if study in MIMIC_HAND_SECTIONED:
+            by_hand += 1
             continue
         if study in seen:
             problems.append(InputProblem(file=str(txt), unit="item", id=study, message=f"study also at {seen[study]}"))
@@ -218,14 +228,22 @@ def _mimic_tree(path: PathLike, format: str | None) -> RecordTable:
         sections = mimic_sections(text.replace("\r\n", "\n").replace("\r", "\n"))  # as Python's text mode reads it
         extra = {"subject": txt.parent.name, **{k: sections.get(k) for k in ("last_paragraph", "comparison")}}
         records.append(_study(study, sections.get("findings"), sections.get("impression"), extra))
+    if by_hand:
+        warnings.warn(
+            f"{by_hand} studies in {file} are sectioned by hand in the official tool and left out, as its "
+            "mimic_cxr_sectioned.csv leaves them out",
+            StudiesWithoutText,
+            stacklevel=4,
+        )
     if not records and not problems:
-        raise file_error(file, "no report files (p<digits>/s<digits>.txt) under this folder")
-    return _keyed(file, records, problems)
+        raise file_error(file, "no report files (p<digits>/s<digits>.txt) to read under this folder")
+    table = RecordTable(file=file, unit="item", columns=[], records=[])
+    return _keyed(table, records, problems)
 
 
 def _rows(path: PathLike, format: str | None, need: tuple[str, ...]) -> RecordTable:
-    """A tabular release file, its needed columns checked."""
-    table = load_table(path, format, need, keyed_ok=True)
+    """A tabular release file (every column read), its needed columns checked."""
+    table = load_table(path, format, None, keyed_ok=True)
     absent = [c for c in need if c not in table.columns]
     if absent:
         raise InputError([InputProblem(file=table.file, field=c, message="column of this layout is missing") for c in absent])
@@ -233,50 +251,73 @@ def _rows(path: PathLike, format: str | None, need: tuple[str, ...]) -> RecordTa
 
 
 def _scalars(values: Mapping[str, Any], skip: tuple[str, ...]) -> dict[str, Any]:
-    """The other fields of a row kept beside the sections (``--meta-col`` can read them)."""
-    return {k: v for k, v in values.items() if k not in skip and (v is None or isinstance(v, str | int | float | bool))}
+    """The other fields of a row kept beside the sections (``--meta-col`` and ``where`` read them).
+    A field named as one of the layout's own is kept with ``release_`` before its name."""
+    kept = {k: v for k, v in values.items() if k not in skip and (v is None or isinstance(v, str | int | float | bool))}
+    return {(f"release_{k}" if k in (FINDINGS, IMPRESSION, REPORT) else k): v for k, v in kept.items()}
 
 
-def _mimic_sectioned(path: PathLike, format: str | None) -> RecordTable:
+def _study_id(table: RecordTable, rec: Record, col: str) -> str | None:
+    """The study id in ``col``, checked as every id is (text or an integer, not empty)."""
+    return record_id(replace(table, keyed=False), rec, col, {col})
+
+
+def _mimic_sectioned(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
     table = _rows(path, format, ("study", *MIMIC_SECTIONED))
-    records = [
-        _study(
-            str(r.values["study"]).strip(), r.values["findings"], r.values["impression"], _scalars(r.values, ("study",)), r.pos
-        )
-        for r in table.records
-    ]
-    return _keyed(table.file, records, table.problems)
-
-
-def _chexpert_plus(path: PathLike, format: str | None) -> RecordTable:
-    table = _rows(path, format, ("path_to_image", FINDINGS, IMPRESSION))
-    studies: dict[str, Record] = {}
-    for rec in table.records:
-        image = str(rec.values["path_to_image"]).strip()
-        key = os.path.dirname(image) or image
-        study = _study(key, rec.values[FINDINGS], rec.values[IMPRESSION], _scalars(rec.values, ("path_to_image",)), rec.pos)
-        first = studies.setdefault(key, study)
-        if first is not study and any(first.values[f] != study.values[f] for f in (FINDINGS, IMPRESSION)):
-            table.problems.append(
-                table.problem(f"study {key!r} has other sections than at {table.unit} {first.pos}", rec, FINDINGS, id=key)
-            )
-    return _keyed(table.file, list(studies.values()), table.problems)
-
-
-def _rexgradient(path: PathLike, format: str | None) -> RecordTable:
-    table = _rows(path, format, ("Findings", "Impression"))
-    id_col = next((c for c in ("id", "StudyInstanceUid") if c in table.columns), None)
-    if id_col is None and not table.keyed:
-        raise file_error(table.file, "layout rexgradient needs a study id: column 'id' or 'StudyInstanceUid'")
     records = []
     for rec in table.records:
-        key = rec.key if table.keyed else str(rec.values.get(id_col or "", "")).strip()
-        extra = _scalars(rec.values, ("Findings", "Impression"))
-        records.append(_study(key or "", rec.values["Findings"], rec.values["Impression"], extra, rec.pos))
-    return _keyed(table.file, records, table.problems)
+        study = _study_id(table, rec, "study")
+        if study is not None:
+            values = rec.values
+            records.append(_study(study, values["findings"], values["impression"], _scalars(values, ("study",)), rec.pos))
+    return _keyed(table, records, table.problems)
 
 
-def _rexrank(path: PathLike, format: str | None) -> RecordTable:
+def _chexpert_plus(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
+    table = _rows(path, format, ("path_to_image", FINDINGS, IMPRESSION))
+    studies: dict[str, Record] = {}
+    varying: set[str] = set()
+    for rec in table.records:
+        image = _study_id(table, rec, "path_to_image")
+        if image is None:
+            continue
+        key = posixpath.dirname(image.replace("\\", "/")) or image
+        study = _study(key, rec.values[FINDINGS], rec.values[IMPRESSION], _scalars(rec.values, (FINDINGS, IMPRESSION)), rec.pos)
+        first = studies.setdefault(key, study)
+        if first is study:
+            continue
+        differ = [f for f in (FINDINGS, IMPRESSION) if first.values[f] != study.values[f]]
+        if differ:
+            where = f"{table.unit} {first.pos}"
+            table.problems.append(table.problem(f"study {key!r} has another text than at {where}", rec, differ[0], id=key))
+        varying.update(k for k, v in study.values.items() if first.values.get(k) != v and k not in (FINDINGS, IMPRESSION, REPORT))
+    for rec in studies.values():  # a field of one image (view, path) is no field of the study
+        rec.values = {k: v for k, v in rec.values.items() if k not in varying}
+    return _keyed(table, list(studies.values()), table.problems)
+
+
+#: ReXGradient's study id columns, in the order they are looked for when none is named.
+REXGRADIENT_IDS = ("id", "StudyInstanceUid")
+
+
+def _rexgradient(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
+    table = _rows(path, format, ("Findings", "Impression"))
+    if table.keyed and id_col is not None:
+        raise file_error(table.file, f"this JSON is keyed by study id: an id column ({id_col!r}) does not apply to it")
+    col = id_col or next((c for c in REXGRADIENT_IDS if c in table.columns), None)
+    if not table.keyed and (col is None or col not in table.columns):
+        wanted = repr(id_col) if id_col else " or ".join(map(repr, REXGRADIENT_IDS))
+        raise file_error(table.file, f"layout rexgradient needs a study id: column {wanted} is missing")
+    records = []
+    for rec in table.records:
+        key = rec.key if table.keyed else _study_id(table, rec, col or "")
+        if key is not None:
+            extra = _scalars(rec.values, ("Findings", "Impression"))
+            records.append(_study(key, rec.values["Findings"], rec.values["Impression"], extra, rec.pos))
+    return _keyed(table, records, table.problems)
+
+
+def _rexrank(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
     table = load_table(path, format or "json", (), keyed_ok=True)
     if not table.keyed:
         raise file_error(table.file, "layout rexrank is a JSON object keyed by study id")
@@ -285,7 +326,7 @@ def _rexrank(path: PathLike, format: str | None) -> RecordTable:
         if REPORT not in values and "reports" in values:
             values[REPORT] = values["reports"]
         rec.values = {**values, **{name: None for name in (FINDINGS, IMPRESSION, REPORT) if values.get(name) is None}}
-    return _keyed(table.file, table.records, table.problems)
+    return _keyed(table, table.records, table.problems)
 
 
 _READERS = {
@@ -297,25 +338,40 @@ _READERS = {
 }
 
 
-def load_layout(path: PathLike, layout: DatasetLayout, format: str | None = None) -> RecordTable:
+#: The layouts whose study id column may be named (the others fix it: a file name, a key, a column).
+ID_COLUMN_LAYOUTS: tuple[DatasetLayout, ...] = ("rexgradient",)
+
+
+def load_layout(path: PathLike, layout: DatasetLayout, format: str | None = None, id_col: str | None = None) -> RecordTable:
     """A dataset's references as a table keyed by study id (fields: see the module's docstring).
 
     ``format`` names the file format where the suffix does not tell (not for ``mimic-cxr``, a
-    folder). Problems of single studies are collected in the table; a file that is not in the
-    layout raises :class:`InputError` naming what is missing.
+    folder). ``id_col`` names the study id column where the layout has several
+    (:data:`ID_COLUMN_LAYOUTS`). Problems of single studies are collected in the table; a file
+    that is not in the layout raises :class:`InputError` naming what is missing.
     """
     if layout not in _READERS:
         raise ValueError(f"layout must be one of {', '.join(DATASET_LAYOUTS)}, got {layout!r}")
-    return _READERS[layout](path, format)
+    if id_col is not None and layout not in ID_COLUMN_LAYOUTS:
+        raise file_error(
+            os.fspath(path),
+            f"layout {layout} names its study ids itself (docs/data.md); an id column ({id_col!r}) applies to the "
+            "candidates only: --cand-id-col",
+        )
+    return _READERS[layout](path, format, id_col)
 
 
 def keep_studies_with(table: RecordTable, field: str) -> int:
-    """Drop the studies whose ``field`` is absent (missing, null or blank), warning with their count.
+    """Drop the studies whose ``field`` is absent (missing, null or blank), warning with their count
+    and noting each one in ``table.left_out`` (a candidate for it is told why it has no reference).
 
     A value of another type stays, so that the reader reports it as the error it is."""
     kept = [r for r in table.records if not _absent(r.values.get(field))]
     dropped = len(table.records) - len(kept)
     if dropped:
+        for rec in table.records:
+            if _absent(rec.values.get(field)) and rec.key is not None:
+                table.left_out[rec.key] = f"the study is in the dataset but has no {field!r}"
         table.records = kept
         warnings.warn(
             f"{dropped} of {dropped + len(kept)} studies in {table.file} have no {field!r} and are not references",
@@ -325,20 +381,86 @@ def keep_studies_with(table: RecordTable, field: str) -> int:
     return dropped
 
 
-def select_studies(table: RecordTable, where: Mapping[str, str | Sequence[str]]) -> None:
+def _as_text(value: Any) -> str | None:
+    """A field value as ``where`` compares it: text stripped, ``true``/``false``, an integral number
+    without ``.0``; None (absent) matches nothing."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+Scalar = str | int | float | bool
+#: ``where=``: field -> the value, or the values, a study must hold (:func:`select_studies`).
+Selection = Mapping[str, Scalar | Sequence[Scalar]]
+
+
+def select_studies(table: RecordTable, where: Selection) -> None:
     """Keep the studies whose every named field holds one of the values given (``split: test``).
 
-    A field the layout does not have is an error naming the fields it has; a value is compared
-    as text (``1`` and ``"1"`` match)."""
-    absent = [name for name in where if name not in table.columns]
-    if absent:
+    Values are compared as text (:func:`_as_text`: ``1``, ``1.0`` and ``"1"`` match; an absent
+    value matches nothing). A field the layout does not have, an empty list of values, or a
+    selection no study meets is an error naming what there is."""
+    wanted: dict[str, set[str | None]] = {}
+    problems = []
+    for name, values in where.items():
+        listed = list(values) if isinstance(values, list | tuple) else [values]
+        wanted[name] = {_as_text(v) for v in listed}
+        if name not in table.columns:
+            problems.append((name, f"no such field to select on (fields: {', '.join(table.columns)})"))
+        elif not listed:
+            problems.append((name, "no value to select"))
+    if problems:
+        raise InputError([InputProblem(file=table.file, field=f, message=m) for f, m in problems])
+    kept = [r for r in table.records if all(_as_text(r.values.get(n)) in v for n, v in wanted.items())]
+    if table.records and not kept:
+        seen = {n: sorted({str(_as_text(r.values.get(n))) for r in table.records})[:10] for n in wanted}
+        have = "; ".join(f"{n}: {', '.join(v)}" for n, v in seen.items())
+        raise InputError([InputProblem(file=table.file, message=f"no study meets the selection {dict(where)} (values: {have})")])
+    table.records = kept
+
+
+def layout_study_id(layout: DatasetLayout, raw: str) -> str:
+    """A study id as the layout writes it: MIMIC-CXR's files and sectioned CSV name a study
+    ``s<study_id>``, so the number its metadata and split files give (``50414267``) becomes
+    ``s50414267``; every other id is kept."""
+    if layout in ("mimic-cxr", "mimic-cxr-sectioned") and raw.isdigit():
+        return f"s{raw}"
+    return raw
+
+
+def read_study_ids(
+    path: PathLike, layout: DatasetLayout, *, id_col: str = "study_id", format: str | None = None, where: Selection | None = None
+) -> list[str]:
+    """The study ids a table lists (one row per study or per image: each id once, in order), of
+    the rows meeting ``where``: MIMIC-CXR's ``mimic-cxr-2.0.0-split.csv`` with ``{"split": "test"}``
+    gives its test studies, written as the layout writes them (:func:`layout_study_id`)."""
+    table = load_table(path, format, None, keyed_ok=False)
+    if id_col not in table.columns:
+        raise InputError([InputProblem(file=table.file, field=id_col, message="id column is missing")])
+    select_studies(table, where or {})
+    ids = (record_id(table, rec, id_col, {id_col}) for rec in table.records)
+    listed = list(dict.fromkeys(layout_study_id(layout, i) for i in ids if i is not None))
+    if table.problems:
+        raise InputError(table.problems)
+    return listed
+
+
+def keep_listed(table: RecordTable, studies: Sequence[str], source: str) -> None:
+    """Keep the studies ``studies`` lists; one it lists that the dataset lacks is an error."""
+    wanted = set(studies)
+    have = {r.key for r in table.records}
+    lacking = [i for i in studies if i not in have]
+    if lacking:
         raise InputError(
             [
                 InputProblem(
-                    file=table.file, field=name, message=f"no such field to select on (fields: {', '.join(table.columns)})"
+                    file=table.file,
+                    message=f"{len(lacking)} studies listed in {source} are not in this dataset, e.g. {lacking[:3]}",
                 )
-                for name in absent
             ]
         )
-    wanted = {name: {values} if isinstance(values, str) else set(values) for name, values in where.items()}
-    table.records = [r for r in table.records if all(str(r.values.get(n)) in v for n, v in wanted.items())]
+    table.records = [r for r in table.records if r.key in wanted]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cxreval.io.datasets import keep_studies_with, load_layout, select_studies
+from cxreval.io.datasets import Selection, keep_listed, keep_studies_with, load_layout, select_studies
 from cxreval.io.errors import InputError, InputProblem
 from cxreval.io.records import (
     PathLike,
@@ -313,18 +313,19 @@ def _reports_rows(
 def read_reports(
     path: PathLike,
     *,
-    id_col: str = "id",
+    id_col: str | None = None,
     text_col: str | None = None,
     format: str | None = None,
     section: str | None = None,
     keyed_default: str | None = None,
     layout: DatasetLayout | None = None,
-    where: Mapping[str, str | Sequence[str]] | None = None,
+    where: Selection | None = None,
+    studies: tuple[Sequence[str], str] | None = None,
 ) -> dict[str, str]:
     """Read one report text per id, in file order.
 
-    Tabular files (CSV, TSV, JSONL, Parquet, JSON list) read ``id_col`` and ``text_col``
-    (default ``report``); ``section`` does not apply to them. A ReXrank-layout JSON (object keyed
+    Tabular files (CSV, TSV, JSONL, Parquet, JSON list) read ``id_col`` (default ``id``) and
+    ``text_col`` (default ``report``); ``section`` does not apply to them. A ReXrank-layout JSON (object keyed
     by study id) reads the field named by ``text_col``, or else the one ``section`` picks:
     ``report`` (full "Findings: ... Impression: ..." text), ``findings`` (``section_findings``) or
     ``impression`` (``section_impression``), or else ``keyed_default`` (for example
@@ -334,20 +335,23 @@ def read_reports(
     ``layout`` reads a public dataset in its own layout (:mod:`cxreval.io.datasets`: keyed by
     study id, fields named as in ReXrank's JSON, ``section`` default ``report``); its studies
     without the text asked for are left out and counted in a warning. ``where`` keeps the studies
-    whose fields hold the values given (``{"split": "test"}``; layouts only).
+    whose fields hold the values given (``{"split": "test"}``; layouts only); ``studies`` (ids,
+    and the file that lists them: :func:`~cxreval.io.datasets.read_study_ids`) keeps those.
     """
     if section is not None:
         _section_field(section)  # an unknown section is a programming error, raised at once
     if layout is not None:
-        table = load_layout(path, layout, format)
+        table = load_layout(path, layout, format, id_col=id_col)
         select_studies(table, where or {})
+        if studies is not None:
+            keep_listed(table, *studies)
         keyed_default = keyed_default or SECTIONS["report"]
-    elif where:
-        raise ValueError("where= selects studies of a dataset layout; give layout= too")
+    elif where or studies:
+        raise ValueError("where= and studies= select studies of a dataset layout; give layout= too")
     else:
-        table = load_table(path, format, [id_col, text_col or "report"], keyed_ok=True)
+        table = load_table(path, format, [id_col or "id", text_col or "report"], keyed_ok=True)
     rows, col = _reports_rows(
-        table, id_col, text_col, section, default="report", keyed_default=keyed_default, pool=layout is not None
+        table, id_col or "id", text_col, section, default="report", keyed_default=keyed_default, pool=layout is not None
     )
     if table.problems:
         raise InputError(table.problems)
@@ -411,8 +415,9 @@ def read_pair_files(
     ref_id = ref_id_col or id_col or "id"
     cand_id = cand_id_col or id_col or "id"
     system = [system_col] if system_col else []
-    if reference_layout is not None:
-        refs = load_layout(refs_path, reference_layout, reference_format)
+    if reference_layout is not None:  # its ids are the layout's: --id-col names the candidates' column only
+        refs = load_layout(refs_path, reference_layout, reference_format, id_col=ref_id_col)
+        ref_id = ref_id_col or "id"
     else:
         refs = load_table(refs_path, reference_format, [ref_id, reference_col or "reference", *meta_cols], keyed_ok=True)
     cands = load_table(cands_path, candidate_format, [cand_id, candidate_col or "candidate", *meta_cols, *system], keyed_ok=True)
@@ -438,7 +443,8 @@ def read_pair_files(
         meta_cols=cand_meta,
         system_col=system_col,
     )
-    for table, named in ((refs, ref_id_col or id_col), (cands, cand_id_col or id_col)):
+    named_ids = [(cands, cand_id_col or id_col)] + ([] if reference_layout else [(refs, ref_id_col or id_col)])
+    for table, named in named_ids:
         if table.keyed and named is not None:  # a column the user named must be the one read
             table.problems.append(
                 InputProblem(
@@ -520,7 +526,8 @@ def _unmatched(
         name = r.meta[system_col] if system_col else None
         by_system.setdefault(name, set()).add(r.ident)
         if r.ident not in ref_ids:
-            problems.append(cands.problem(f"id has no reference in {refs.file}", r.rec, id=r.ident))
+            why = refs.left_out.get(r.ident)
+            problems.append(cands.problem(f"id has no reference in {refs.file}{f' ({why})' if why else ''}", r.rec, id=r.ident))
     for name, ids in by_system.items() if not pool else ():
         of = f" from system {name!r}" if system_col else ""
         for r in ref_rows:

@@ -65,6 +65,7 @@ class RecordTable:
     records: list[Record]
     problems: list[InputProblem] = field(default_factory=list)
     keyed: bool = False  # ReXrank layout: id is the dict key, not a column
+    left_out: dict[str, str] = field(default_factory=dict)  # a dataset's studies left out of its pool, and why
 
     def problem(
         self,
@@ -370,15 +371,15 @@ def _pyarrow_parquet(file: str) -> Any:
     return pq
 
 
-def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
-    """Parquet via pyarrow (the ``parquet`` extra); only the wanted columns are converted, keeping
-    their Python types."""
+def _read_parquet(path: Path, file: str, wanted: Sequence[str] | None) -> RecordTable:
+    """Parquet via pyarrow (the ``parquet`` extra); only the wanted columns (None: every one) are
+    converted, keeping their Python types."""
     pq = _pyarrow_parquet(file)
 
     try:
         pf = pq.ParquetFile(io.BytesIO(sys.stdin.buffer.read()) if file == STDIN else path)
         columns = list(pf.schema_arrow.names)
-        present = [c for c in dict.fromkeys(wanted) if c in columns]
+        present = columns if wanted is None else [c for c in dict.fromkeys(wanted) if c in columns]
         arrow = pf.read(columns=present) if present else None
         n_rows = pf.metadata.num_rows
         data = {c: arrow.column(c).to_pylist() for c in present} if arrow is not None else {}
@@ -391,9 +392,11 @@ def _read_parquet(path: Path, file: str, wanted: Sequence[str]) -> RecordTable:
 
 
 def load_table(
-    path: PathLike, format: str | None, wanted: Sequence[str], keyed_ok: bool, *, formula_guards: bool = False
+    path: PathLike, format: str | None, wanted: Sequence[str] | None, keyed_ok: bool, *, formula_guards: bool = False
 ) -> RecordTable:
     """Read any supported file into records, collecting (not raising) every problem found.
+
+    ``wanted``: the columns a Parquet file converts (None: every one); other formats read all.
 
     ``keyed_ok`` accepts the ReXrank layout (a JSON object keyed by id). ``-`` is standard input.
     Public for readers of other tables (``cxreval agree`` reads label files with it) so that
