@@ -269,7 +269,7 @@ def evaluate(
         Rows,
         typer.Option(
             "--rows",
-            help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input: no report text) or full (every row, evidence as text). Scores are the same.",
+            help="judgements.jsonl.gz: compact (rows that count in a score, evidence as offsets into the input, not sentences) or full (every row, evidence as text). Scores are the same.",
         ),
     ] = Rows["compact"],
     parquet: Annotated[

@@ -13,7 +13,8 @@ processes that judge chunks compress their own and the file is their bytes end t
   evidence is a slice of it (the rule engine's always is; an LLM's quote may not be, and is then
   written as text). The texts are shown again when the input is at hand (:func:`read_rows` with
   ``texts``); ``scores.json`` holds the fingerprints of the references and candidates it was
-  scored on, so a wrong input is refused, not sliced. The folder holds no report text.
+  scored on, so a wrong input is refused, not sliced. The folder holds no report sentence (the
+  rule lines still quote the cue words they matched, and an LLM's loose quote stays text).
 - ``full``: every row with its evidence as text (the rows of ``judgements.jsonl`` up to cxreval 0.7).
 
 Every score of a table read back from either style is the one of the table that was written
