@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ["src", "tests", "benchmarks"]
+CHECKED = ["src", "tests", "benchmarks", "mkdocs_hooks.py"]
 
 
 def _ruff() -> str:
