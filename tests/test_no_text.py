@@ -286,3 +286,29 @@ def test_review_export_no_text_writes_no_report_text(reviewed_db: Path, tmp_path
         loose = (r.pair_id, r.entity) == ("s4", "pneumothorax")
         assert r.candidate == ("" if loose else was.candidate)  # the loose quote is dropped, not written
     assert any(r.reference and REF_MARK in r.reference for r in compact)  # evidence is there, as offsets
+
+
+def test_review_stats_no_text_writes_no_report_text(reviewed_db: Path, tmp_path: Path) -> None:
+    from cxreval.review.db import Answer, ReviewDB
+
+    with ReviewDB.open(reviewed_db) as opened:  # ann disagrees with the engine on a row with evidence, and notes why
+        row = next(r for r in opened.engine_rows() if r.reference_evidence)
+        pair = row.pair_id
+        other = "TP" if row.presence == "FN" else "FN"
+        opened.save_answer(Answer(reviewer="ann", pair_id=pair, entity=row.entity, presence=other))
+        opened.save_note("ann", pair, f"the candidate never says {REF_MARK}")
+
+    def stats(folder: Path, *options: str) -> str:
+        folder.mkdir()
+        files = ["--html", str(folder / "r.html"), "--csv", str(folder / "r.csv"), "--latex", str(folder / "r.tex")]
+        done = CliRunner().invoke(app, ["review", "stats", str(reviewed_db), "--json", "--resamples", "0", *files, *options])
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    own, shared = stats(tmp_path / "own"), stats(tmp_path / "shared", "--no-text")
+    assert REF_MARK in own and "r.html" in _files_with_marks(tmp_path / "own")  # the test is not vacuous
+    assert not any(m in shared for m in MARKS) and _files_with_marks(tmp_path / "shared") == {}
+    own_json, shared_json = json.loads(own), json.loads(shared)
+    assert shared_json.pop("settings")["report_text"] == "left out"
+    own_json.pop("settings")
+    assert shared_json["fields"] == own_json["fields"]  # every number unchanged

@@ -170,6 +170,12 @@ def stats(
     reviewer: Annotated[
         list[str] | None, typer.Option("--reviewer", metavar="NAME", help="Only these reviewers' answers (repeatable).")
     ] = None,
+    no_text: Annotated[
+        bool,
+        typer.Option(
+            "--no-text", help="No report text (examples' evidence sentences, reviewers' notes) in any output, to share it."
+        ),
+    ] = False,
 ) -> None:
     """The engine's accuracy per field against the reviewers (SPEC-CXR's layout), re-weighted for the sampling."""
     from cxreval.io.writers import atomic_write_text
@@ -190,6 +196,8 @@ def stats(
             result = review_stats(opened, resamples=resamples, seed=seed, confidence=confidence, top=top, reviewers=reviewer)
     except ReviewDBError as exc:
         fail(str(exc))
+    if no_text:
+        result = result.without_text()
     for path, render in ((csv_file, to_csv), (latex_file, to_latex), (html_file, to_html)):
         if path is not None:
             atomic_write_text(path, render(result))

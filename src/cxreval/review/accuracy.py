@@ -130,6 +130,14 @@ class ReviewStats(BaseModel):
     agreement: list[Agreement]
     worst_entities: list[EntityErrors]
 
+    def without_text(self) -> ReviewStats:
+        """These statistics with no report text, to share them (``--no-text``): each example keeps
+        its pair id, reviewer, field and both values, and loses the evidence sentences and the
+        reviewer's note (which may quote the report). Every number is unchanged."""
+        bare = {"reference_evidence": "", "candidate_evidence": "", "note": ""}
+        worst = [e.model_copy(update={"examples": [x.model_copy(update=bare) for x in e.examples]}) for e in self.worst_entities]
+        return self.model_copy(update={"worst_entities": worst, "settings": {**self.settings, "report_text": "left out"}})
+
 
 # -- observations ------------------------------------------------------------------------------
 
