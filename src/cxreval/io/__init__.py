@@ -4,7 +4,9 @@ Everything downstream (extraction, scoring, judging) assumes clean input: one no
 side, unique ids. This module is the single place where user files are checked, so that a bad
 file fails early with *every* problem listed (file, position, field, what is wrong) instead of
 failing half-way through a scoring run or, worse, silently scoring fewer reports than were given.
-No row is ever skipped or repaired; any problem raises :class:`InputError`.
+No row is repaired, and none is skipped unless the caller asks and is told the count
+(``on_missing="skip"``, a dataset's studies outside the pool: :mod:`~cxreval.io.datasets`); any
+problem raises :class:`InputError`.
 
 Formats (chosen from the suffix unless ``format=`` / ``--format`` is given; ``-`` reads standard
 input and needs the format named):
