@@ -117,13 +117,19 @@ def kept_rows(rows: Iterable[EntityJudgement], style: RowStyle) -> Iterator[Enti
     return iter(rows) if style == "full" else (r for r in rows if not r.implied)
 
 
-def _span(evidence: str, text: str | None) -> list[int] | str:
-    """``[start, end]`` of ``evidence`` in ``text``, or the evidence itself where it is not a slice of it."""
+def evidence_span(evidence: str, text: str | None) -> tuple[int, int] | None:
+    """``(start, end)`` of ``evidence`` in ``text``; None where it is empty or no slice of it."""
     if text is not None and evidence:
         start = text.find(evidence)
         if start >= 0:
-            return [start, start + len(evidence)]
-    return evidence
+            return start, start + len(evidence)
+    return None
+
+
+def _span(evidence: str, text: str | None) -> list[int] | str:
+    """``[start, end]`` of ``evidence`` in ``text``, or the evidence itself where it is not a slice of it."""
+    span = evidence_span(evidence, text)
+    return evidence if span is None else list(span)
 
 
 def compact_record(row: EntityJudgement, texts: tuple[str, str] | None) -> dict[str, Any]:

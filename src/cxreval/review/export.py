@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from cxreval.extract.explain import without_cues
 from cxreval.judge import EntityJudgement
+from cxreval.judge.files import evidence_span
 from cxreval.judge.models import ERROR_KINDS, row_errors
 from cxreval.review.db import FIELDS, IMPLICIT, ReviewDB
 from cxreval.scores.signature import Signature
@@ -104,10 +105,8 @@ def row_without_text(row: EntityJudgement, texts: tuple[str, str]) -> EntityJudg
     no slice of them (an LLM's loose quote); its rule lines without their quoted cue."""
     update: dict[str, object] = {}
     for side, text in zip(("reference", "candidate"), texts, strict=True):
-        evidence: str = getattr(row, side)
-        start = text.find(evidence) if evidence else -1
         update[side] = ""
-        update[f"{side}_span"] = (start, start + len(evidence)) if start >= 0 else None
+        update[f"{side}_span"] = evidence_span(getattr(row, side), text)
         update[f"{side}_rules"] = without_cues(getattr(row, f"{side}_rules"))
     return row.model_copy(update=update)
 
