@@ -207,6 +207,10 @@ class Digest:
     git_sha1: str
     size: int
 
+    def of(self, kind: str) -> str:
+        """The hash of the kind the hub reports (:func:`_expected`): ``sha256`` or ``git-sha1``."""
+        return self.sha256 if kind == "sha256" else self.git_sha1
+
 
 def digest(path: Path) -> Digest:
     """Both hashes of ``path`` in one read."""
@@ -419,10 +423,6 @@ def _expected(sibling: Any, repo: str, commit: str) -> tuple[str, str]:
     raise FetchError(f"{repo}@{commit[:12]}: the hub reports no hash for {sibling.rfilename}")
 
 
-def _matches(d: Digest, kind: str, expected: str) -> bool:
-    return (d.sha256 if kind == "sha256" else d.git_sha1) == expected
-
-
 def _record(job: _Job, rel: str, d: Digest, repo: str, commit: str, hub_file: str, hub_hash: str) -> None:
     job.lock.files[rel] = LockedFile(
         sha256=d.sha256, size=d.size, repo=repo, revision=commit, hub_file=hub_file, hub_hash=hub_hash
@@ -430,8 +430,9 @@ def _record(job: _Job, rel: str, d: Digest, repo: str, commit: str, hub_file: st
     write_lock(job.folder, job.lock)
 
 
-def _download(job: _Job, source: Source, repo: str, commit: str, name: str, kind: str, expected: str) -> Path:
-    """Download one file into the staging folder and verify it; a mismatch deletes it and refuses."""
+def _download(job: _Job, source: Source, repo: str, commit: str, name: str, kind: str, expected: str) -> tuple[Path, Digest]:
+    """Download one file into the staging folder and verify it (its path and hashes); a mismatch
+    deletes it and refuses."""
     from huggingface_hub import hf_hub_download
 
     job.staging.mkdir(parents=True, exist_ok=True)
@@ -449,7 +450,7 @@ def _download(job: _Job, source: Source, repo: str, commit: str, name: str, kind
         )
     )
     actual = digest(path)
-    got = actual.sha256 if kind == "sha256" else actual.git_sha1
+    got = actual.of(kind)
     if got != expected:
         path.unlink(missing_ok=True)
         raise FetchError(
@@ -457,7 +458,7 @@ def _download(job: _Job, source: Source, repo: str, commit: str, name: str, kind
             f"{kind} {got}; the file was refused and deleted"
         )
     job.report.downloaded.append(name)
-    return path
+    return path, actual
 
 
 def _fetch_file(job: _Job, source: Source, repo: str, commit: str, sibling: Any) -> None:
@@ -468,14 +469,14 @@ def _fetch_file(job: _Job, source: Source, repo: str, commit: str, sibling: Any)
     dest = job.folder / rel
     if dest.is_file():
         have = digest(dest)
-        if _matches(have, kind, expected):
+        if have.of(kind) == expected:
             job.report.kept.append(rel)
             _record(job, rel, have, repo, commit, name, expected)
             return
-    staged = _download(job, source, repo, commit, name, kind, expected)
+    staged, got = _download(job, source, repo, commit, name, kind, expected)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, dest)
-    _record(job, rel, digest(dest), repo, commit, name, expected)
+    os.replace(staged, dest)  # the same bytes, already hashed
+    _record(job, rel, got, repo, commit, name, expected)
 
 
 def _unpacked_intact(job: _Job, repo: str, name: str, expected: str) -> bool:
@@ -514,7 +515,7 @@ def _fetch_archive(job: _Job, source: Source, repo: str, commit: str, sibling: A
     if _unpacked_intact(job, repo, name, expected):
         job.report.kept.append(name)
         return
-    staged = _download(job, source, repo, commit, name, kind, expected)
+    staged, _ = _download(job, source, repo, commit, name, kind, expected)
     _unpack(job, staged, repo, commit, name, expected)
 
 
