@@ -46,7 +46,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cxreval.io.errors import InputError, InputProblem, file_error
+from cxreval.io.errors import InputError, InputProblem, Unit, file_error
 from cxreval.io.records import PathLike, Record, RecordTable, decode_utf8, load_table, record_id
 from cxreval.literals import DATASET_LAYOUTS, DatasetLayout
 
@@ -189,12 +189,12 @@ def _study(key: str, findings: Any, impression: Any, extra: Mapping[str, Any], p
     return Record(pos=pos, values=values, key=key, ident=key)
 
 
-def _keyed(source: RecordTable, records: list[Record], problems: list[InputProblem]) -> RecordTable:
-    """The layout's table: keyed by study id, positions in the unit of the file read."""
+def _keyed(file: str, unit: Unit, records: list[Record], problems: list[InputProblem]) -> RecordTable:
+    """The layout's table: keyed by study id, positions in the ``unit`` of the file read."""
     columns: dict[str, None] = {}
     for rec in records:
         columns.update(dict.fromkeys(rec.values))
-    return RecordTable(file=source.file, unit=source.unit, columns=list(columns), records=records, problems=problems, keyed=True)
+    return RecordTable(file=file, unit=unit, columns=list(columns), records=records, problems=problems, keyed=True)
 
 
 def _mimic_files(root: Path) -> Iterator[Path]:
@@ -237,8 +237,7 @@ def _mimic_tree(path: PathLike, format: str | None, id_col: str | None) -> Recor
         )
     if not records and not problems:
         raise file_error(file, "no report files (p<digits>/s<digits>.txt) to read under this folder")
-    table = RecordTable(file=file, unit="item", columns=[], records=[])
-    return _keyed(table, records, problems)
+    return _keyed(file, "item", records, problems)
 
 
 def _rows(path: PathLike, format: str | None, need: tuple[str, ...]) -> RecordTable:
@@ -257,28 +256,28 @@ def _scalars(values: Mapping[str, Any], skip: tuple[str, ...]) -> dict[str, Any]
     return {(f"release_{k}" if k in (FINDINGS, IMPRESSION, REPORT) else k): v for k, v in kept.items()}
 
 
-def _study_id(table: RecordTable, rec: Record, col: str) -> str | None:
-    """The study id in ``col``, checked as every id is (text or an integer, not empty)."""
-    return record_id(replace(table, keyed=False), rec, col, {col})
+def _study_ids(table: RecordTable, col: str) -> list[str | None]:
+    """Each record's study id in ``col``, checked as every id is (text or an integer, not empty);
+    None after a problem. Read as a column, also in a JSON object keyed by something else."""
+    as_columns = replace(table, keyed=False)  # shares table.problems
+    return [record_id(as_columns, rec, col, {col}) for rec in table.records]
 
 
 def _mimic_sectioned(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
     table = _rows(path, format, ("study", *MIMIC_SECTIONED))
     records = []
-    for rec in table.records:
-        study = _study_id(table, rec, "study")
+    for rec, study in zip(table.records, _study_ids(table, "study"), strict=True):
         if study is not None:
             values = rec.values
             records.append(_study(study, values["findings"], values["impression"], _scalars(values, ("study",)), rec.pos))
-    return _keyed(table, records, table.problems)
+    return _keyed(table.file, table.unit, records, table.problems)
 
 
 def _chexpert_plus(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
     table = _rows(path, format, ("path_to_image", FINDINGS, IMPRESSION))
     studies: dict[str, Record] = {}
     varying: set[str] = set()
-    for rec in table.records:
-        image = _study_id(table, rec, "path_to_image")
+    for rec, image in zip(table.records, _study_ids(table, "path_to_image"), strict=True):
         if image is None:
             continue
         key = posixpath.dirname(image.replace("\\", "/")) or image
@@ -293,7 +292,7 @@ def _chexpert_plus(path: PathLike, format: str | None, id_col: str | None) -> Re
         varying.update(k for k, v in study.values.items() if first.values.get(k) != v and k not in (FINDINGS, IMPRESSION, REPORT))
     for rec in studies.values():  # a field of one image (view, path) is no field of the study
         rec.values = {k: v for k, v in rec.values.items() if k not in varying}
-    return _keyed(table, list(studies.values()), table.problems)
+    return _keyed(table.file, table.unit, list(studies.values()), table.problems)
 
 
 #: ReXGradient's study id columns, in the order they are looked for when none is named.
@@ -309,12 +308,12 @@ def _rexgradient(path: PathLike, format: str | None, id_col: str | None) -> Reco
         wanted = repr(id_col) if id_col else " or ".join(map(repr, REXGRADIENT_IDS))
         raise file_error(table.file, f"layout rexgradient needs a study id: column {wanted} is missing")
     records = []
-    for rec in table.records:
-        key = rec.key if table.keyed else _study_id(table, rec, col or "")
+    keys = [rec.key for rec in table.records] if table.keyed else _study_ids(table, col or "")
+    for rec, key in zip(table.records, keys, strict=True):
         if key is not None:
             extra = _scalars(rec.values, ("Findings", "Impression"))
             records.append(_study(key, rec.values["Findings"], rec.values["Impression"], extra, rec.pos))
-    return _keyed(table, records, table.problems)
+    return _keyed(table.file, table.unit, records, table.problems)
 
 
 def _rexrank(path: PathLike, format: str | None, id_col: str | None) -> RecordTable:
@@ -326,7 +325,7 @@ def _rexrank(path: PathLike, format: str | None, id_col: str | None) -> RecordTa
         if REPORT not in values and "reports" in values:
             values[REPORT] = values["reports"]
         rec.values = {**values, **{name: None for name in (FINDINGS, IMPRESSION, REPORT) if values.get(name) is None}}
-    return _keyed(table, table.records, table.problems)
+    return _keyed(table.file, table.unit, table.records, table.problems)
 
 
 _READERS = {
@@ -366,12 +365,14 @@ def keep_studies_with(table: RecordTable, field: str) -> int:
     and noting each one in ``table.left_out`` (a candidate for it is told why it has no reference).
 
     A value of another type stays, so that the reader reports it as the error it is."""
-    kept = [r for r in table.records if not _absent(r.values.get(field))]
+    kept: list[Record] = []
+    for rec in table.records:
+        if not _absent(rec.values.get(field)):
+            kept.append(rec)
+        elif rec.key is not None:
+            table.left_out[rec.key] = f"the study is in the dataset but has no {field!r}"
     dropped = len(table.records) - len(kept)
     if dropped:
-        for rec in table.records:
-            if _absent(rec.values.get(field)) and rec.key is not None:
-                table.left_out[rec.key] = f"the study is in the dataset but has no {field!r}"
         table.records = kept
         warnings.warn(
             f"{dropped} of {dropped + len(kept)} studies in {table.file} have no {field!r} and are not references",
